@@ -1,0 +1,35 @@
+# Two entry points, both idempotent: `make study` and `make test` (see README.md).
+# The virtual environment is (re)built only when pyproject.toml or constraints.txt change.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+EXTRAS ?= dev,postgres,dashboard
+STAMP := $(VENV)/.installed
+
+.PHONY: study test setup lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "ablate needs Python >= 3.10")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# constraints.txt pins the tested torch: the CPU wheel here, the matching CUDA build on a GPU machine,
+	# never a newer torch with several GB of CUDA packages.
+	PIP_CONSTRAINT=constraints.txt $(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+study: $(STAMP)
+	$(BIN)/ablate sweep table3 --preset tiny
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+bench: $(STAMP)
+	$(BIN)/ablate bench --preset tiny
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

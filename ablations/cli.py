@@ -1,0 +1,71 @@
+"""The `ablate` command line: a thin dispatcher. Each command lives in ablations/commands/<name>.py and imports
+torch, Lightning and W&B only when it runs, so `ablate --help` stays fast."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "sweep": ("ablations.commands.sweep", "run every row x seed of a study as Optuna trials (resumable, multi-worker)"),
+    "train": ("ablations.commands.train", "train one configuration: a study row at a preset, plus overrides"),
+    "tune": ("ablations.commands.tune", "search hyperparameters for one row with TPE and step-wise pruning"),
+    "report": ("ablations.commands.report", "rebuild the table from finished results (md, tex, csv, json, html)"),
+    "compare": ("ablations.commands.compare", "side-by-side of two runs: config differences, metrics, curves"),
+    "status": ("ablations.commands.status", "live view of a sweep: rows done, running, pending, failed, ETA"),
+    "params": ("ablations.commands.params", "parameter count of every row (models built on the meta device)"),
+    "studies": ("ablations.commands.studies", "list the built-in studies and presets; validate a study file"),
+    "data": ("ablations.commands.data", "prepare a corpus and print its statistics"),
+    "bench": ("ablations.commands.bench", "training and decoding speed, side by side with peer implementations"),
+}
+
+USAGE = """usage: ablate COMMAND [options]
+
+Transformer ablation studies: Table 3 of "Attention Is All You Need" and your own, on Lightning, Optuna and W&B.
+
+commands:
+{commands}
+
+Run `ablate COMMAND --help` for a command's options. Start with: ablate sweep table3 --preset tiny
+"""
+
+
+def usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    return USAGE.format(commands="\n".join(f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch to a command. Bad input ends with one line on stderr and exit code 2, never a traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    if argv[0] == "--version":
+        from importlib.metadata import version
+
+        print(f"ablate {version('ablate')}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"ablate: error: unknown command {name!r}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    from data.errors import AblateError
+
+    try:
+        module = importlib.import_module(COMMANDS[name][0])
+        return int(module.main(rest) or 0)
+    except AblateError as err:
+        print(f"ablate {name}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"ablate {name}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per `ablate` subcommand, each with `main(argv) -> int`."""

@@ -1,0 +1,64 @@
+"""`ablate params`: each row's shape and parameter count, with models built on the meta device (no memory)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ablations.presets import PRESETS
+
+
+def parameter_table(study_name: str, preset: str, vocab_size: int | None = None) -> list[dict]:
+    """One dict per row: row, group, N, d_model, d_ff, h, d_k, d_v, params, paper_params_m."""
+    import torch
+
+    from ablations.studies import load_study
+    from lightning_modules.transformer import Transformer
+
+    study = load_study(study_name)
+    extra = {"data": {"vocab_size": vocab_size}} if vocab_size else {}
+    rows = []
+    for row in study.rows:
+        cfg = study.run_config(row, preset, **extra).model
+        with torch.device("meta"):
+            params = Transformer(cfg).num_parameters()
+        rows.append(
+            {
+                "row": row.name,
+                "group": row.group,
+                "N": cfg.n_layers,
+                "d_model": cfg.d_model,
+                "d_ff": cfg.d_ff,
+                "h": cfg.n_heads,
+                "d_k": cfg.head_dim_k,
+                "d_v": cfg.head_dim_v,
+                "vocab_size": cfg.vocab_size,
+                "params": params,
+                "paper_params_m": row.paper.get("params_m"),
+            }
+        )
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="ablate params", description=__doc__)
+    parser.add_argument("study", nargs="?", default="table3", help="built-in study name or study YAML file")
+    parser.add_argument("--preset", default="paper", choices=list(PRESETS))
+    parser.add_argument("--vocab-size", type=int, default=None, help="shared vocabulary (default: the preset's)")
+    parser.add_argument("--json", action="store_true", help="print a JSON list of {row, params, ...}")
+    args = parser.parse_args(argv)
+    rows = parameter_table(args.study, args.preset, args.vocab_size)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    header = f"{'row':<6} {'N':>2} {'d_model':>7} {'d_ff':>5} {'h':>3} {'d_k':>4} {'d_v':>4} {'params':>10} {'paper':>6}"
+    print(f"{args.study} at preset {args.preset}, vocabulary {rows[0]['vocab_size']}")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        paper = f"{r['paper_params_m']}M" if r["paper_params_m"] else ""
+        print(
+            f"{r['row']:<6} {r['N']:>2} {r['d_model']:>7} {r['d_ff']:>5} {r['h']:>3} {r['d_k']:>4} {r['d_v']:>4} "
+            f"{r['params'] / 1e6:>9.1f}M {paper:>6}"
+        )
+    return 0

@@ -1,0 +1,114 @@
+"""Presets: the paper's sizes, and the same study shrunk for a CPU.
+
+A preset scales every width (d_model, d_ff, d_k, d_v) by one factor, the depth N by another and the training steps
+by a third. Because each Table 3 row is written in the paper's units and scaled by the same factors, the rows keep
+the paper's relations at every preset: h * d_k = d_model in row A, d_k at 1/4 and 1/2 of the base in row B, N at
+1/3, 2/3 and 4/3 and widths at half and double in row C, and the big model's doubled widths and tripled steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from data.errors import ConfigError
+
+WIDTH_FIELDS = ("d_model", "d_ff", "d_k", "d_v")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preset:
+    """How the paper's configuration is shrunk, plus the settings that only make sense at that size."""
+
+    name: str
+    """Name used on the command line (--preset)."""
+    description: str
+    """One line for `ablate presets` and the help text."""
+    width_scale: float = 1.0
+    """Factor on d_model, d_ff, d_k and d_v (one factor for all, so ratios between them are kept)."""
+    depth_scale: float = 1.0
+    """Factor on N (n_layers). The paper's N values 2, 4, 6, 8 must stay whole numbers."""
+    step_scale: float = 1.0
+    """Factor on the training steps (100K for base, 300K for big in the paper)."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """Model fields set outright at this preset (after scaling)."""
+    train: dict[str, Any] = field(default_factory=dict)
+    """Training-recipe fields set outright at this preset (warmup, validation cadence, ...)."""
+    data: dict[str, Any] = field(default_factory=dict)
+    """Data fields set outright at this preset (vocabulary, token budget, corpus sizes)."""
+
+    def scale_model(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Scale the width and depth fields of a model override written in the paper's units."""
+        out = dict(values)
+        for name, value in values.items():
+            if value is None:
+                continue
+            if name in WIDTH_FIELDS:
+                out[name] = self._whole(name, value, self.width_scale)
+            elif name == "n_layers":
+                out[name] = self._whole(name, value, self.depth_scale)
+        return out
+
+    def scale_train(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Scale the training steps of a train override written in the paper's units."""
+        out = dict(values)
+        if values.get("max_steps") is not None:
+            out["max_steps"] = max(1, round(values["max_steps"] * self.step_scale))
+        return out
+
+    def _whole(self, name: str, value: int, factor: float) -> int:
+        scaled = value * factor
+        if abs(scaled - round(scaled)) > 1e-9 or round(scaled) < 1:
+            raise ConfigError(
+                f"preset {self.name!r} scales model.{name}={value} to {scaled:g}, not a positive whole number: "
+                f"use a value that is a multiple of {1 / factor:g}, or a study with 'scale: none'"
+            )
+        return round(scaled)
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            name="paper",
+            description="the paper's sizes and recipe (WMT-scale data, GPUs): base 65M params, 100K steps",
+            data={"vocab_size": 37000, "tokens_per_batch": 50000, "max_len": 256},
+            train={"val_every": 5000, "val_max_sentences": 500},
+        ),
+        Preset(
+            name="tiny",
+            description="every row on a 2-core CPU in about 30 minutes: widths /4, N /2 (base N=3, d_model=128)",
+            width_scale=0.25,
+            depth_scale=0.5,
+            step_scale=0.008,
+            model={"max_len": 256},
+            train={"warmup_steps": 200, "lr_factor": 1.0, "val_every": 200, "val_max_sentences": 200},
+            data={"vocab_size": 4000, "tokens_per_batch": 4096, "max_len": 96},
+        ),
+        Preset(
+            name="smoke",
+            description="every row in a few minutes, for CI: widths /16, N /2 (base N=3, d_model=32), 60 steps",
+            width_scale=1 / 16,
+            depth_scale=0.5,
+            step_scale=0.0006,
+            model={"max_len": 256},
+            train={"warmup_steps": 20, "lr_factor": 2.0, "val_every": 30, "val_max_sentences": 100},
+            data={
+                "vocab_size": 1000,
+                "tokens_per_batch": 2048,
+                "max_len": 64,
+                "builtin_train": 6000,
+                "builtin_valid": 200,
+                "builtin_test": 200,
+            },
+        ),
+    )
+}
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called `name`, or a one-line error listing the presets there are."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}") from None

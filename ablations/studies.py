@@ -1,0 +1,220 @@
+"""Studies are data: a base, named rows of overrides, seeds, and an optional search space, loaded from YAML.
+
+A row never subclasses anything: its config is `replace(base, **overrides)` section by section. The whole study is
+validated (unknown fields, bad values, duplicate rows, scaling) before anything runs, so a typo in row 17 does not
+surface after 16 finished trainings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ablations.config import SECTIONS, RunConfig, build_run_config
+from ablations.presets import Preset, get_preset
+from data.errors import AblateError
+
+BUILTIN_DIR = Path(__file__).parent / "studies"
+STUDY_KEYS = {"name", "description", "scale", "seeds", "base", "preset", "rows", "search_space"}
+ROW_KEYS = {"name", "group", "paper", *SECTIONS}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the study's table: a name, the group it is shown in, and its overrides of the base."""
+
+    name: str
+    group: str
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)  # {"model": {...}, "train": {...}, ...}
+    paper: dict[str, float] = field(default_factory=dict)  # reference results to show beside ours (ppl, bleu, ...)
+
+    def flat_overrides(self) -> dict[str, Any]:
+        """Overrides as {"d_k": 16} (model fields bare, others as "train.max_steps") for tables and tags."""
+        return {
+            (k if s == "model" else f"{s}.{k}"): v for s, values in self.overrides.items() for k, v in values.items()
+        }
+
+
+@dataclass(frozen=True)
+class SearchDim:
+    """One hyperparameter of `ablate tune`: a float or int range (optionally log-scaled) or a list of choices."""
+
+    name: str  # "train.lr_factor"
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    type: str = "float"  # "float" | "int" | "categorical"
+    choices: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class Study:
+    """A named set of rows run against one base, each with several seeds."""
+
+    name: str
+    description: str
+    scale: str  # "paper": overrides are in the paper's units and shrunk by the preset; "none": used as written
+    seeds: int
+    base: dict[str, dict[str, Any]]
+    rows: tuple[Row, ...]
+    search_space: tuple[SearchDim, ...] = ()
+    default_preset: str | None = None
+    source: str = ""
+
+    def row(self, name: str) -> Row:
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise AblateError(f"study {self.name!r} has no row {name!r}: rows are {', '.join(r.name for r in self.rows)}")
+
+    def run_config(self, row: Row | str, preset: Preset | str, seed: int = 0, **extra: dict[str, Any]) -> RunConfig:
+        """The fully resolved config of one row at one preset and seed. `extra` holds section overrides applied
+        last (command-line settings, tuned values)."""
+        row = self.row(row) if isinstance(row, str) else row
+        preset = get_preset(preset) if isinstance(preset, str) else preset
+        layers: list[dict[str, dict[str, Any]]] = []
+        for overrides in (self.base, row.overrides):
+            if self.scale == "paper":
+                overrides = {
+                    **overrides,
+                    "model": preset.scale_model(overrides.get("model", {})),
+                    "train": preset.scale_train(overrides.get("train", {})),
+                }
+            layers.append(overrides)
+        # Preset settings sit between the (scaled) base and the row, so a row may still override them.
+        preset_layer = {"model": preset.model, "train": preset.train, "data": preset.data}
+        layers = [layers[0], preset_layer, layers[1], {"train": {"seed": seed}}, extra]
+        try:
+            return build_run_config(*layers)
+        except AblateError as err:
+            raise AblateError(f"{self.source or self.name}: row {row.name!r}: {err}") from None
+
+    def validate(self, presets: list[str] | None = None) -> None:
+        """Build every row's config at the given presets (default: all), so any bad value fails now, with its row."""
+        from ablations.presets import PRESETS
+
+        for preset in presets or list(PRESETS):
+            for row in self.rows:
+                self.run_config(row, preset)
+
+
+def builtin_studies() -> list[str]:
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
+
+
+def load_study(name_or_path: str | Path) -> Study:
+    """A built-in study by name ('table3') or a user's YAML file, validated at every preset it can run at."""
+    path = Path(name_or_path)
+    if not path.suffix and not path.exists():
+        path = BUILTIN_DIR / f"{name_or_path}.yaml"
+        if not path.exists():
+            raise AblateError(
+                f"no study {str(name_or_path)!r}: give a YAML file or one of the built-in studies "
+                f"({', '.join(builtin_studies())})"
+            )
+    if not path.is_file():
+        raise AblateError(f"{path}: study file not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise AblateError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None
+    study = parse_study(raw, source=str(path))
+    if study.default_preset:
+        study.validate([study.default_preset])
+    else:
+        study.validate(["paper"] if study.scale == "none" else None)
+    return study
+
+
+def parse_study(raw: Any, source: str = "<study>") -> Study:
+    """Check the structure of a study mapping and turn it into a `Study` (values are checked by `validate`)."""
+    if not isinstance(raw, dict):
+        raise AblateError(f"{source}: a study is a mapping with 'name' and 'rows'")
+    unknown = set(raw) - STUDY_KEYS
+    if unknown:
+        raise AblateError(
+            f"{source}: unknown field {sorted(unknown)[0]!r}; a study has {', '.join(sorted(STUDY_KEYS))}"
+        )
+    name = raw.get("name") or Path(source).stem
+    scale = raw.get("scale", "none")
+    if scale not in ("paper", "none"):
+        raise AblateError(f"{source}: scale must be 'paper' or 'none', got {scale!r}")
+    seeds = raw.get("seeds", 1)
+    if not isinstance(seeds, int) or seeds < 1:
+        raise AblateError(f"{source}: seeds must be a positive integer, got {seeds!r}")
+    preset = raw.get("preset")
+    if preset is not None:
+        get_preset(preset)
+    base = _sections(raw.get("base") or {}, f"{source}: base")
+    rows_raw = raw.get("rows")
+    if not isinstance(rows_raw, list) or not rows_raw:
+        raise AblateError(f"{source}: 'rows' must be a non-empty list of {{name: ..., model: {{...}}}}")
+    rows: list[Row] = []
+    seen: set[str] = set()
+    for i, item in enumerate(rows_raw, start=1):
+        if not isinstance(item, dict) or "name" not in item:
+            raise AblateError(f"{source}: row {i} must be a mapping with a 'name'")
+        row_name = str(item["name"])
+        where = f"{source}: row {row_name!r}"
+        if row_name in seen:
+            raise AblateError(f"{where}: duplicate row name; every row needs its own name")
+        seen.add(row_name)
+        bad = set(item) - ROW_KEYS
+        if bad:
+            raise AblateError(f"{where}: unknown field {sorted(bad)[0]!r}; a row has {', '.join(sorted(ROW_KEYS))}")
+        overrides = _sections({k: v for k, v in item.items() if k in SECTIONS}, where)
+        paper = item.get("paper") or {}
+        if not isinstance(paper, dict) or not all(isinstance(v, int | float) for v in paper.values()):
+            raise AblateError(f"{where}: paper must map metric names to numbers, e.g. {{bleu: 25.8, ppl: 4.92}}")
+        rows.append(Row(name=row_name, group=str(item.get("group", row_name)), overrides=overrides, paper=paper))
+    space = tuple(_search_dim(k, v, source) for k, v in (raw.get("search_space") or {}).items())
+    return Study(
+        name=str(name),
+        description=str(raw.get("description", "")),
+        scale=scale,
+        seeds=seeds,
+        base=base,
+        rows=tuple(rows),
+        search_space=space,
+        default_preset=preset,
+        source=source,
+    )
+
+
+def _sections(values: Any, where: str) -> dict[str, dict[str, Any]]:
+    """Check {section: {field: value}} against the config dataclasses; names the unknown section or field."""
+    if not isinstance(values, dict):
+        raise AblateError(f"{where}: overrides must be a mapping of sections ({', '.join(SECTIONS)})")
+    out: dict[str, dict[str, Any]] = {}
+    for section, fields in values.items():
+        if section not in SECTIONS:
+            raise AblateError(f"{where}: unknown section {section!r}; use one of {', '.join(SECTIONS)}")
+        if not isinstance(fields, dict):
+            raise AblateError(f"{where}: {section} must be a mapping of field: value")
+        known = {f.name for f in dataclasses.fields(SECTIONS[section])}
+        for key in fields:
+            if key not in known:
+                raise AblateError(
+                    f"{where}: unknown field {section}.{key}; {section} fields are {', '.join(sorted(known))}"
+                )
+        out[section] = dict(fields)
+    return out
+
+
+def _search_dim(name: str, spec: Any, source: str) -> SearchDim:
+    section, _, key = name.partition(".")
+    _sections({section: {key: None}}, f"{source}: search_space")
+    if isinstance(spec, list):
+        return SearchDim(name=name, type="categorical", choices=tuple(spec))
+    if not isinstance(spec, dict) or "low" not in spec or "high" not in spec:
+        raise AblateError(f"{source}: search_space.{name} needs low and high (or a list of choices)")
+    kind = spec.get("type", "int" if isinstance(spec["low"], int) and isinstance(spec["high"], int) else "float")
+    if kind not in ("int", "float") or not spec["low"] < spec["high"]:
+        raise AblateError(f"{source}: search_space.{name}: need low < high and type int or float")
+    return SearchDim(name=name, low=spec["low"], high=spec["high"], log=bool(spec.get("log", False)), type=kind)

@@ -1,0 +1,310 @@
+"""One training run: data module + model + Lightning Trainer, with checkpoint resume, progress and a result file.
+
+Used by `ablate train` and by every sweep trial. Lightning runs the loop; the callbacks here only stop at max_steps
+with a final full-dev validation, print progress, and collect curves and costs on rank 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+from ablations.config import RunConfig
+from ablations.tracking import make_wandb_logger, write_json_atomic, write_text_atomic
+from data.datamodule import TranslationDataModule
+from lightning_modules.module import CheckpointAveraging, TranslationModule
+
+
+@dataclass
+class TrainResult:
+    """What one finished run produced (rank 0's view)."""
+
+    metrics: dict[str, Any]
+    curves: dict[str, list[dict[str, Any]]]
+    hypotheses: list[str]
+    references: list[str]
+    wandb: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_precision(run: RunConfig) -> str:
+    """'auto' -> bf16 mixed precision on a bf16-capable GPU, fp32 elsewhere (bf16 is ~3x slower on most CPUs)."""
+    if run.train.precision != "auto":
+        return run.train.precision
+    on_gpu = run.hardware.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    return "bf16-mixed" if on_gpu and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def device_name(trainer: pl.Trainer) -> str:
+    if trainer.strategy.root_device.type == "cuda":
+        name = torch.cuda.get_device_name(trainer.strategy.root_device)
+        return f"{trainer.world_size}x {name}" if trainer.world_size > 1 else name
+    return f"cpu ({torch.get_num_threads()} threads)" + (f" x{trainer.world_size}" if trainer.world_size > 1 else "")
+
+
+class FinalValidation(pl.Callback):
+    """Ends training at max_steps through `should_stop`, which makes Lightning validate at that step, and lifts the
+    BLEU sentence limit for that last validation so the reported BLEU covers the whole dev set."""
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: TranslationModule, *args: Any) -> None:
+        if trainer.global_step >= trainer.max_steps:
+            trainer.should_stop = True
+            if pl_module.train_config.final_full_validation:
+                pl_module.bleu_limit = None
+
+
+class Recorder(pl.Callback):
+    """Collects train/val curves, throughput and timing on rank 0, prints a progress line with ETA every few
+    seconds, and at the end of fit writes result.json (also from a spawned DDP worker, whose attributes would not
+    reach the parent process)."""
+
+    def __init__(self, result_path: Path, log_every: int, progress: bool, started_at: float, label: str = "") -> None:
+        self.result_path, self.log_every, self.progress, self.label = result_path, log_every, progress, label
+        self.started_at = started_at
+        self.curves: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
+        self.first_step_at: float | None = None
+        self.train_start_step = 0
+        self.val_seconds = 0.0
+        self._val_started = 0.0
+        self._last_print = 0.0
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        if self.first_step_at is None:
+            self.first_step_at = time.time()
+            self.train_start_step = trainer.global_step
+
+    def _train_seconds(self) -> float:
+        return max(time.time() - (self.first_step_at or time.time()) - self.val_seconds, 1e-9)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: TranslationModule, *args: Any) -> None:
+        step = trainer.global_step
+        seen = self.curves["train"] and self.curves["train"][-1]["step"] == step
+        if step % self.log_every or not trainer.is_global_zero or seen:
+            return
+        metrics = trainer.callback_metrics
+        point = {"step": step, "loss": _num(metrics.get("train/loss")), "lr": _num(metrics.get("train/lr"))}
+        self.curves["train"].append(point)
+        now = time.time()
+        if self.progress and (now - self._last_print > 5 or step >= trainer.max_steps):
+            self._last_print = now
+            elapsed = self._train_seconds()
+            rate = (step - self.train_start_step) / elapsed
+            eta = (trainer.max_steps - step) / rate if rate else float("nan")
+            tok_s = (pl_module.src_tokens_seen + pl_module.tgt_tokens_seen) * trainer.world_size / elapsed
+            print(
+                f"{self.label}step {step}/{trainer.max_steps} loss {point['loss']:.3f} lr {point['lr']:.2e} "
+                f"{tok_s:,.0f} tok/s ETA {_fmt_eta(eta)}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def on_validation_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._val_started = time.time()
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: TranslationModule) -> None:
+        self.val_seconds += time.time() - self._val_started
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        val = {k: v for k, v in pl_module.last_validation.items() if not isinstance(v, list | str)}
+        self.curves["val"] = [p for p in self.curves["val"] if p["step"] != val["step"]] + [val]
+        if self.progress:
+            bleu = f" BLEU {val['bleu']:.2f}" if "bleu" in val else ""
+            print(f"{self.label}step {val['step']} dev PPL {val['ppl']:.2f}{bleu}", file=sys.stderr, flush=True)
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: TranslationModule) -> None:
+        if not trainer.is_global_zero:
+            return
+        val = pl_module.last_validation
+        train_seconds = self._train_seconds()
+        steps_run = max(trainer.global_step - self.train_start_step, 1)
+        world = trainer.world_size
+        first_step_at = self.first_step_at or time.time()
+        metrics = {
+            "bleu": val.get("bleu"),
+            "ppl": val.get("ppl"),
+            "nll": val.get("nll"),
+            "loss": val.get("loss"),
+            "params": pl_module.model.num_parameters(),
+            "steps": trainer.global_step,
+            "tokens_per_sec": (pl_module.src_tokens_seen + pl_module.tgt_tokens_seen) * world / train_seconds,
+            "tgt_tokens_per_sec": pl_module.tgt_tokens_seen * world / train_seconds,
+            "step_time_s": train_seconds / steps_run,
+            "wall_time_s": time.time() - self.started_at,
+            "train_time_s": train_seconds,
+            "val_time_s": self.val_seconds,
+            "overhead_s": first_step_at - self.started_at,
+            "device": device_name(trainer),
+            "precision": str(trainer.precision),
+            "bleu_signature": val.get("bleu_signature"),
+            "bleu_sentences": val.get("bleu_sentences"),
+            "host": socket.gethostname(),
+        }
+        references = trainer.datamodule.references("valid")
+        hyps = [""] * len(references)
+        for i, text in zip(val.get("hypothesis_index", []), val.get("hypotheses", []), strict=True):
+            hyps[i] = text
+        wandb_info: dict[str, Any] = {}
+        logger = trainer.logger
+        experiment = getattr(logger, "experiment", None) if logger is not None else None
+        if experiment is not None and not _disabled(experiment):
+            experiment.summary.update({f"final/{k}": v for k, v in metrics.items() if v is not None})
+            wandb_info = {"run_id": experiment.id, "run_dir": str(Path(experiment.dir).parent)}
+        if experiment is not None:
+            experiment.finish()
+        write_json_atomic(
+            self.result_path,
+            {
+                "metrics": metrics,
+                "curves": self.curves,
+                "hypotheses": hyps,
+                "references": references,
+                "wandb": wandb_info,
+            },
+        )
+
+
+def _num(value: Any) -> float:
+    return float(value) if value is not None else float("nan")
+
+
+def _fmt_eta(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    minutes, sec = divmod(int(seconds), 60)
+    return f"{minutes}m{sec:02d}s" if minutes else f"{sec}s"
+
+
+def accumulation(run: RunConfig, world_size: int) -> int:
+    """Batches per optimizer update so that an update sees about train.tokens_per_update tokens (section 5.1)."""
+    if not run.train.tokens_per_update:
+        return 1
+    return max(1, math.ceil(run.train.tokens_per_update / (run.data.tokens_per_batch * world_size)))
+
+
+def train(
+    run: RunConfig,
+    out_dir: Path,
+    *,
+    name: str = "run",
+    group: str | None = None,
+    tags: list[str] | None = None,
+    callbacks: list[pl.Callback] | None = None,
+    started_at: float | None = None,
+    wandb_id: str | None = None,
+    resume: bool = True,
+) -> TrainResult | None:
+    """Train one configuration to max_steps and return its dev metrics. Resumes from out_dir/checkpoints/last.ckpt
+    when one exists (an interrupted trial continues where it stopped)."""
+    started_at = started_at or time.time()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pl.seed_everything(run.train.seed, workers=True, verbose=False)
+    datamodule = TranslationDataModule(run.data)
+    datamodule.prepare_data()
+    model_cfg = run.model
+    if model_cfg.vocab_size != datamodule.vocab_size:
+        model_cfg = replace(model_cfg, vocab_size=datamodule.vocab_size)
+    module = TranslationModule(model_cfg, run.train)
+
+    result_path = out_dir / "result.json"
+    result_path.unlink(missing_ok=True)
+    recorder = Recorder(result_path, run.tracking.log_every, run.tracking.progress, started_at, label=f"[{name}] ")
+    ckpt_dir = out_dir / "checkpoints"
+    checkpoint = pl.callbacks.ModelCheckpoint(
+        dirpath=ckpt_dir, filename="step{step}", save_top_k=0, save_last=True, every_n_train_steps=run.train.val_every
+    )
+    cbs: list[pl.Callback] = [FinalValidation(), recorder, checkpoint, *(callbacks or [])]
+    if run.train.average_last > 1:
+        cbs.append(CheckpointAveraging(run.train.average_last))
+    logger = make_wandb_logger(
+        run.tracking,
+        save_dir=out_dir,
+        name=name,
+        group=group,
+        tags=tags or [],
+        config=run.to_dict(),
+        run_id=wandb_id,
+    )
+    world = _world_size(run)
+    accum = accumulation(run, world)
+    trainer = pl.Trainer(
+        accelerator=run.hardware.accelerator,
+        devices=run.hardware.devices,
+        num_nodes=run.hardware.num_nodes,
+        strategy=run.hardware.strategy,
+        precision=resolve_precision(run),
+        max_steps=run.train.max_steps,
+        max_epochs=-1,
+        val_check_interval=run.train.val_every * accum,
+        check_val_every_n_epoch=None,
+        accumulate_grad_batches=accum,
+        gradient_clip_val=run.train.grad_clip,
+        log_every_n_steps=run.tracking.log_every,
+        num_sanity_val_steps=0,
+        use_distributed_sampler=False,  # the token-budget batch sampler shards by rank itself
+        enable_progress_bar=False,  # Recorder prints one line with steps, loss, tokens/s and ETA
+        enable_model_summary=False,
+        logger=logger,
+        callbacks=cbs,
+        default_root_dir=str(out_dir),
+    )
+    last = ckpt_dir / "last.ckpt"
+    if not resume:
+        last.unlink(missing_ok=True)
+    if last.exists() and _checkpoint_step(last) >= run.train.max_steps:
+        # Training finished but the final validation did not (the process died): validate the saved weights.
+        module = TranslationModule.load_from_checkpoint(last, map_location="cpu")
+        module.bleu_limit = None
+        trainer.validate(module, datamodule=datamodule, ckpt_path=None, verbose=False)
+        recorder.on_fit_end(trainer, module)
+    else:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
+
+    if not result_path.exists():  # a relaunched DDP rank (not rank 0): nothing to report
+        return None
+    with open(result_path, encoding="utf-8") as fh:
+        return TrainResult(**json.load(fh))
+
+
+def _checkpoint_step(path: Path) -> int:
+    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step", 0))
+
+
+def _disabled(experiment: Any) -> bool:
+    return (
+        bool(getattr(getattr(experiment, "settings", None), "_noop", False))
+        or type(experiment).__name__ == "RunDisabled"
+    )
+
+
+def _world_size(run: RunConfig) -> int:
+    devices = run.hardware.devices
+    if isinstance(devices, int):
+        per_node = devices
+    elif isinstance(devices, str) and devices.isdigit():
+        per_node = int(devices)
+    elif isinstance(devices, str) and "," in devices:
+        per_node = len([d for d in devices.split(",") if d.strip()])
+    else:
+        per_node = max(torch.cuda.device_count(), 1)
+    return max(per_node, 1) * run.hardware.num_nodes
+
+
+def write_outputs(result: TrainResult, out_dir: Path, stem: str) -> dict[str, str]:
+    """Write the dev hypotheses (one per line, dev order) and references next to a record; returns relative paths."""
+    hyp_path = out_dir / "hyps" / f"{stem}.txt"
+    ref_path = out_dir / "refs" / "valid.txt"
+    write_text_atomic(hyp_path, "\n".join(result.hypotheses) + "\n")
+    if not ref_path.exists():
+        write_text_atomic(ref_path, "\n".join(result.references) + "\n")
+    return {"hypotheses": str(hyp_path.relative_to(out_dir)), "references": str(ref_path.relative_to(out_dir))}
+
+
+__all__ = ["TrainResult", "train", "write_outputs", "write_json_atomic"]

@@ -1,0 +1,144 @@
+"""The LightningDataModule: `prepare` once per machine, then token-budget batches on every rank.
+
+The trainer is built with `use_distributed_sampler=False`, because a token-budget batch sampler cannot be wrapped in
+Lightning's DistributedSampler; the samplers here shard by rank themselves (see `data.batching`).
+"""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from data.batching import EvalBatchSampler, TokenBudgetBatchSampler
+from data.config import DataConfig
+from data.prepare import EncodedSplit, PreparedCorpus, prepare
+from data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+
+class _Positions(Dataset):
+    """Item i is just i: the collate function gathers a whole batch from the memory-mapped arrays at once."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class PadCollate:
+    """Index lists -> {'src', 'tgt_in', 'tgt_out', 'index'}: src = x + eos, tgt_in = bos + y, tgt_out = y + eos.
+
+    Holds the cache directory rather than the arrays, so DataLoader workers open their own memory maps instead of
+    receiving a pickled copy of the split.
+    """
+
+    def __init__(self, corpus: PreparedCorpus, split: str) -> None:
+        self.directory, self.split_name = corpus.directory, split
+        self._split: EncodedSplit | None = corpus.split(split)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_split": None}
+
+    def __call__(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        if self._split is None:
+            self._split = EncodedSplit(self.directory, self.split_name)
+        split = self._split
+        index = np.asarray(indices, dtype=np.int64)
+        src = np.full((len(index), int(split.src_len[index].max()) + 1), PAD_ID, dtype=np.int64)  # (B, S)
+        tgt_in = np.full((len(index), int(split.tgt_len[index].max()) + 1), PAD_ID, dtype=np.int64)  # (B, T)
+        tgt_out = tgt_in.copy()
+        for row, i in enumerate(indices):
+            x, y = split.pair(i)
+            src[row, : len(x)], src[row, len(x)] = x, EOS_ID
+            tgt_in[row, 0], tgt_in[row, 1 : len(y) + 1] = BOS_ID, y
+            tgt_out[row, : len(y)], tgt_out[row, len(y)] = y, EOS_ID
+        return {
+            "src": torch.from_numpy(src),
+            "tgt_in": torch.from_numpy(tgt_in),
+            "tgt_out": torch.from_numpy(tgt_out),
+            "index": torch.from_numpy(index),
+        }
+
+
+class TranslationDataModule(pl.LightningDataModule):
+    """Parallel text -> batches for train ('train'), validation ('valid') and test ('test')."""
+
+    def __init__(self, cfg: DataConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self._corpus: PreparedCorpus | None = None
+
+    def prepare_data(self) -> None:
+        """Build the caches (Lightning runs this on one process per node before `setup`)."""
+        self._corpus = prepare(self.cfg)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Load the caches on every rank (a warm `prepare`: keys, manifest, memory maps)."""
+        self._corpus = prepare(self.cfg)
+
+    @property
+    def corpus(self) -> PreparedCorpus:
+        """The prepared corpus; prepared on first use, so `vocab_size` can be read before the trainer exists."""
+        if self._corpus is None:
+            self._corpus = prepare(self.cfg)
+        return self._corpus
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.corpus.tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.corpus.vocab_size
+
+    def references(self, split: str) -> list[str]:
+        """Raw target sentences of 'valid' or 'test', indexed by the batches' `index`."""
+        return self.corpus.references(split)
+
+    def sources(self, split: str) -> list[str]:
+        return self.corpus.sources(split)
+
+    def rank_and_world_size(self) -> tuple[int, int]:
+        """From the attached trainer, else from torch.distributed if initialised, else a single process."""
+        if self.trainer is not None:
+            return self.trainer.global_rank, self.trainer.world_size
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return 0, 1
+
+    def train_dataloader(self) -> DataLoader:
+        split = self.corpus.split("train")
+        rank, world_size = self.rank_and_world_size()
+        sampler = TokenBudgetBatchSampler(
+            split.src_len, split.tgt_len, self.cfg.tokens_per_batch, seed=self.cfg.seed, rank=rank,
+            world_size=world_size,
+        )  # fmt: skip
+        return self._loader("train", sampler)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("valid")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+    def _eval_loader(self, name: str) -> DataLoader:
+        split = self.corpus.split(name)
+        rank, world_size = self.rank_and_world_size()
+        sampler = EvalBatchSampler(
+            split.src_len, split.tgt_len, self.cfg.tokens_per_batch, rank=rank, world_size=world_size
+        )
+        return self._loader(name, sampler)
+
+    def _loader(self, name: str, sampler: TokenBudgetBatchSampler | EvalBatchSampler) -> DataLoader:
+        return DataLoader(
+            _Positions(len(self.corpus.split(name))),
+            batch_sampler=sampler,
+            collate_fn=PadCollate(self.corpus, name),
+            num_workers=self.cfg.num_workers,
+            persistent_workers=self.cfg.num_workers > 0,
+        )

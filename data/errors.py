@@ -1,0 +1,13 @@
+"""The one exception type for bad user input, shared by every room of the project.
+
+It lives in `data/` because that is the bottom of the import arrow (data -> lightning_modules -> ablations ->
+reports), so every other package may import it. The `ablate` command line prints it as one line and exits 2.
+"""
+
+
+class AblateError(Exception):
+    """A problem with the user's input (file, field, row or value). The message names it and says what to do."""
+
+
+class ConfigError(AblateError, ValueError):
+    """An invalid configuration value. Also a ValueError, so library users can catch it the usual way."""

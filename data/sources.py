@@ -1,0 +1,309 @@
+"""Where parallel text comes from: the built-in corpus, a directory of plain files, a TSV file, or the hub.
+
+Every source gives the same two things: a `fingerprint()` of its contents (cheap, so that a warm prepare never has to
+read or validate the text) and `read()`, which returns the validated splits. All user-facing problems are raised as
+one-line AblateErrors that name the file, line or row and say what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from data import corpus
+from data.cache import AtomicDir, cache_root, file_digest, make_key, read_manifest
+from data.config import DataConfig
+from data.errors import AblateError
+
+SPLITS = ("train", "valid", "test")
+_SPLIT_ALIASES = {"train": ("train",), "valid": ("valid", "dev"), "test": ("test",)}
+TSV_HELD_OUT = 0.05
+"""Fraction of a TSV file held out for valid and for test each (at most 1000 pairs each, at least 1)."""
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """One split: aligned source and target sentences, and each pair's line (or row) number in its file."""
+
+    src: list[str]
+    tgt: list[str]
+    lines: list[int]
+
+
+class BuiltinSource:
+    """The synthetic pair of `data.corpus`; its fingerprint is its settings, so a warm run generates nothing."""
+
+    def __init__(self, cfg: DataConfig) -> None:
+        self.name = "builtin"
+        self.src_lang, self.tgt_lang = cfg.src or "src", cfg.tgt or "tgt"
+        # Test and valid are drawn first, so they stay the same when only the training size changes.
+        self.sizes = {"test": cfg.builtin_test, "valid": cfg.builtin_valid, "train": cfg.builtin_train}
+        self.seed = cfg.seed
+
+    def fingerprint(self) -> str:
+        return make_key("builtin", corpus.GENERATOR_VERSION, self.seed, self.sizes)
+
+    def read(self) -> dict[str, Pairs]:
+        generated = corpus.generate(self.seed, self.sizes)
+        return {split: Pairs(*generated[split], list(range(1, len(generated[split][0]) + 1))) for split in SPLITS}
+
+
+class DirectorySource:
+    """`train.{src}`, `valid.{src}` (or `dev.{src}`), `test.{src}` and the same for `{tgt}`, one sentence a line."""
+
+    def __init__(self, directory: Path, src: str | None, tgt: str | None, memo_dir: Path) -> None:
+        self.name = str(directory)
+        self.directory = directory
+        self.memo_dir = memo_dir
+        self.src_lang, self.tgt_lang = _pick_pair(directory, src, tgt)
+        self.files = {split: (self._file(split, self.src_lang), self._file(split, self.tgt_lang)) for split in SPLITS}
+
+    def _file(self, split: str, lang: str) -> Path:
+        for alias in _SPLIT_ALIASES[split]:
+            if (self.directory / f"{alias}.{lang}").exists():
+                return self.directory / f"{alias}.{lang}"
+        path = self.directory / f"{split}.{lang}"
+        raise AblateError(f"missing file {path}: the directory needs train, valid (or dev) and test files for {lang}")
+
+    def fingerprint(self) -> str:
+        digests = {split: [self._digest(path) for path in pair] for split, pair in self.files.items()}
+        return make_key("dir", self.src_lang, self.tgt_lang, digests)
+
+    def _digest(self, path: Path) -> str:
+        if not path.is_file():
+            raise AblateError(f"missing file {path}: create it or pass another --data directory")
+        return file_digest(path, self.memo_dir)
+
+    def read(self) -> dict[str, Pairs]:
+        out = {}
+        for split, (src_path, tgt_path) in self.files.items():
+            src, tgt = read_lines(src_path), read_lines(tgt_path)
+            if len(src) != len(tgt):
+                raise AblateError(
+                    f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: the two sides must be "
+                    "line-aligned, one sentence per line"
+                )
+            out[split] = Pairs(src, tgt, list(range(1, len(src) + 1)))
+        return out
+
+
+def _pick_pair(directory: Path, src: str | None, tgt: str | None) -> tuple[str, str]:
+    """The language pair to read, checked against the `train.*` files that are there."""
+    if not directory.is_dir():
+        raise AblateError(f"--data {directory}: no such directory (expected train/valid/test.<lang> files)")
+    langs = sorted(path.suffix[1:] for path in directory.glob("train.*") if path.suffix[1:] and path.is_file())
+    if src is None or tgt is None:
+        others = [lang for lang in langs if lang not in (src, tgt)]
+        if len(langs) == 2 and (src or tgt) and len(others) == 1:
+            return (src, others[0]) if src else (others[0], tgt)
+        raise AblateError(
+            f"{directory} holds train files for languages {', '.join(langs) or 'none'}: pass --src and --tgt "
+            "(e.g. --src de --tgt en)"
+        )
+    if src not in langs or tgt not in langs:
+        found = ", ".join(f"{a}-{b}" for i, a in enumerate(langs) for b in langs[i + 1 :]) or "none"
+        raise AblateError(
+            f"{directory} has no {src}-{tgt} pair (no train.{src if src not in langs else tgt}); "
+            f"pairs there: {found}; pass --src/--tgt from those languages"
+        )
+    return src, tgt
+
+
+def read_lines(path: Path, *, strip: bool = True) -> list[str]:
+    """Lines of a UTF-8 text file, stripped (or only of a trailing CR); missing, empty and non-UTF-8 files are
+    one-line AblateErrors."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise AblateError(f"missing file {path}: create it or pass another --data") from None
+    except OSError as err:
+        raise AblateError(f"cannot read {path}: {err.strerror}") from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise AblateError(
+            f"{path} line {line} is not valid UTF-8 (byte 0x{raw[err.start]:02x}): re-encode the file as UTF-8, "
+            f"e.g. iconv -f latin1 -t utf-8"
+        ) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    lines = [line.strip() if strip else line.removesuffix("\r") for line in lines]
+    if not any(lines):
+        raise AblateError(f"{path} is empty: it needs one sentence per line")
+    return lines
+
+
+class TsvSource:
+    """One `source<TAB>target[<TAB>split]` file. Without a split column, valid and test are held out by a hash of
+    the source sentence, so the split does not depend on row order and a repeated sentence stays in one split."""
+
+    def __init__(self, path: Path, src: str | None, tgt: str | None, memo_dir: Path) -> None:
+        if not path.is_file():
+            raise AblateError(f"missing file {path}: pass an existing .tsv file or a directory with --data")
+        self.name = str(path)
+        self.path = path
+        self.memo_dir = memo_dir
+        self.src_lang, self.tgt_lang = src or "src", tgt or "tgt"
+
+    def fingerprint(self) -> str:
+        return make_key("tsv", 1, TSV_HELD_OUT, file_digest(self.path, self.memo_dir))
+
+    def read(self) -> dict[str, Pairs]:
+        rows: list[tuple[int, str, str, str | None]] = []
+        for number, line in enumerate(read_lines(self.path, strip=False), start=1):
+            if not line.strip():
+                continue  # blank rows carry no pair
+            cols = line.split("\t")
+            split = cols[2].strip() if len(cols) == 3 else None
+            if len(cols) not in (2, 3) or not cols[0].strip() or not cols[1].strip():
+                raise AblateError(
+                    f"{self.path} row {number}: expected 'source<TAB>target' (optionally <TAB>train|valid|test), "
+                    f"found {len(cols)} column(s){' with an empty side' if len(cols) in (2, 3) else ''}: fix or "
+                    "delete the row"
+                )
+            if split is not None and split not in ("train", "valid", "dev", "test"):
+                raise AblateError(f"{self.path} row {number}: split column is {split!r}; use train, valid or test")
+            rows.append((number, cols[0].strip(), cols[1].strip(), "valid" if split == "dev" else split))
+        with_split = sum(row[3] is not None for row in rows)
+        if 0 < with_split < len(rows):
+            raise AblateError(
+                f"{self.path}: {with_split} of {len(rows)} rows name a split; name it on every row or none"
+            )
+        if not with_split:
+            rows = _hold_out(rows)
+        out = {split: Pairs([], [], []) for split in SPLITS}
+        for number, src, tgt, split in rows:
+            out[split].src.append(src)
+            out[split].tgt.append(tgt)
+            out[split].lines.append(number)
+        for split, pairs in out.items():
+            if not pairs.src:
+                raise AblateError(
+                    f"{self.path} has no {split} pairs: add rows (at least 3 distinct sources) or a split column"
+                )
+        return out
+
+
+def _hold_out(rows: list[tuple[int, str, str, str | None]]) -> list[tuple[int, str, str, str | None]]:
+    """Assign test, then valid, to the rows whose source hashes lowest; the rest is train."""
+    n_held = max(1, min(1000, round(TSV_HELD_OUT * len(rows))))
+    by_hash = sorted(rows, key=lambda row: (hashlib.blake2b(row[1].encode(), digest_size=8).digest(), row[0]))
+    out, counts, split_at = [], {"test": 0, "valid": 0}, "test"
+    previous_src = None
+    for number, src, tgt, _ in by_hash:
+        if src != previous_src and split_at != "train" and counts[split_at] >= n_held:
+            split_at = "valid" if split_at == "test" else "train"
+        if split_at != "train":
+            counts[split_at] += 1
+        out.append((number, src, tgt, split_at))
+        previous_src = src
+    return sorted(out)
+
+
+_HUB_REPOS = {f"wmt{year}": f"wmt/wmt{year}" for year in range(14, 20)}
+"""Short names for the WMT sets, which live under the `wmt` organisation on the Hugging Face hub."""
+
+
+class HubSource:
+    """`hub:NAME[:CONFIG]` through Hugging Face `datasets` (the [hub] extra), test set from sacrebleu when it has one.
+
+    NAME is a hub repository (`wmt/wmt14`) or a short WMT name (`wmt14`); CONFIG defaults to the pair with English
+    last (`de-en`), as the WMT configs are named. The first run exports the splits to plain files under the cache
+    (`hub/NAME-SRC-TGT/`), which is then read as a directory: later runs need neither the network nor `datasets`,
+    and an offline user can put the files there by hand.
+    """
+
+    DEFAULT_PAIR = ("de", "en")
+
+    def __init__(self, spec: str, src: str | None, tgt: str | None, root: Path) -> None:
+        self.dataset, _, config = spec.removeprefix("hub:").partition(":")
+        if not self.dataset:
+            raise AblateError(f"--data {spec}: name a dataset, e.g. hub:wmt14 or hub:wmt/wmt14:de-en")
+        self.src_lang, self.tgt_lang = src or self.DEFAULT_PAIR[0], tgt or self.DEFAULT_PAIR[1]
+        pair = (self.src_lang, self.tgt_lang)
+        self.config = config or "-".join(sorted(pair, key=lambda lang: lang == "en"))
+        self.name = spec
+        self.local = root / "hub" / f"{self.dataset.replace('/', '_')}-{self.src_lang}-{self.tgt_lang}"
+        self.memo_dir = root
+
+    def _directory(self) -> DirectorySource:
+        if read_manifest(self.local) is None and not (self.local / f"train.{self.src_lang}").is_file():
+            self._download()
+        return DirectorySource(self.local, self.src_lang, self.tgt_lang, self.memo_dir)
+
+    def fingerprint(self) -> str:
+        return self._directory().fingerprint()
+
+    def read(self) -> dict[str, Pairs]:
+        return self._directory().read()
+
+    def _offline_help(self, why: str) -> AblateError:
+        s, t, short_name = self.src_lang, self.tgt_lang, self.dataset.rpartition("/")[2]
+        return AblateError(
+            f"hub:{self.dataset} {why}: install the [hub] extra (pip install 'ablate[hub]') on a machine with network, "
+            f"or download {self.dataset} {s}-{t} as plain text (one sentence a line: train.{s} train.{t} valid.{s} "
+            f"valid.{t} test.{s} test.{t}, e.g. `sacrebleu -t {short_name} -l {s}-{t} --echo src > test.{s}`) into "
+            f"{self.local} and rerun, or into any directory and pass --data DIR --src {s} --tgt {t}"
+        )
+
+    def _download(self) -> None:
+        try:
+            import datasets
+        except ImportError:
+            raise self._offline_help("needs the Hugging Face `datasets` package") from None
+        try:
+            loaded = datasets.load_dataset(_HUB_REPOS.get(self.dataset, self.dataset), self.config)
+        except Exception as err:  # network, hub and config errors all end in the same advice
+            raise self._offline_help(f"could not be loaded ({type(err).__name__})") from None
+        splits = {"train": "train", "valid": "validation", "test": "test"}
+        atomic = AtomicDir(self.local)
+        with atomic as tmp:
+            for split, hub_split in splits.items():
+                if hub_split not in loaded:
+                    raise AblateError(f"hub:{self.dataset}:{self.config} has no {hub_split} split; use a directory")
+                rows = loaded[hub_split]["translation"]
+                short_name = self.dataset.rpartition("/")[2]
+                pairs = _sacrebleu_test(short_name, self.src_lang, self.tgt_lang) if split == "test" else None
+                src, tgt = pairs or ([r[self.src_lang] for r in rows], [r[self.tgt_lang] for r in rows])
+                for lang, lines in ((self.src_lang, src), (self.tgt_lang, tgt)):
+                    text = "\n".join(" ".join(line.split()) for line in lines) + "\n"
+                    (tmp / f"{split}.{lang}").write_text(text, encoding="utf-8")
+            atomic.commit({"source": self.name, "config": self.config})
+
+
+def _sacrebleu_test(name: str, src: str, tgt: str) -> tuple[list[str], list[str]] | None:
+    """The sacrebleu test set (the one BLEU is reported on, e.g. newstest2014 for wmt14), or None if unavailable."""
+    try:
+        from sacrebleu.dataset import DATASETS
+
+        test_set = DATASETS.get(f"{name}/full") or DATASETS.get(name)
+        if test_set is None or f"{src}-{tgt}" not in test_set.langpairs:
+            return None
+        sources = list(test_set.source(f"{src}-{tgt}"))
+        references = [refs[0].strip() for refs in test_set.references(f"{src}-{tgt}")]
+    except Exception:  # offline or unknown set: the hub's own test split is used instead
+        return None
+    return sources, references
+
+
+Source = BuiltinSource | DirectorySource | TsvSource | HubSource
+
+
+def resolve(cfg: DataConfig) -> Source:
+    """The source named by `cfg.corpus`."""
+    root = cache_root(cfg.cache_dir)
+    if cfg.corpus == "builtin":
+        return BuiltinSource(cfg)
+    if cfg.corpus.startswith("hub:"):
+        return HubSource(cfg.corpus, cfg.src, cfg.tgt, root)
+    path = Path(cfg.corpus).expanduser()
+    if path.suffix == ".tsv":
+        return TsvSource(path, cfg.src, cfg.tgt, root)
+    if path.is_file():
+        raise AblateError(f"--data {path}: a file must end in .tsv (source<TAB>target); or pass a directory")
+    return DirectorySource(path, cfg.src, cfg.tgt, root)

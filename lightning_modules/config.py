@@ -1,0 +1,184 @@
+"""Configuration of the model and of its training recipe: one frozen dataclass per concern.
+
+Field names follow the paper (Vaswani et al., 2017, Table 3): N -> `n_layers`, h -> `n_heads`, P_drop -> `p_drop`,
+eps_ls -> `label_smoothing`. Every default is the paper's base model; every departure from the paper is a field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from data.errors import ConfigError
+
+
+def _check(cond: bool, name: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{name}: {msg}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """The encoder-decoder Transformer of section 3. Defaults are the base model of Table 3."""
+
+    vocab_size: int = 37000
+    """Size of the shared source/target subword vocabulary (section 5.1: about 37000 BPE tokens)."""
+    n_layers: int = 6
+    """N: identical layers in the encoder and in the decoder (section 3.1)."""
+    d_model: int = 512
+    """Width of every sub-layer output and of the embeddings (section 3.1)."""
+    d_ff: int = 2048
+    """Inner width of the position-wise feed-forward network (section 3.3)."""
+    n_heads: int = 8
+    """h: parallel attention heads (section 3.2.2)."""
+    d_k: int | None = None
+    """Query/key width per head. None means d_model / h. Independent of d_model / h: row B changes d_k alone."""
+    d_v: int | None = None
+    """Value width per head. None means d_model / h."""
+    p_drop: float = 0.1
+    """P_drop: residual dropout on each sub-layer output and on the embedding + position sums (section 5.4)."""
+    p_drop_attn: float = 0.0
+    """Dropout on the attention weights. The paper uses none; tensor2tensor's later default is 0.1."""
+    p_drop_relu: float = 0.0
+    """Dropout on the ReLU output inside the feed-forward network. The paper uses none."""
+    label_smoothing: float = 0.1
+    """eps_ls of section 5.4: hurts perplexity, helps accuracy and BLEU."""
+    norm: Literal["post", "pre"] = "post"
+    """'post': LayerNorm(x + Sublayer(x)) as in the paper; 'pre': x + Sublayer(LayerNorm(x)) (row F1)."""
+    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
+    """Sinusoidal encodings of section 3.5, or learned position embeddings (row E)."""
+    max_len: int = 1024
+    """Longest sequence the positions cover. Learned positions have exactly this many; longer input is an error."""
+    tie_embeddings: bool = True
+    """Share one matrix between source embedding, target embedding and pre-softmax projection (section 3.4)."""
+    scale_embeddings: bool = True
+    """Multiply embeddings by sqrt(d_model) (section 3.4)."""
+    layer_norm_eps: float = 1e-6
+    """LayerNorm epsilon (tensor2tensor's value)."""
+    pad_id: int = 0
+    """Id of the padding token: masked in attention and ignored by the loss."""
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_layers", "d_model", "d_ff", "n_heads", "max_len"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value > 0, f"model.{name}", f"must be a positive integer, got {value!r}")
+        for name in ("d_k", "d_v"):
+            value = getattr(self, name)
+            _check(
+                value is None or (isinstance(value, int) and value > 0),
+                f"model.{name}",
+                f"must be a positive integer or null (= d_model / n_heads), got {value!r}",
+            )
+        if self.d_k is None or self.d_v is None:
+            _check(
+                self.d_model % self.n_heads == 0,
+                "model.n_heads",
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; set d_k and d_v explicitly",
+            )
+        for name in ("p_drop", "p_drop_attn", "p_drop_relu", "label_smoothing"):
+            value = getattr(self, name)
+            _check(0.0 <= value < 1.0, f"model.{name}", f"must be in [0, 1), got {value!r}")
+        _check(self.norm in ("post", "pre"), "model.norm", f"must be 'post' or 'pre', got {self.norm!r}")
+        _check(
+            self.positions in ("sinusoidal", "learned"),
+            "model.positions",
+            f"must be 'sinusoidal' or 'learned', got {self.positions!r}",
+        )
+        _check(0 <= self.pad_id < self.vocab_size, "model.pad_id", f"must be an id < vocab_size, got {self.pad_id}")
+
+    @property
+    def head_dim_k(self) -> int:
+        """d_k resolved: the configured value, or d_model / h (the one place this default is applied)."""
+        return self.d_k if self.d_k is not None else self.d_model // self.n_heads
+
+    @property
+    def head_dim_v(self) -> int:
+        """d_v resolved: the configured value, or d_model / h."""
+        return self.d_v if self.d_v is not None else self.d_model // self.n_heads
+
+    def resolved(self) -> dict:
+        """The config as a dict with d_k and d_v filled in: what gets logged and compared."""
+        return {**asdict(self), "d_k": self.head_dim_k, "d_v": self.head_dim_v}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """The training recipe of section 5 and the decoding of section 6.1. Defaults are the paper's base run."""
+
+    max_steps: int = 100_000
+    """Optimizer updates (section 5.2: 100K for base, 300K for big)."""
+    warmup_steps: int = 4000
+    """warmup_steps of equation (3)."""
+    lr_factor: float = 1.0
+    """Multiplier on equation (3): lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5). Paper: 1."""
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    """Adam beta1, beta2 (section 5.3)."""
+    adam_eps: float = 1e-9
+    """Adam epsilon (section 5.3)."""
+    tokens_per_update: int | None = None
+    """Target tokens (source + target) per optimizer update. Gradients are accumulated over
+    ceil(tokens_per_update / data.tokens_per_batch / world_size) batches. None: one batch per update."""
+    grad_clip: float | None = None
+    """Clip the gradient norm to this value. The paper does not clip."""
+    val_every: int = 1000
+    """Validate (loss, perplexity, BLEU) every this many optimizer updates."""
+    val_max_sentences: int | None = None
+    """Decode at most this many dev sentences for BLEU during training (None: all). Loss/PPL use the whole set."""
+    final_full_validation: bool = True
+    """After training, score BLEU on the whole dev set even if val_max_sentences limits the periodic checks."""
+    beam_size: int = 4
+    """Beam width for dev BLEU (section 6.1: 4). 1 means greedy search."""
+    length_penalty: float = 0.6
+    """alpha of the GNMT length penalty ((5 + len) / 6) ^ alpha (section 6.1: 0.6)."""
+    max_len_a: float = 1.0
+    """Maximum output length = max_len_a * source length + max_len_b (section 6.1: input + 50)."""
+    max_len_b: int = 50
+    """See max_len_a."""
+    average_last: int = 0
+    """Average the weights of the last k validation checkpoints at the end of training (0: off). The paper
+    averages 5 (base) or 20 (big) checkpoints for Table 2, none for Table 3."""
+    precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = "auto"
+    """'auto': bf16 mixed precision on a GPU that supports it, fp32 on CPU (bf16 is about 3x slower on CPUs
+    without AMX)."""
+    compile: bool = False
+    """Compile the model with torch.compile (worth it on GPU for long runs; about 30 s per model cold)."""
+    seed: int = 0
+    """Seed of the weights' initialisation and of dropout."""
+    nan_check: bool = True
+    """Stop a run whose training loss becomes NaN or inf, and report it as diverged."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "val_every", "beam_size"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value > 0, f"train.{name}", f"must be a positive integer, got {value!r}")
+        _check(self.warmup_steps >= 1, "train.warmup_steps", f"must be >= 1, got {self.warmup_steps}")
+        _check(self.lr_factor > 0, "train.lr_factor", f"must be positive, got {self.lr_factor}")
+        _check(
+            len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
+            "train.adam_betas",
+            f"must be two values in [0, 1), got {self.adam_betas!r}",
+        )
+        _check(self.adam_eps > 0, "train.adam_eps", f"must be positive, got {self.adam_eps}")
+        _check(
+            self.tokens_per_update is None or self.tokens_per_update > 0,
+            "train.tokens_per_update",
+            f"must be positive or null, got {self.tokens_per_update}",
+        )
+        _check(self.grad_clip is None or self.grad_clip > 0, "train.grad_clip", "must be positive or null")
+        _check(
+            self.val_max_sentences is None or self.val_max_sentences > 0,
+            "train.val_max_sentences",
+            "must be positive or null",
+        )
+        _check(self.length_penalty >= 0, "train.length_penalty", f"must be >= 0, got {self.length_penalty}")
+        _check(self.max_len_a >= 0 and self.max_len_b >= 1, "train.max_len_b", "max_len_a >= 0 and max_len_b >= 1")
+        _check(self.average_last >= 0, "train.average_last", f"must be >= 0, got {self.average_last}")
+
+
+def paper_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
+    """Equation (3): lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5), step counted from 1."""
+    step = max(step, 1)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+__all__ = ["ModelConfig", "TrainConfig", "paper_lr"]

@@ -1,0 +1,132 @@
+"""Greedy and batched beam search with incremental (cached key/value) decoding, section 6.1 of the paper.
+
+Beam search follows tensor2tensor, the paper's own code: beam 4, GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^alpha
+with alpha = 0.6, maximum output length = source length + 50, and early termination once no live hypothesis can
+still beat the finished ones (its score divided by the penalty at the maximum length is an upper bound).
+Hand-written rather than taken from a library because it must run on our model's cache and stay batched
+(HF `generate()` needs an HF model); the bookkeeping is vectorised over the batch with no per-sentence Python loop.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from lightning_modules.transformer import Transformer
+
+
+def _max_lengths(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int) -> Tensor:
+    """(B,) maximum output length per sentence, eos included: a * |source| + b."""
+    src_len = (src != pad_id).sum(1)
+    return (src_len.float() * max_len_a).long() + max_len_b
+
+
+def length_penalty(length: Tensor, alpha: float) -> Tensor:
+    """GNMT length penalty (Wu et al., 2016): ((5 + length) / 6) ^ alpha."""
+    return ((5.0 + length.float()) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def greedy_search(
+    model: Transformer, src: Tensor, bos_id: int, eos_id: int, max_len_a: float = 1.0, max_len_b: int = 50
+) -> list[list[int]]:
+    """Most probable next token at every step. Returns token ids without bos/eos, one list per sentence."""
+    pad_id = model.cfg.pad_id
+    bsz = src.size(0)
+    memory, src_mask = model.encode(src)
+    max_len = _max_lengths(src, pad_id, max_len_a, max_len_b)
+    cache = model.new_cache()
+    tokens = torch.full((bsz, 1), bos_id, dtype=torch.long, device=src.device)
+    out = torch.full((bsz, int(max_len.max())), pad_id, dtype=torch.long, device=src.device)
+    done = torch.zeros(bsz, dtype=torch.bool, device=src.device)
+    for t in range(out.size(1)):
+        logits = model.decode(tokens, memory, src_mask, cache, start=t)[:, -1].float()  # (B, V)
+        logits[:, pad_id] = logits[:, bos_id] = float("-inf")
+        logits[t + 1 >= max_len, :eos_id] = float("-inf")  # at the length limit only eos remains
+        logits[t + 1 >= max_len, eos_id + 1 :] = float("-inf")
+        tokens = logits.argmax(-1, keepdim=True)  # (B, 1)
+        out[:, t] = tokens.squeeze(1).masked_fill(done, pad_id)
+        done |= tokens.squeeze(1) == eos_id
+        if bool(done.all()):
+            break
+    return [_strip(row, eos_id, pad_id) for row in out.tolist()]
+
+
+def _strip(ids: list[int], eos_id: int, pad_id: int) -> list[int]:
+    """Cut at the first eos and drop padding."""
+    if eos_id in ids:
+        ids = ids[: ids.index(eos_id)]
+    return [i for i in ids if i != pad_id]
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+) -> list[list[int]]:
+    """Batched beam search. Returns the best finished hypothesis per sentence (ids without bos/eos)."""
+    pad_id, k = model.cfg.pad_id, beam_size
+    bsz, device = src.size(0), src.device
+    memory, src_mask = model.encode(src)
+    memory = memory.repeat_interleave(k, 0)  # (B*k, S, d_model)
+    src_mask = src_mask.repeat_interleave(k, 0) if src_mask is not None else None
+    max_len = _max_lengths(src, pad_id, max_len_a, max_len_b)  # (B,)
+    max_steps = int(max_len.max())
+    best_possible_lp = length_penalty(max_len, alpha)  # (B,) penalty at the longest allowed output
+
+    cache = model.new_cache()
+    alive_seq = torch.full((bsz, k, 1), bos_id, dtype=torch.long, device=device)  # (B, k, t+1)
+    alive_score = torch.zeros(bsz, k, device=device)
+    alive_score[:, 1:] = float("-inf")  # all beams start identical: keep one alive at t = 0
+    fin_seq = torch.full((bsz, k, max_steps + 1), pad_id, dtype=torch.long, device=device)
+    fin_score = torch.full((bsz, k), float("-inf"), device=device)  # length-normalised
+    sentence_done = torch.zeros(bsz, dtype=torch.bool, device=device)
+    batch_offset = (torch.arange(bsz, device=device) * k).unsqueeze(1)  # (B, 1)
+
+    for t in range(max_steps):
+        logits = model.decode(alive_seq[:, :, -1].reshape(-1, 1), memory, src_mask, cache, start=t)
+        logp = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (B*k, V)
+        vocab = logp.size(-1)
+        logp[:, pad_id] = logp[:, bos_id] = float("-inf")
+        at_limit = (t + 1 >= max_len).repeat_interleave(k)  # (B*k,) only eos may follow
+        logp[at_limit] = torch.where(
+            torch.arange(vocab, device=device) == eos_id, logp[at_limit], torch.tensor(float("-inf"), device=device)
+        )
+        cand = (alive_score.unsqueeze(-1) + logp.view(bsz, k, vocab)).view(bsz, k * vocab)
+        top_score, top_idx = cand.topk(2 * k, dim=1)  # (B, 2k): at most k of them end in eos
+        top_beam, top_tok = top_idx // vocab, top_idx % vocab
+        parents = alive_seq.gather(1, top_beam.unsqueeze(-1).expand(-1, -1, t + 1))  # (B, 2k, t+1)
+        top_seq = torch.cat([parents, top_tok.unsqueeze(-1)], 2)  # (B, 2k, t+2)
+
+        # Finish: eos candidates ranked within the top k, length-normalised, merged with the finished set.
+        is_eos = top_tok == eos_id
+        rank_ok = torch.arange(2 * k, device=device).unsqueeze(0) < k
+        new_fin = torch.where(is_eos & rank_ok & ~sentence_done.unsqueeze(1), top_score, float("-inf"))
+        new_fin = new_fin / length_penalty(torch.tensor(t + 1, device=device), alpha)
+        pad_cols = fin_seq.size(2) - (t + 2)
+        new_fin_seq = torch.nn.functional.pad(top_seq, (0, pad_cols), value=pad_id)
+        all_score = torch.cat([fin_score, new_fin], 1)  # (B, 3k)
+        fin_score, keep = all_score.topk(k, dim=1)
+        fin_seq = torch.cat([fin_seq, new_fin_seq], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, fin_seq.size(2)))
+
+        # Continue: the k best candidates that do not end in eos.
+        live = torch.where(is_eos, float("-inf"), top_score)
+        alive_score, pick = live.topk(k, dim=1)  # (B, k)
+        alive_seq = top_seq.gather(1, pick.unsqueeze(-1).expand(-1, -1, t + 2))
+        model.reorder_cache(cache, (top_beam.gather(1, pick) + batch_offset).view(-1))
+
+        # Early termination: nothing alive can beat the worst of the k finished hypotheses.
+        bound = alive_score[:, 0] / best_possible_lp
+        sentence_done |= (fin_score[:, -1] > float("-inf")) & (bound <= fin_score[:, -1])
+        sentence_done |= t + 1 >= max_len
+        if bool(sentence_done.all()):
+            break
+
+    best = fin_seq[:, 0, 1:].tolist()  # drop bos
+    return [_strip(row, eos_id, pad_id) for row in best]

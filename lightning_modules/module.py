@@ -1,0 +1,224 @@
+"""The thin LightningModule around the Transformer: loss, optimizer and schedule, logging, decoding for validation.
+
+Knows nothing about Optuna or W&B. Validation computes loss and per-subword perplexity on the whole dev set and
+BLEU (sacrebleu, detokenized) on the decoded dev set, deduplicated by sentence index and gathered across ranks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import Tensor
+
+from lightning_modules.config import ModelConfig, TrainConfig, paper_lr
+from lightning_modules.decoding import beam_search, greedy_search
+from lightning_modules.transformer import Transformer
+
+
+# Checkpoints store the configs (save_hyperparameters); let torch.load(weights_only=True) accept them.
+torch.serialization.add_safe_globals([ModelConfig, TrainConfig])
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss became NaN or inf: the run is reported as diverged, not retried."""
+
+
+def label_smoothed_nll(logits: Tensor, target: Tensor, eps: float, pad_id: int) -> tuple[Tensor, Tensor]:
+    """Per-token label-smoothed cross-entropy and unsmoothed NLL, both (N,) with zeros at padding.
+
+    The smoothed target is (1 - eps) * one_hot + eps / V (Szegedy et al., 2016, as cited in section 5.4), so
+    loss = (1 - eps) * nll + eps * mean_k(-log p_k). Written out instead of F.cross_entropy(label_smoothing=eps)
+    because perplexity needs the unsmoothed NLL too, and this gets both from one log-softmax over the vocabulary.
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (N, V)
+    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (N,)
+    smooth = -logp.mean(-1)  # (N,)
+    keep = target != pad_id
+    loss = ((1.0 - eps) * nll + eps * smooth) * keep
+    return loss, nll * keep
+
+
+class TranslationModule(pl.LightningModule):
+    """Trains `Transformer` with the recipe of section 5 and reports dev loss, perplexity and BLEU.
+
+    The datamodule (if attached to the trainer) supplies `tokenizer` and `references("valid")` for BLEU.
+    """
+
+    def __init__(self, model: ModelConfig, train: TrainConfig, bos_id: int = 2, eos_id: int = 3) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model_config, self.train_config = model, train
+        self.bos_id, self.eos_id = bos_id, eos_id
+        self.model = Transformer(model)
+        self.bleu_limit: int | None = train.val_max_sentences
+        self.src_tokens_seen = 0  # non-pad source tokens trained on (this rank)
+        self.tgt_tokens_seen = 0  # non-pad target tokens trained on (this rank)
+        self.last_validation: dict[str, Any] = {}
+        self._val: dict[str, Any] = {}
+
+    # ----------------------------------------------------------------------------------------------- training
+    def configure_model(self) -> None:
+        """torch.compile the training forward when asked (decoding stays eager: its shapes change every step)."""
+        if self.train_config.compile and "_compiled" not in self.__dict__:
+            self.__dict__["_compiled"] = torch.compile(self.model)  # not a submodule: no duplicate state_dict keys
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        net = self.__dict__.get("_compiled") if self.training else None
+        return (net or self.model)(src, tgt_in)
+
+    def _shared_step(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
+        """Forward and loss on one batch. Logs f"{stage}/loss" (per target token) during training; returns the
+        mean loss and per-sentence sums (smoothed loss, unsmoothed NLL, target tokens) for exact dev aggregates."""
+        cfg = self.model_config
+        logits = self(batch["src"], batch["tgt_in"])  # (B, T, V)
+        target = batch["tgt_out"].flatten()
+        loss, nll = label_smoothed_nll(logits.flatten(0, 1), target, cfg.label_smoothing, cfg.pad_id)
+        bsz = batch["src"].size(0)
+        ntok = (batch["tgt_out"] != cfg.pad_id).sum(1)  # (B,)
+        out = {
+            "loss": loss.sum() / ntok.sum().clamp(min=1),
+            "loss_sum": loss.view(bsz, -1).sum(1),
+            "nll_sum": nll.view(bsz, -1).sum(1),
+            "ntok": ntok,
+        }
+        if stage == "train":
+            self.log("train/loss", out["loss"], batch_size=bsz, prog_bar=True)
+        return out
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        out = self._shared_step(batch, "train")
+        loss, ntok = out["loss"], out["ntok"]
+        if self.train_config.nan_check and not torch.isfinite(loss):
+            raise TrainingDiverged(f"training loss became {loss.item()} at step {self.global_step}")
+        self.src_tokens_seen += int((batch["src"] != self.model_config.pad_id).sum())
+        self.tgt_tokens_seen += int(ntok.sum())
+        self.log("train/ppl", torch.exp(out["nll_sum"].sum() / ntok.sum().clamp(min=1)), batch_size=ntok.numel())
+        self.log("train/lr", self.lr_schedulers().get_last_lr()[0], batch_size=ntok.numel())
+        return loss
+
+    def configure_optimizers(self):
+        """Adam (0.9, 0.98, 1e-9) with equation (3): lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
+        cfg = self.train_config
+        fused = torch.cuda.is_available() and all(p.is_cuda for p in self.parameters())
+        opt = torch.optim.Adam(self.parameters(), lr=1.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=fused or None)
+        d_model = self.model_config.d_model
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda step: paper_lr(step + 1, d_model, cfg.warmup_steps, cfg.lr_factor)
+        )
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # --------------------------------------------------------------------------------------------- validation
+    def translate(self, src: Tensor, beam_size: int | None = None) -> list[list[int]]:
+        """Decode a padded source batch with the configured beam (1 = greedy). Returns token ids per sentence."""
+        cfg = self.train_config
+        beam = cfg.beam_size if beam_size is None else beam_size
+        args = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b)
+        if beam == 1:
+            return greedy_search(self.model, src, **args)
+        return beam_search(self.model, src, beam_size=beam, alpha=cfg.length_penalty, **args)
+
+    def on_validation_epoch_start(self) -> None:
+        self._val = {"loss_sum": {}, "nll_sum": {}, "ntok": {}, "hyps": {}}
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        out = self._shared_step(batch, "val")
+        index = batch["index"].tolist()
+        # Keyed by sentence index, so a batch repeated to even out ranks is counted once.
+        for key in ("loss_sum", "nll_sum", "ntok"):
+            self._val[key].update(zip(index, out[key].tolist(), strict=True))
+        tokenizer = self._tokenizer()
+        if tokenizer is None:
+            return
+        chosen = [row for row, i in enumerate(index) if self.bleu_limit is None or i < self.bleu_limit]
+        if chosen:
+            ids = self.translate(batch["src"][chosen])
+            for row, text in zip(chosen, tokenizer.decode(ids), strict=True):
+                self._val["hyps"][index[row]] = text
+
+    def _tokenizer(self):
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        return getattr(datamodule, "tokenizer", None)
+
+    def on_validation_epoch_end(self) -> None:
+        gathered = self._val
+        if self.trainer.world_size > 1:
+            parts: list[dict] = [None] * self.trainer.world_size  # type: ignore[list-item]
+            torch.distributed.all_gather_object(parts, self._val)
+            gathered = {key: {k: v for part in parts for k, v in part[key].items()} for key in self._val}
+        ntok = sum(gathered["ntok"].values())
+        nll = sum(gathered["nll_sum"].values()) / max(ntok, 1)
+        result: dict[str, Any] = {
+            "step": self.global_step,
+            "loss": sum(gathered["loss_sum"].values()) / max(ntok, 1),
+            "nll": nll,
+            "ppl": math.exp(min(nll, 50.0)),
+            "sentences": len(gathered["ntok"]),
+        }
+        if gathered["hyps"]:
+            result.update(self._bleu(gathered["hyps"]))
+        self.last_validation = result
+        for key in ("loss", "nll", "ppl", "bleu"):
+            if key in result:
+                self.log(f"val/{key}", float(result[key]), sync_dist=False, rank_zero_only=False)
+
+    def _bleu(self, hyps: dict[int, str]) -> dict[str, Any]:
+        """Corpus BLEU of the decoded sentences against the raw references, with sacrebleu's signature."""
+        from sacrebleu.metrics import BLEU
+
+        references = self.trainer.datamodule.references("valid")
+        order = sorted(hyps)
+        metric = BLEU()
+        score = metric.corpus_score([hyps[i] for i in order], [[references[i] for i in order]])
+        return {
+            "bleu": score.score,
+            "bleu_signature": str(metric.get_signature()),
+            "bleu_sentences": len(order),
+            "hypotheses": [hyps[i] for i in order],
+            "hypothesis_index": order,
+        }
+
+
+def average_state_dicts(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """Element-wise mean of several state dicts (checkpoint averaging, section 6.1). Integer buffers keep the last."""
+    out = {}
+    for key, last in states[-1].items():
+        if torch.is_floating_point(last):
+            out[key] = sum(s[key].float() for s in states).div(len(states)).to(last.dtype)
+        else:
+            out[key] = last
+    return out
+
+
+def average_checkpoints(paths: list[str]) -> dict[str, Tensor]:
+    """Average the model weights of several Lightning checkpoint files (like fairseq's average_checkpoints.py)."""
+    states = [torch.load(p, map_location="cpu", weights_only=False)["state_dict"] for p in paths]
+    return average_state_dicts(states)
+
+
+class CheckpointAveraging(pl.Callback):
+    """Averages the weights of the last k validation points (kept in CPU memory) into the model at the final step,
+    before the final validation, so the reported dev scores are those of the averaged model."""
+
+    def __init__(self, last: int) -> None:
+        self.last = last
+        self.states: list[dict[str, Tensor]] = []
+
+    def _snapshot(self, pl_module: pl.LightningModule) -> None:
+        self.states.append({k: v.detach().to("cpu", copy=True) for k, v in pl_module.state_dict().items()})
+        self.states = self.states[-self.last :]
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.training and not trainer.sanity_checking and trainer.global_step < (trainer.max_steps or 0):
+            self._snapshot(pl_module)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
+        if trainer.max_steps and trainer.global_step >= trainer.max_steps and self.states:
+            self._snapshot(pl_module)
+            pl_module.load_state_dict(average_state_dicts(self.states))
+            self.states = []
+
+
+__all__ = ["TranslationModule", "TrainingDiverged", "label_smoothed_nll", "CheckpointAveraging", "average_checkpoints"]

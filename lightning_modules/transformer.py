@@ -1,0 +1,267 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017), section 3.
+
+Plain PyTorch, built from one `ModelConfig`. Shapes use B = batch, S = source length, T = target length,
+h = heads. Attention runs through `F.scaled_dot_product_attention`, so GPUs get the fused kernels.
+Incremental decoding keeps per-layer key/value caches (`KVCache`), used by greedy and beam search.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from data.errors import AblateError
+from lightning_modules.config import ModelConfig
+
+# Per decoder layer: {"self": {"k": Tensor, "v": Tensor}, "cross": {"k": Tensor, "v": Tensor}}.
+KVCache = list[dict[str, dict[str, Tensor]]]
+
+
+class MultiHeadAttention(nn.Module):
+    """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i).
+
+    W_Q, W_K are d_model x h*d_k and W_V is d_model x h*d_v, with d_k and d_v independent of d_model / h;
+    W_O is h*d_v x d_model.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.h, self.d_k, self.d_v = cfg.n_heads, cfg.head_dim_k, cfg.head_dim_v
+        self.w_q = nn.Linear(cfg.d_model, self.h * self.d_k)
+        self.w_k = nn.Linear(cfg.d_model, self.h * self.d_k)
+        self.w_v = nn.Linear(cfg.d_model, self.h * self.d_v)
+        self.w_o = nn.Linear(self.h * self.d_v, cfg.d_model)
+        self.p_attn = cfg.p_drop_attn
+
+    def _heads(self, x: Tensor, d: int) -> Tensor:
+        return x.unflatten(-1, (self.h, d)).transpose(1, 2)  # (B, L, h*d) -> (B, h, L, d)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        mask: Tensor | None = None,
+        causal: bool = False,
+        cache: dict[str, Tensor] | None = None,
+        static_kv: bool = False,
+    ) -> Tensor:
+        """x: (B, T, d_model) queries; memory: (B, L, d_model) keys/values; mask: (B, 1, 1, L) True = attend.
+
+        With a cache, new keys/values are appended (self-attention) or computed once (static_kv: cross-attention).
+        """
+        q = self._heads(self.w_q(x), self.d_k)  # (B, h, T, d_k)
+        if cache is not None and static_kv and "k" in cache:
+            k, v = cache["k"], cache["v"]
+        else:
+            k = self._heads(self.w_k(memory), self.d_k)  # (B, h, L, d_k)
+            v = self._heads(self.w_v(memory), self.d_v)  # (B, h, L, d_v)
+            if cache is not None:
+                if not static_kv and "k" in cache:
+                    k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.p_attn if self.training else 0.0, is_causal=causal
+        )  # (B, h, T, d_v)
+        return self.w_o(out.transpose(1, 2).flatten(2))  # (B, T, d_model)
+
+
+class FeedForward(nn.Module):
+    """Section 3.3: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, inner width d_ff."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(cfg.d_model, cfg.d_ff),
+            nn.ReLU(),
+            nn.Dropout(cfg.p_drop_relu),
+            nn.Linear(cfg.d_ff, cfg.d_model),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+
+class Residual(nn.Module):
+    """Section 3.1 and 5.4: the sub-layer connection with residual dropout P_drop.
+
+    post-norm (the paper): LayerNorm(x + Dropout(Sublayer(x))); pre-norm: x + Dropout(Sublayer(LayerNorm(x))).
+    The unused LayerNorm is an Identity, so forward has no branch on the choice.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        pre = cfg.norm == "pre"
+        self.norm_in = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if pre else nn.Identity()
+        self.norm_out = nn.Identity() if pre else nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.p_drop)
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        return self.norm_out(x + self.dropout(sublayer(self.norm_in(x))))
+
+
+class EncoderLayer(nn.Module):
+    """Section 3.1: self-attention, then a position-wise feed-forward network."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn, self.ffn = MultiHeadAttention(cfg), FeedForward(cfg)
+        self.res_attn, self.res_ffn = Residual(cfg), Residual(cfg)
+
+    def forward(self, x: Tensor, src_mask: Tensor | None) -> Tensor:
+        x = self.res_attn(x, lambda h: self.self_attn(h, h, mask=src_mask))
+        return self.res_ffn(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    """Section 3.1: masked self-attention, encoder-decoder attention, feed-forward network."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn, self.cross_attn, self.ffn = MultiHeadAttention(cfg), MultiHeadAttention(cfg), FeedForward(cfg)
+        self.res_self, self.res_cross, self.res_ffn = Residual(cfg), Residual(cfg), Residual(cfg)
+
+    def forward(
+        self, y: Tensor, memory: Tensor, src_mask: Tensor | None, cache: dict[str, dict[str, Tensor]] | None = None
+    ) -> Tensor:
+        # Without a cache the whole prefix is present: the causal mask hides the future. With a cache only the
+        # newest position is queried and every cached key is in its past, so no mask is needed.
+        self_cache, cross_cache = (cache["self"], cache["cross"]) if cache is not None else (None, None)
+        y = self.res_self(y, lambda h: self.self_attn(h, h, causal=cache is None, cache=self_cache))
+        y = self.res_cross(y, lambda h: self.cross_attn(h, memory, mask=src_mask, cache=cross_cache, static_kv=True))
+        return self.res_ffn(y, self.ffn)
+
+
+class PositionalEncoding(nn.Module):
+    """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.d_model = cfg.d_model
+        self.register_buffer("table", self._table(cfg.max_len), persistent=False)
+
+    def _table(self, length: int) -> Tensor:
+        pos = torch.arange(length, dtype=torch.float32).unsqueeze(1)  # (L, 1)
+        two_i = torch.arange(0, self.d_model, 2, dtype=torch.float32)
+        inv_freq = torch.exp(two_i * (-math.log(10000.0) / self.d_model))  # 1 / 10000^(2i/d_model)
+        table = torch.zeros(length, self.d_model)
+        table[:, 0::2] = torch.sin(pos * inv_freq)
+        table[:, 1::2] = torch.cos(pos * inv_freq[: self.d_model // 2])
+        return table
+
+    def forward(self, start: int, length: int) -> Tensor:
+        if start + length > self.table.size(0):  # sinusoids extend to any length: grow the table
+            self.table = self._table(2 * (start + length)).to(self.table.device)
+        return self.table[start : start + length]  # (L, d_model)
+
+
+class LearnedPositions(nn.Module):
+    """Row E: learned position embeddings in place of the sinusoids (section 3.5 reports nearly identical results)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.max_len = cfg.max_len
+        self.embedding = nn.Embedding(cfg.max_len, cfg.d_model)
+
+    def forward(self, start: int, length: int) -> Tensor:
+        if start + length > self.max_len:
+            raise AblateError(
+                f"sequence of {start + length} positions is longer than model.max_len={self.max_len} of the learned "
+                "positions: raise model.max_len or lower data.max_len"
+            )
+        return self.embedding.weight[start : start + length]
+
+
+class Embedding(nn.Module):
+    """Section 3.4: token embedding times sqrt(d_model), plus positions, then dropout P_drop (section 5.4)."""
+
+    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding, positions: nn.Module) -> None:
+        super().__init__()
+        self.tokens, self.positions = tokens, positions
+        self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
+        self.dropout = nn.Dropout(cfg.p_drop)
+
+    def forward(self, ids: Tensor, start: int = 0) -> Tensor:
+        x = self.tokens(ids) * self.scale  # (B, L, d_model)
+        return self.dropout(x + self.positions(start, ids.size(1)).to(x.dtype))
+
+
+class Transformer(nn.Module):
+    """The full model: Encoder (N layers), Decoder (N layers), shared embeddings and pre-softmax projection."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        positions = PositionalEncoding if cfg.positions == "sinusoidal" else LearnedPositions
+        src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        tgt_tokens = src_tokens if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, cfg.d_model, cfg.pad_id)
+        self.src_embed = Embedding(cfg, src_tokens, positions(cfg))
+        self.tgt_embed = Embedding(cfg, tgt_tokens, positions(cfg))
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))
+        # Pre-norm leaves the last residual stream un-normalised: add the final LayerNorm there (and only there).
+        final_norm = (lambda: nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)) if cfg.norm == "pre" else nn.Identity
+        self.encoder_norm, self.decoder_norm = final_norm(), final_norm()
+        self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.reset_parameters()
+        if cfg.tie_embeddings:
+            self.output.weight = tgt_tokens.weight
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform linear layers (as tensor2tensor and fairseq); embeddings N(0, d_model^-0.5), so that the
+        sqrt(d_model) scaling of section 3.4 gives inputs of unit variance."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, std=self.cfg.d_model**-0.5)
+                if module.padding_idx is not None:
+                    nn.init.zeros_(module.weight[module.padding_idx])
+
+    def padding_mask(self, src: Tensor) -> Tensor | None:
+        """(B, S) ids -> (B, 1, 1, S) True where a key may be attended; None when nothing is padded (fast path)."""
+        keep = src != self.cfg.pad_id
+        return None if bool(keep.all()) else keep[:, None, None, :]
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor | None]:
+        """(B, S) source ids -> memory (B, S, d_model) and its key mask."""
+        src_mask = self.padding_mask(src)
+        x = self.src_embed(src)
+        for layer in self.encoder:
+            x = layer(x, src_mask)
+        return self.encoder_norm(x), src_mask
+
+    def decode(
+        self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None = None, start: int = 0
+    ) -> Tensor:
+        """(B, T) target ids (shifted right) -> logits (B, T, vocab). With a cache, tgt_in holds only the new
+        positions, starting at position `start`."""
+        y = self.tgt_embed(tgt_in, start)
+        for i, layer in enumerate(self.decoder):
+            y = layer(y, memory, src_mask, cache[i] if cache is not None else None)
+        return self.output(self.decoder_norm(y))
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced logits (B, T, vocab) for source (B, S) and right-shifted target (B, T)."""
+        memory, src_mask = self.encode(src)
+        return self.decode(tgt_in, memory, src_mask)
+
+    def new_cache(self) -> KVCache:
+        """An empty key/value cache for incremental decoding."""
+        return [{"self": {}, "cross": {}} for _ in self.decoder]
+
+    @staticmethod
+    def reorder_cache(cache: KVCache, order: Tensor) -> None:
+        """Select rows of every cached tensor (beam search keeps the surviving hypotheses)."""
+        for layer in cache:
+            for kind in layer.values():
+                for name, tensor in kind.items():
+                    kind[name] = tensor.index_select(0, order)
+
+    def num_parameters(self) -> int:
+        """Parameters, counting a shared embedding matrix once."""
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,91 @@
+"""`build_report`: from a results directory to every report file (and optionally a W&B run). The sweep calls it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from data.errors import AblateError
+from reports.formats import FORMATS, WRITERS, to_html
+from reports.results import load_results
+from reports.significance import N_SAMPLES
+from reports.table import ReportTable, build_table
+
+
+def parse_formats(text: str | Sequence[str]) -> list[str]:
+    """'md,tex' or ['md', 'tex'] -> checked list of formats; AblateError naming an unknown one."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    formats = [f.strip().lower().lstrip(".") for f in items if f.strip()]
+    formats = ["md" if f == "markdown" else "tex" if f == "latex" else f for f in formats]
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise AblateError(f"--format: unknown format '{','.join(unknown)}'; choose from {','.join(FORMATS)}")
+    return list(dict.fromkeys(formats))
+
+
+def build_report(
+    out_dir: str | Path,
+    formats: Sequence[str] = FORMATS,
+    report_dir: Path | None = None,
+    wandb: bool = False,
+    *,
+    plots: bool = True,
+    n_samples: int = N_SAMPLES,
+) -> dict[str, Path]:
+    """Write the report of the results directory `out_dir` (a finished or running sweep).
+
+    Args:
+        out_dir: the OUT directory of `ablate sweep` (study.json, records/, hyps/, refs/).
+        formats: any of 'md', 'tex', 'csv', 'json', 'html'.
+        report_dir: where to write; default OUT/report. Plots go to REPORT_DIR/plots.
+        wandb: also log the table and plots to a W&B run (offline unless the environment says otherwise).
+        plots: draw the plots (PNG and SVG); the HTML page and W&B show them.
+        n_samples: bootstrap resamples of the significance test.
+
+    Returns:
+        format -> file written ('md', 'tex', ...), 'plot:<name>' -> PNG, 'plot:<name>.svg' -> SVG, and
+        'wandb' -> the W&B run directory when one was written.
+    """
+    formats = parse_formats(formats)
+    out_dir = Path(out_dir)
+    results = load_results(out_dir)
+    table = build_table(results, n_samples=n_samples)
+    report_dir = Path(report_dir) if report_dir is not None else out_dir / "report"
+    report_dir.mkdir(parents=True, exist_ok=True)
+
+    written: dict[str, Path] = {}
+    drawn = []
+    if plots:
+        from reports.plots import make_plots
+
+        drawn = make_plots(table, results, report_dir / "plots")
+        for plot in drawn:
+            written[f"plot:{plot.name}"] = plot.png
+            written[f"plot:{plot.name}.svg"] = plot.svg
+
+    stem = report_stem(table)
+    for fmt in formats:
+        path = report_dir / f"{stem}.{fmt}"
+        text = to_html(table, {p.title: p.png for p in drawn}) if fmt == "html" else WRITERS[fmt](table)
+        _write_atomically(path, text)
+        written[fmt] = path
+
+    if wandb:
+        from reports.wandb_log import log_report
+
+        project = str(results.meta.get("wandb_project") or "ablate")
+        run_dir = log_report(table, drawn, project=project, wandb_dir=out_dir)
+        if run_dir is not None:
+            written["wandb"] = run_dir
+    return written
+
+
+def report_stem(table: ReportTable) -> str:
+    """File name stem of the report files: '<study>-<preset>' (or '<study>')."""
+    return f"{table.study}-{table.preset}" if table.preset else table.study
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,295 @@
+"""Reading a results directory written by `ablate sweep`: `study.json`, the trial records, the Optuna states.
+
+The layout (the contract with the sweep):
+
+    OUT/study.json                      the study: rows in display order, their configs, seeds, Optuna storage
+    OUT/records/<row>__seed<s>.json     one per finished trial (complete, failed or pruned), written atomically
+    OUT/hyps/..., OUT/refs/...          dev hypotheses and references, paths given in the records
+
+Records are the truth for finished trials. The Optuna storage only adds what records cannot say: which trials are
+still pending or running. Nothing here imports training code.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from data.errors import AblateError
+
+State = Literal["complete", "failed", "pruned", "running", "pending"]
+FINISHED_STATES = ("complete", "failed", "pruned")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One finished trial (row x seed), as the sweep wrote it to `records/<row>__seed<seed>.json`."""
+
+    path: Path
+    """The record file."""
+    row: str
+    """Row name in the study (e.g. 'B1')."""
+    group: str
+    """Row group (e.g. 'B')."""
+    seed: int
+    """Training seed of this trial."""
+    state: Literal["complete", "failed", "pruned"]
+    """How the trial ended."""
+    reason: str | None
+    """Why it failed or was pruned (one line), else None."""
+    overrides: dict[str, Any]
+    """The row's overrides of the base config."""
+    config: dict[str, dict[str, Any]]
+    """The resolved config: {'model': ..., 'train': ..., 'data': ...}."""
+    metrics: dict[str, Any]
+    """Final metrics (bleu, ppl, params, wall_time_s, tokens_per_sec, device, ...); may be partial when failed."""
+    curves: dict[str, list[dict[str, Any]]]
+    """'val' and 'train' points over steps."""
+    hypotheses: Path | None
+    """Detokenized dev hypotheses, one per line (absolute path), or None."""
+    references: Path | None
+    """Raw dev references, same order (absolute path), or None."""
+    raw: dict[str, Any]
+    """The whole record as read, for fields this class does not name (optuna, wandb, host, times)."""
+
+    @property
+    def label(self) -> str:
+        """'row@seed', the name `ablate compare` accepts."""
+        return f"{self.row}@{self.seed}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowSpec:
+    """One row of the study as declared in `study.json`."""
+
+    name: str
+    """Row name, unique in the study."""
+    group: str
+    """Row group; rows of a group are shown together."""
+    overrides: dict[str, Any]
+    """Overrides of the base config that define this row."""
+    config: dict[str, dict[str, Any]]
+    """The resolved config: {'model': ..., 'train': ..., 'data': ...}."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialStatus:
+    """Where one row x seed stands."""
+
+    state: State
+    """complete, failed or pruned (from a record or Optuna), running or pending."""
+    reason: str | None = None
+    """Why it failed or was pruned."""
+    record: Record | None = None
+    """The record, once the trial has finished and written one."""
+
+
+@dataclass(kw_only=True)
+class StudyResults:
+    """A results directory read into memory: what the report and the comparison work from."""
+
+    out_dir: Path
+    """The results directory (OUT)."""
+    study: str
+    """Study name (e.g. 'table3')."""
+    preset: str
+    """Preset name (e.g. 'smoke')."""
+    seeds: list[int]
+    """Seeds every row is trained with."""
+    rows: list[RowSpec]
+    """Rows in display order."""
+    status: dict[tuple[str, int], TrialStatus]
+    """(row, seed) -> where that trial stands, for every row x seed."""
+    meta: dict[str, Any]
+    """The whole `study.json`."""
+    notes: list[str] = field(default_factory=list)
+    """One-line remarks for the reader (e.g. the Optuna storage could not be opened)."""
+
+    def records(self, row: str, state: str | None = "complete") -> list[Record]:
+        """The records of a row (only those in `state`; None: all), by seed."""
+        found = [s.record for (name, _), s in sorted(self.status.items()) if name == row and s.record is not None]
+        return [r for r in found if state is None or r.state == state]
+
+    def row(self, name: str) -> RowSpec:
+        """The row called `name`; AblateError naming the known rows if there is none."""
+        for spec in self.rows:
+            if spec.name == name:
+                return spec
+        known = ", ".join(r.name for r in self.rows)
+        raise AblateError(f"{self.out_dir}: no row '{name}' in this study (rows: {known})")
+
+    @property
+    def base(self) -> RowSpec | None:
+        """The row the others are compared to: the first row of group 'base', else None."""
+        return next((r for r in self.rows if r.group == "base"), None)
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; AblateError naming the file when it is missing or corrupt."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise AblateError(f"cannot read {path}: {err.strerror or err}") from err
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise AblateError(
+            f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}): "
+            "delete it to rerun that trial, or restore it"
+        ) from err
+
+
+def _require(data: dict[str, Any], key: str, path: Path, kind: type | tuple[type, ...]) -> Any:
+    if not isinstance(data, dict) or key not in data:
+        raise AblateError(f"{path}: missing field '{key}'; was it written by `ablate sweep`?")
+    if not isinstance(data[key], kind):
+        raise AblateError(f"{path}: field '{key}' has the wrong type ({type(data[key]).__name__})")
+    return data[key]
+
+
+def _resolve(out_dir: Path, rel: str | None) -> Path | None:
+    if not rel:
+        return None
+    path = Path(rel)
+    return path if path.is_absolute() else out_dir / path
+
+
+def read_record(path: Path, out_dir: Path | None = None) -> Record:
+    """Read one trial record; relative hypothesis/reference paths are resolved against `out_dir`.
+
+    `out_dir` defaults to the parent of the `records/` folder holding the file.
+    """
+    path = Path(path)
+    data = read_json(path)
+    if out_dir is None:
+        out_dir = path.parent.parent if path.parent.name == "records" else path.parent
+    state = _require(data, "state", path, str)
+    if state not in FINISHED_STATES:
+        raise AblateError(f"{path}: state '{state}' is not one of {', '.join(FINISHED_STATES)}")
+    return Record(
+        path=path,
+        row=_require(data, "row", path, str),
+        group=str(data.get("group") or _require(data, "row", path, str)),
+        seed=_require(data, "seed", path, int),
+        state=state,
+        reason=data.get("reason"),
+        overrides=data.get("overrides") or {},
+        config=data.get("config") or {},
+        metrics=data.get("metrics") or {},
+        curves=data.get("curves") or {},
+        hypotheses=_resolve(out_dir, data.get("hypotheses")),
+        references=_resolve(out_dir, data.get("references")),
+        raw=data,
+    )
+
+
+def read_study_json(out_dir: Path) -> dict[str, Any]:
+    """Read and check `OUT/study.json`."""
+    path = out_dir / "study.json"
+    if not out_dir.is_dir():
+        raise AblateError(f"results directory {out_dir} does not exist: run `ablate sweep` first or check the path")
+    if not path.is_file():
+        raise AblateError(f"{out_dir} has no study.json: is it the OUT directory of `ablate sweep`?")
+    meta = read_json(path)
+    _require(meta, "study", path, str)
+    rows = _require(meta, "rows", path, list)
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+            raise AblateError(f"{path}: rows[{i}] has no 'name'")
+    return meta
+
+
+def load_results(out_dir: str | Path, *, use_optuna: bool = True) -> StudyResults:
+    """Read a results directory: study.json, every record, and (if it opens) the Optuna storage."""
+    from reports.optuna_states import read_trial_states
+
+    out_dir = Path(out_dir)
+    meta = read_study_json(out_dir)
+    rows = [
+        RowSpec(
+            name=r["name"],
+            group=str(r.get("group") or r["name"]),
+            overrides=r.get("overrides") or {},
+            config=r.get("config") or {},
+        )
+        for r in meta["rows"]
+    ]
+    seeds = [int(s) for s in meta.get("seeds") or [0]]
+
+    records: dict[tuple[str, int], Record] = {}
+    for path in sorted((out_dir / "records").glob("*.json")):
+        record = read_record(path, out_dir)
+        records[(record.row, record.seed)] = record
+
+    notes: list[str] = []
+    optuna: dict[tuple[str, int], TrialStatus] = {}
+    if use_optuna:
+        optuna, note = read_trial_states(meta.get("storage"), meta.get("optuna_study") or meta["study"], out_dir)
+        if note:
+            notes.append(note)
+
+    # Rows found only in records or Optuna (study.json older than the sweep) are shown after the declared ones.
+    known = {r.name for r in rows}
+    for row, _ in sorted(set(records) | set(optuna)):
+        if row not in known:
+            record = next((r for (name, _), r in records.items() if name == row), None)
+            rows.append(
+                RowSpec(
+                    name=row,
+                    group=record.group if record else row,
+                    overrides=record.overrides if record else {},
+                    config=record.config if record else {},
+                )
+            )
+            known.add(row)
+            notes.append(f"row '{row}' has trials but is not in study.json; shown last")
+    seeds = sorted(set(seeds) | {seed for _, seed in records} | {seed for _, seed in optuna})
+
+    status: dict[tuple[str, int], TrialStatus] = {}
+    for spec in rows:
+        for seed in seeds:
+            key = (spec.name, seed)
+            if key in records:
+                record = records[key]
+                status[key] = TrialStatus(state=record.state, reason=record.reason, record=record)
+            elif key in optuna:
+                status[key] = optuna[key]
+            elif seed in (meta.get("seeds") or [seed]):
+                status[key] = TrialStatus(state="pending")
+    return StudyResults(
+        out_dir=out_dir,
+        study=meta["study"],
+        preset=str(meta.get("preset") or ""),
+        seeds=seeds,
+        rows=rows,
+        status=status,
+        meta=meta,
+        notes=notes,
+    )
+
+
+def resolve_out_dir(study_or_out: str | Path, *, preset: str | None = None, runs_dir: str | Path = "runs") -> Path:
+    """An OUT directory given as itself or as a study name (`runs/<study>-<preset>`, newest if several)."""
+    given = Path(study_or_out)
+    if given.is_dir() or given.exists() or given.suffix or len(given.parts) > 1:
+        if preset is not None:
+            raise AblateError(f"--preset goes with a study name, not with the directory {given}")
+        if not given.is_dir():
+            raise AblateError(f"results directory {given} does not exist: run `ablate sweep` first or check the path")
+        return given
+    name = str(study_or_out)
+    runs = Path(runs_dir)
+    if preset is not None:
+        candidates = [runs / f"{name}-{preset}"]
+    else:
+        candidates = sorted(runs.glob(f"{name}-*")) if runs.is_dir() else []
+    candidates = [c for c in candidates if (c / "study.json").is_file()]
+    if not candidates:
+        where = f"{runs}/{name}-{preset}" if preset else f"{runs}/{name}-*"
+        raise AblateError(
+            f"no results for study '{name}': no {where} directory with a study.json; "
+            "run `ablate sweep` first or pass the OUT directory"
+        )
+    return max(candidates, key=lambda c: (c / "study.json").stat().st_mtime)

@@ -1,0 +1,267 @@
+"""Table 3 rebuilt from a results directory: one `ReportRow` per study row, numbers over seeds, the paper beside ours.
+
+This module computes; `reports.formats` only formats. Every number here comes from the trial records (mean and
+sample standard deviation over the complete seeds), the paper's from `reports/paper_table3.csv`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from reports.paper import PaperRow, load_paper_table
+from reports.results import Record, RowSpec, StudyResults, TrialStatus
+from reports.significance import N_SAMPLES, Significance, paired_bootstrap_vs_base
+
+
+@dataclass(frozen=True)
+class ConfigColumn:
+    """A config field shown as its own column, as in the paper."""
+
+    key: str
+    """Column key (also the CSV/JSON field name)."""
+    header: str
+    """Header in the paper's notation (plain text; formats add their own markup)."""
+    section: str
+    """Config section: 'model' or 'train'."""
+    field: str
+    """Field name in that section."""
+
+
+CONFIG_COLUMNS = (
+    ConfigColumn("N", "N", "model", "n_layers"),
+    ConfigColumn("d_model", "d_model", "model", "d_model"),
+    ConfigColumn("d_ff", "d_ff", "model", "d_ff"),
+    ConfigColumn("h", "h", "model", "n_heads"),
+    ConfigColumn("d_k", "d_k", "model", "d_k"),
+    ConfigColumn("d_v", "d_v", "model", "d_v"),
+    ConfigColumn("P_drop", "P_drop", "model", "p_drop"),
+    ConfigColumn("eps_ls", "eps_ls", "model", "label_smoothing"),
+    ConfigColumn("train_steps", "train steps", "train", "max_steps"),
+)
+"""The paper's configuration columns, in its order."""
+
+IGNORED_DIFFERENCES = {("train", "seed"), ("data", "seed")}
+"""Config fields that differ between rows without making them different experiments."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stat:
+    """A metric over seeds: mean and sample standard deviation (None with fewer than two seeds)."""
+
+    values: dict[int, float]
+    """seed -> value."""
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values.values())
+
+    @property
+    def std(self) -> float | None:
+        return statistics.stdev(self.values.values()) if self.n >= 2 else None
+
+    @classmethod
+    def of(cls, records: list[Record], metric: str) -> Stat | None:
+        """The metric over those records that have it, or None if none does."""
+        values = {r.seed: float(r.metrics[metric]) for r in records if r.metrics.get(metric) is not None}
+        return cls(values=values) if values else None
+
+
+@dataclass(kw_only=True)
+class ReportRow:
+    """One row of the report."""
+
+    name: str
+    """Row name ('base', 'B1', ...)."""
+    group: str
+    """Row group ('base', 'A', ..., 'big', 'F', or a user study's groups)."""
+    config: dict[str, Any]
+    """Column key -> this row's value (None where the config does not say)."""
+    same_as_base: dict[str, bool]
+    """Column key -> True when the value equals the base row's (shown blank, as in the paper)."""
+    other: dict[str, Any]
+    """Differences from the base outside the paper's columns, 'section.field' -> value (e.g. positions)."""
+    status: dict[int, TrialStatus]
+    """seed -> where that trial stands."""
+    ppl: Stat | None = None
+    """Dev perplexity over complete seeds."""
+    bleu: Stat | None = None
+    """Dev BLEU over complete seeds."""
+    params_m: float | None = None
+    """Parameters x10^6."""
+    delta_bleu: Stat | None = None
+    """BLEU minus the base's, per seed both completed (paired), or mean minus mean if no seed is shared."""
+    delta_ppl: Stat | None = None
+    """PPL minus the base's, paired like delta_bleu."""
+    significance: Significance | None = None
+    """Paired bootstrap test of BLEU against the base (None for the base itself)."""
+    paper: PaperRow | None = None
+    """The paper's numbers for a row of the same name."""
+    wall_time_s: float | None = None
+    """Mean wall time of a trial."""
+    tokens_per_sec: float | None = None
+    """Mean training throughput (source + target tokens per second)."""
+    devices: list[str] = field(default_factory=list)
+    """Devices the complete trials ran on."""
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.status)
+
+    def count(self, state: str) -> int:
+        return sum(s.state == state for s in self.status.values())
+
+    @property
+    def state(self) -> str:
+        """'complete' when every seed is, else the least finished state present (pending < running < failed...)."""
+        for state in ("running", "pending", "failed", "pruned"):
+            if self.count(state):
+                return state
+        return "complete"
+
+    @property
+    def reasons(self) -> dict[int, str]:
+        """seed -> reason, for failed or pruned trials."""
+        return {seed: s.reason for seed, s in self.status.items() if s.reason and s.state in ("failed", "pruned")}
+
+
+@dataclass(kw_only=True)
+class ReportTable:
+    """The whole report: rows in display order and what a reader needs to trust them."""
+
+    study: str
+    preset: str
+    seeds: list[int]
+    rows: list[ReportRow]
+    base: str | None
+    """Name of the base row, or None when the study has none (then no deltas and no blank cells)."""
+    show_paper: bool
+    """True when some row matches a row of the paper's Table 3 by name."""
+    notes: list[str]
+    """One-line remarks (storage fallback, untested rows, ...)."""
+    out_dir: str
+    generated_at: str
+
+    def groups(self) -> list[tuple[str, list[ReportRow]]]:
+        """Consecutive rows of the same group, in display order."""
+        out: list[tuple[str, list[ReportRow]]] = []
+        for row in self.rows:
+            if out and out[-1][0] == row.group:
+                out[-1][1].append(row)
+            else:
+                out.append((row.group, [row]))
+        return out
+
+    def row(self, name: str) -> ReportRow:
+        return next(r for r in self.rows if r.name == name)
+
+
+def _get(config: dict[str, Any], section: str, name: str) -> Any:
+    return (config.get(section) or {}).get(name)
+
+
+def _config_of(spec: RowSpec, records: list[Record]) -> dict[str, dict[str, Any]]:
+    """The row's resolved config: study.json's, else the first record's."""
+    return spec.config or (records[0].config if records else {})
+
+
+def _other_differences(config: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    shown = {(c.section, c.field) for c in CONFIG_COLUMNS}
+    other: dict[str, Any] = {}
+    for section in sorted(set(config) | set(base)):
+        mine, theirs = config.get(section) or {}, base.get(section) or {}
+        if not isinstance(mine, dict) or not isinstance(theirs, dict):
+            continue
+        for name in sorted(set(mine) | set(theirs)):
+            if (section, name) in shown or (section, name) in IGNORED_DIFFERENCES:
+                continue
+            if mine.get(name) != theirs.get(name):
+                other[f"{section}.{name}"] = mine.get(name)
+    return other
+
+
+def _paired_delta(row: Stat | None, base: Stat | None) -> Stat | None:
+    if row is None or base is None:
+        return None
+    shared = sorted(set(row.values) & set(base.values))
+    if shared:
+        return Stat(values={s: row.values[s] - base.values[s] for s in shared})
+    return Stat(values={s: v - base.mean for s, v in row.values.items()})  # no seed in common: vs the base's mean
+
+
+def _mean(records: list[Record], metric: str) -> float | None:
+    stat = Stat.of(records, metric)
+    return stat.mean if stat else None
+
+
+def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES) -> ReportTable:
+    """Table 3 for a results directory: configs against the base, metrics over seeds, paper, significance."""
+    paper = load_paper_table()
+    base_spec = results.base
+    base_records = results.records(base_spec.name) if base_spec else []
+    base_config = _config_of(base_spec, base_records) if base_spec else {}
+
+    rows: list[ReportRow] = []
+    for spec in results.rows:
+        records = results.records(spec.name)
+        config = _config_of(spec, results.records(spec.name, state=None))
+        values = {c.key: _get(config, c.section, c.field) for c in CONFIG_COLUMNS}
+        is_base = base_spec is not None and spec.name == base_spec.name
+        same = {
+            c.key: bool(base_spec) and not is_base and values[c.key] == _get(base_config, c.section, c.field)
+            for c in CONFIG_COLUMNS
+        }
+        params = _mean(records, "params")
+        rows.append(
+            ReportRow(
+                name=spec.name,
+                group=spec.group,
+                config=values,
+                same_as_base=same,
+                other={} if is_base or not base_spec else _other_differences(config, base_config),
+                status={seed: s for (name, seed), s in sorted(results.status.items()) if name == spec.name},
+                ppl=Stat.of(records, "ppl"),
+                bleu=Stat.of(records, "bleu"),
+                params_m=params / 1e6 if params is not None else None,
+                paper=paper.get(spec.name),
+                wall_time_s=_mean(records, "wall_time_s"),
+                tokens_per_sec=_mean(records, "tokens_per_sec"),
+                devices=sorted({str(r.metrics["device"]) for r in records if r.metrics.get("device")}),
+            )
+        )
+
+    notes = list(results.notes)
+    base_row = next((r for r in rows if base_spec and r.name == base_spec.name), None)
+    if base_row is not None:
+        others = {r.name: results.records(r.name) for r in rows if r is not base_row and results.records(r.name)}
+        tests = paired_bootstrap_vs_base(base_records, others, n_samples=n_samples) if base_records else {}
+        for row in rows:
+            if row is base_row:
+                continue
+            row.delta_bleu = _paired_delta(row.bleu, base_row.bleu)
+            row.delta_ppl = _paired_delta(row.ppl, base_row.ppl)
+            row.significance = tests.get(row.name)
+            if row.significance is not None and row.significance.note:
+                notes.append(f"{row.name}: not tested for significance ({row.significance.note})")
+        if not base_records:
+            notes.append(f"the base row '{base_row.name}' has no complete trial yet: no deltas, no significance")
+    elif results.rows:
+        notes.append("the study has no row in group 'base': no deltas, no significance, every cell shown")
+
+    return ReportTable(
+        study=results.study,
+        preset=results.preset,
+        seeds=results.seeds,
+        rows=rows,
+        base=base_spec.name if base_spec else None,
+        show_paper=any(r.paper is not None for r in rows),
+        notes=notes,
+        out_dir=str(results.out_dir),
+        generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )

@@ -1,0 +1,195 @@
+"""Behaviour of the Transformer that real bugs break: masks, caches, decoding, loss, schedule, config validation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from data.errors import AblateError, ConfigError
+from lightning_modules.config import ModelConfig, TrainConfig, paper_lr
+from lightning_modules.decoding import beam_search, greedy_search
+from lightning_modules.module import label_smoothed_nll
+from lightning_modules.transformer import Transformer
+
+PAD, BOS, EOS = 0, 2, 3
+
+
+def tiny(**overrides) -> ModelConfig:
+    base = dict(vocab_size=50, n_layers=2, d_model=32, d_ff=64, n_heads=4, p_drop=0.0, max_len=64)
+    return ModelConfig(**{**base, **overrides})
+
+
+def model_for(cfg: ModelConfig) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(cfg).eval()
+
+
+VARIANTS = [
+    {},
+    {"norm": "pre"},
+    {"positions": "learned"},
+    {"d_k": 3, "d_v": 5},  # d_k, d_v independent of d_model / h (row B)
+    {"n_heads": 1, "d_k": 32, "d_v": 32},
+    {"tie_embeddings": False},
+]
+
+
+@pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "base")
+def test_no_causal_leakage(overrides):
+    """Changing target tokens after position t leaves the logits at positions <= t unchanged."""
+    model = model_for(tiny(**overrides))
+    src = torch.randint(4, 50, (2, 9))
+    tgt = torch.randint(4, 50, (2, 8))
+    t = 4
+    changed = tgt.clone()
+    changed[:, t + 1 :] = torch.randint(4, 50, (2, 8 - t - 1))
+    with torch.no_grad():
+        a, b = model(src, tgt), model(src, changed)
+    torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1], rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(a[:, t + 1 :], b[:, t + 1 :])
+
+
+@pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "base")
+def test_padding_invariance(overrides):
+    """Adding a longer sentence (so the others get padded) leaves the other sentences' outputs unchanged."""
+    model = model_for(tiny(**overrides))
+    src = torch.randint(4, 50, (2, 6))
+    tgt = torch.randint(4, 50, (2, 5))
+    long_src, long_tgt = torch.randint(4, 50, (1, 11)), torch.randint(4, 50, (1, 9))
+    padded_src = torch.cat([torch.nn.functional.pad(src, (0, 5), value=PAD), long_src])
+    padded_tgt = torch.cat([torch.nn.functional.pad(tgt, (0, 4), value=PAD), long_tgt])
+    with torch.no_grad():
+        alone = model(src, tgt)
+        batched = model(padded_src, padded_tgt)[:2, :5]
+    torch.testing.assert_close(alone, batched, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "base")
+def test_cached_incremental_decoding_equals_full(overrides):
+    model = model_for(tiny(**overrides))
+    src = torch.nn.functional.pad(torch.randint(4, 50, (3, 7)), (0, 2), value=PAD)
+    src[0, -2:] = torch.tensor([11, 12])  # one sentence unpadded, two padded
+    tgt = torch.randint(4, 50, (3, 6))
+    with torch.no_grad():
+        full = model(src, tgt)
+        memory, mask = model.encode(src)
+        cache = model.new_cache()
+        steps = [model.decode(tgt[:, t : t + 1], memory, mask, cache, start=t) for t in range(tgt.size(1))]
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_beam_one_equals_greedy():
+    """Beam 1 with no length penalty is greedy search: same tokens for every sentence.
+
+    (With alpha > 0 a beam of 1 may legitimately keep searching after eos for a longer hypothesis whose
+    length-normalised score is better, as tensor2tensor's beam search does.)"""
+    model = model_for(tiny(vocab_size=30))
+    src = torch.nn.functional.pad(torch.randint(4, 30, (5, 6)), (0, 3), value=PAD)
+    src[:2, -3:] = torch.randint(4, 30, (2, 3))
+    greedy = greedy_search(model, src, BOS, EOS, max_len_b=12)
+    beam = beam_search(model, src, BOS, EOS, beam_size=1, alpha=0.0, max_len_b=12)
+    assert beam == greedy
+    assert any(len(h) > 0 for h in greedy)
+
+
+def test_beam_search_finds_higher_scoring_hypotheses_than_greedy():
+    """With alpha = 0, the beam's best hypothesis never scores lower than greedy's under the model."""
+    model = model_for(tiny(vocab_size=20))
+    src = torch.randint(4, 20, (6, 5))
+
+    def score(hyps):
+        out = []
+        for s, h in zip(src, hyps, strict=True):
+            tgt = torch.tensor([[BOS, *h]])
+            gold = torch.tensor([[*h, EOS]])
+            with torch.no_grad():
+                logp = model(s[None], tgt).log_softmax(-1)
+            out.append(logp.gather(-1, gold[..., None]).sum().item())
+        return out
+
+    greedy = greedy_search(model, src, BOS, EOS, max_len_b=8)
+    beam = beam_search(model, src, BOS, EOS, beam_size=4, alpha=0.0, max_len_b=8)
+    for g, b in zip(score(greedy), score(beam), strict=True):
+        assert b >= g - 1e-4
+
+
+def test_decoding_respects_max_length():
+    model = model_for(tiny())
+    src = torch.nn.functional.pad(torch.randint(4, 50, (2, 3)), (0, 4), value=PAD)
+    src[1, 3:] = torch.randint(4, 50, (4,))
+    for hyps in (greedy_search(model, src, BOS, EOS, max_len_a=1.0, max_len_b=2), beam_search(model, src, BOS, EOS, max_len_a=1.0, max_len_b=2)):
+        # at most a * |src| + b tokens including eos
+        assert len(hyps[0]) <= 3 + 2 - 1 and len(hyps[1]) <= 7 + 2 - 1
+
+
+def test_label_smoothed_loss_closed_form():
+    """loss = (1 - eps) * (-log p_y) + eps * mean_k(-log p_k), padding contributes nothing."""
+    logits = torch.tensor([[2.0, 0.0, 1.0, -1.0], [0.5, 0.5, 0.5, 0.5], [9.0, 9.0, 9.0, 9.0]])
+    target = torch.tensor([2, 1, 0])  # the last one is padding (pad id 0)
+    eps = 0.1
+    loss, nll = label_smoothed_nll(logits, target, eps, pad_id=0)
+    z = math.log(math.exp(2) + 1 + math.exp(1) + math.exp(-1))
+    logp0 = [2 - z, 0 - z, 1 - z, -1 - z]
+    expected0 = (1 - eps) * (-logp0[2]) + eps * (-sum(logp0) / 4)
+    assert loss[0].item() == pytest.approx(expected0, rel=1e-6)
+    assert loss[1].item() == pytest.approx(math.log(4), rel=1e-6)  # uniform: smoothing changes nothing
+    assert nll[0].item() == pytest.approx(-logp0[2], rel=1e-6)
+    assert loss[2].item() == 0.0 and nll[2].item() == 0.0
+    # agrees with PyTorch's own definition of label smoothing
+    ref = torch.nn.functional.cross_entropy(logits[:2], target[:2], label_smoothing=eps, reduction="none")
+    torch.testing.assert_close(loss[:2], ref)
+
+
+def test_schedule_matches_equation_3():
+    d, w = 512, 4000
+    assert paper_lr(1, d, w) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert paper_lr(4000, d, w) == pytest.approx(512**-0.5 * 4000**-0.5)  # the peak, ~7.0e-4
+    assert paper_lr(4000, d, w) == pytest.approx(6.987712429686844e-4)
+    assert paper_lr(16000, d, w) == pytest.approx(paper_lr(4000, d, w) / 2)  # inverse square root decay
+    assert paper_lr(2000, d, w) == pytest.approx(paper_lr(4000, d, w) / 2)  # linear warmup
+    assert paper_lr(100, d, w, factor=2.0) == pytest.approx(2 * paper_lr(100, d, w))
+
+
+def test_attention_projection_shapes_follow_the_paper():
+    model = Transformer(tiny(d_model=32, n_heads=4, d_k=3, d_v=5))
+    attn = model.encoder[0].self_attn
+    assert attn.w_q.weight.shape == (4 * 3, 32) and attn.w_k.weight.shape == (4 * 3, 32)
+    assert attn.w_v.weight.shape == (4 * 5, 32)
+    assert attn.w_o.weight.shape == (32, 4 * 5)
+
+
+def test_tied_and_untied_embeddings():
+    tied, untied = Transformer(tiny()), Transformer(tiny(tie_embeddings=False))
+    assert tied.output.weight is tied.src_embed.tokens.weight is tied.tgt_embed.tokens.weight
+    assert untied.num_parameters() - tied.num_parameters() == 2 * 50 * 32
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("n_heads", 0), ("d_k", -1), ("p_drop", 1.5), ("label_smoothing", -0.1), ("norm", "sandwich"), ("positions", "rope")],
+)
+def test_invalid_model_config_names_the_field(field, value):
+    with pytest.raises(ConfigError, match=f"model.{field}"):
+        tiny(**{field: value})
+
+
+def test_indivisible_heads_need_explicit_dk():
+    with pytest.raises(ConfigError, match="n_heads"):
+        tiny(d_model=30, n_heads=4)
+    assert tiny(d_model=30, n_heads=4, d_k=8, d_v=8).head_dim_k == 8
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_steps", 0), ("warmup_steps", 0), ("adam_betas", (0.9, 1.2))])
+def test_invalid_train_config_names_the_field(field, value):
+    with pytest.raises(ConfigError, match=f"train.{field}"):
+        TrainConfig(**{field: value})
+
+
+def test_learned_positions_reject_sequences_longer_than_max_len():
+    model = model_for(tiny(positions="learned", max_len=8))
+    with pytest.raises(AblateError, match="max_len=8"):
+        model(torch.randint(4, 50, (1, 9)), torch.randint(4, 50, (1, 3)))
+    sinusoidal = model_for(tiny(max_len=8))
+    assert sinusoidal(torch.randint(4, 50, (1, 20)), torch.randint(4, 50, (1, 3))).shape == (1, 3, 50)
