@@ -200,6 +200,7 @@ def train(
     started_at: float | None = None,
     wandb_id: str | None = None,
     resume: bool = True,
+    extra_config: dict[str, Any] | None = None,
 ) -> TrainResult | None:
     """Train one configuration to max_steps and return its dev metrics. Resumes from out_dir/checkpoints/last.ckpt
     when one exists (an interrupted trial continues where it stopped)."""
@@ -229,7 +230,7 @@ def train(
         name=name,
         group=group,
         tags=tags or [],
-        config=run.to_dict(),
+        config={**run.to_dict(), **(extra_config or {})},
         run_id=wandb_id,
     )
     world = _world_size(run)

@@ -45,6 +45,8 @@ class EncodedSplit:
         )
         self.src_len = np.diff(self.src_off)
         self.tgt_len = np.diff(self.tgt_off)
+        self.lines = np.load(directory / f"{split}.lines.npy", mmap_mode="r")
+        """Each pair's line (or TSV row) number in its source file, for tracing a pair back to the user's data."""
 
     def __len__(self) -> int:
         return len(self.src_len)
@@ -149,32 +151,34 @@ def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedCorpus:
             tok = Tokenizer.load(tmp / "spm.model")
         with _step(progress, "encoding splits"):
             stats = {split: _encode_split(tok, splits[split], split, cfg, tmp, source) for split in SPLITS}
-        manifest = {
-            "cache_key": cache_key,
-            "spm_key": spm_key,
-            "corpus": source.name,
-            "src_lang": source.src_lang,
-            "tgt_lang": source.tgt_lang,
-            "stats": {
-                "corpus": source.name,
-                "src_lang": source.src_lang,
-                "tgt_lang": source.tgt_lang,
-                "vocab_size": tok.vocab_size,
-                "word_types": {
-                    side: len({w for line in getattr(splits["train"], side) for w in line.split()})
-                    for side in ("src", "tgt")
-                },
-                "max_len": cfg.max_len,
-                "truncate": cfg.truncate,
-                "splits": stats,
-                "build_seconds": round(time.perf_counter() - started, 2),
-            },
-        }
+        stats = _corpus_stats(source, splits, tok, cfg, stats, time.perf_counter() - started)
+        manifest = {"cache_key": cache_key, "spm_key": spm_key, **{k: stats[k] for k in ("src_lang", "tgt_lang")}}
+        manifest["stats"] = stats
         if model is not None:
             (tmp / "spm.model").unlink()
             write_atomic(spm_path, model)  # before the manifest: an entry is trusted only with its tokenizer
         atomic.commit(manifest)
     return PreparedCorpus(directory, Tokenizer.load(spm_path), manifest, cached=False)
+
+
+def _corpus_stats(
+    source: sources.Source, splits: dict[str, Pairs], tok: Tokenizer, cfg: DataConfig, per_split: dict, seconds: float
+) -> dict:
+    """The build-time statistics kept in the manifest (padding is computed on demand: it depends on the budget)."""
+    train = splits["train"]
+    return {
+        "corpus": source.name,
+        "src_lang": source.src_lang,
+        "tgt_lang": source.tgt_lang,
+        "vocab_size": tok.vocab_size,
+        "word_types": {
+            side: len({w for line in getattr(train, side) for w in line.split()}) for side in ("src", "tgt")
+        },
+        "max_len": cfg.max_len,
+        "truncate": cfg.truncate,
+        "splits": per_split,
+        "build_seconds": round(seconds, 2),
+    }
 
 
 def _encode_split(tok: Tokenizer, pairs: Pairs, split: str, cfg: DataConfig, out: Path, source: sources.Source) -> dict:

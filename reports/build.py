@@ -31,6 +31,7 @@ def build_report(
     *,
     plots: bool = True,
     n_samples: int = N_SAMPLES,
+    storage: str | None = None,
 ) -> dict[str, Path]:
     """Write the report of the results directory `out_dir` (a finished or running sweep).
 
@@ -41,6 +42,7 @@ def build_report(
         wandb: also log the table and plots to a W&B run (offline unless the environment says otherwise).
         plots: draw the plots (PNG and SVG); the HTML page and W&B show them.
         n_samples: bootstrap resamples of the significance test.
+        storage: Optuna storage URL to read pending/running trials from, instead of study.json's.
 
     Returns:
         format -> file written ('md', 'tex', ...), 'plot:<name>' -> PNG, 'plot:<name>.svg' -> SVG, and
@@ -48,7 +50,7 @@ def build_report(
     """
     formats = parse_formats(formats)
     out_dir = Path(out_dir)
-    results = load_results(out_dir)
+    results = load_results(out_dir, storage=storage)
     table = build_table(results, n_samples=n_samples)
     report_dir = Path(report_dir) if report_dir is not None else out_dir / "report"
     report_dir.mkdir(parents=True, exist_ok=True)

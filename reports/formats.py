@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reports.significance import ALPHA, N_SAMPLES
+from reports.significance import ALPHA
 from reports.table import CONFIG_COLUMNS, ReportRow, ReportTable, Stat
 
 FORMATS = ("md", "tex", "csv", "json", "html")
@@ -65,10 +65,10 @@ def display_columns(table: ReportTable) -> list[Column]:
     if table.base is not None:
         cols.append(Column("delta_bleu", "ΔBLEU vs base", r"\shortstack{$\Delta$BLEU\\vs base}"))
     cols += [
+        Column("state", "seeds", "seeds", "l"),
         Column("wall", "wall time", r"\shortstack{wall\\time}"),
         Column("tok_s", "tok/s", "tok/s"),
         Column("device", "device", "device", "l"),
-        Column("state", "seeds", "seeds", "l"),
     ]
     return cols
 
@@ -84,7 +84,8 @@ def _value(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
-        return f"{value:g}"
+        text = f"{value:g}"
+        return text if any(c in text for c in ".en") else f"{text}.0"  # 0.0, not 0: a rate reads as a rate
     return str(value)
 
 
@@ -176,7 +177,7 @@ def legend(table: ReportTable) -> list[str]:
         lines += [
             f"Blank configuration cells: same as the base row '{table.base}'.",
             f"ΔBLEU: BLEU minus the base's, paired by seed. † / ‡: paired bootstrap resampling "
-            f"(sacrebleu, {N_SAMPLES} resamples) finds the BLEU difference from the base significant at "
+            f"(sacrebleu, {table.n_samples} resamples) finds the BLEU difference from the base significant at "
             f"p < {ALPHA} / p < 0.01 on every paired seed, with the same sign.",
         ]
     if table.show_paper:
@@ -245,6 +246,7 @@ _TEX_SYMBOLS = {
 def tex_escape(text: str) -> str:
     """Plain text as LaTeX: special characters escaped, the symbols we use as math."""
     out = re.sub(r"[\\&%$#_{}~^]", lambda m: _TEX_SPECIAL[m.group()], text)
+    out = re.sub(r"(?<![\w.])-(?=\d)", "$-$", out)  # a minus sign, not a hyphen
     for symbol, tex in _TEX_SYMBOLS.items():
         out = out.replace(symbol, tex)
     return out
@@ -385,7 +387,7 @@ def to_html(table: ReportTable, plots: dict[str, Path] | None = None) -> str:
         body = []
         for i, row in enumerate(rows):
             cells = display_cells(row) | {"group": group_label(group, rows) if i == 0 else ""}
-            body.append({"state": row.state, "cells": [(c.align, cells[c.key]) for c in cols]})
+            body.append({"state": row.state, "cells": [(c.key, c.align, cells[c.key]) for c in cols]})
         groups.append(body)
     images = [
         {"title": title, "src": data_uri(path)}

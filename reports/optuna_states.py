@@ -18,6 +18,8 @@ _STATES: dict[str, State] = {
     "FAIL": "failed",
     "PRUNED": "pruned",
 }
+_PRIORITY: tuple[State, ...] = ("failed", "pruned", "complete", "pending", "running")
+"""Which trial of a row x seed speaks for it, lowest first."""
 
 
 def _journal_path(spec: str, out_dir: Path) -> Path | None:
@@ -68,11 +70,20 @@ def read_trial_states(
         detail = str(err).splitlines()[0] if str(err) else type(err).__name__
         return {}, f"Optuna storage {storage} could not be opened ({detail}): {fallback}"
 
-    states: dict[tuple[str, int], TrialStatus] = {}
-    for trial in sorted(trials, key=lambda t: t.number):  # a retried trial overrides the earlier one
+    # Several trials can share a row x seed (a retry after a dead worker, a duplicate claim): a live one wins over a
+    # finished one, a finished one over a failed one, and among equals the latest.
+    best: dict[tuple[str, int], tuple[int, int, TrialStatus]] = {}
+    for trial in trials:
         row, seed = trial.user_attrs.get("row"), trial.user_attrs.get("seed")
         if row is None or seed is None:
             continue
-        reason = trial.user_attrs.get("reason")
-        states[(str(row), int(seed))] = TrialStatus(state=_STATES.get(trial.state.name, "pending"), reason=reason)
-    return states, None
+        state = _STATES.get(trial.state.name, "pending")
+        key = (str(row), int(seed))
+        candidate = (
+            _PRIORITY.index(state),
+            trial.number,
+            TrialStatus(state=state, reason=trial.user_attrs.get("reason")),
+        )
+        if key not in best or candidate[:2] > best[key][:2]:
+            best[key] = candidate
+    return {key: status for key, (_, _, status) in best.items()}, None

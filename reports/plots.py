@@ -87,7 +87,7 @@ def plot_curves(table: ReportTable, results: StudyResults, out_dir: Path) -> lis
         shown: list[ReportRow] = list(rows)
         if table.base and all(r.name != table.base for r in rows):
             shown.insert(0, table.row(table.base))
-        if not any(r.curves.get("val") for row in shown for r in results.records(row.name, state=None)):
+        if not any(r.curves.get("val") for row in rows for r in results.records(row.name, state=None)):
             continue
         fig = Figure(figsize=(9.0, 3.6))
         axes = fig.subplots(1, 2)
@@ -153,5 +153,9 @@ def plot_bleu_deltas(table: ReportTable, out_dir: Path) -> Plot | None:
 def make_plots(table: ReportTable, results: StudyResults, out_dir: Path) -> list[Plot]:
     """Every plot the data allows (none for a study with no complete trial), written under `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    plots = [plot_bleu_vs_params(table, out_dir), *plot_curves(table, results, out_dir), plot_bleu_deltas(table, out_dir)]
+    plots = [
+        plot_bleu_vs_params(table, out_dir),
+        *plot_curves(table, results, out_dir),
+        plot_bleu_deltas(table, out_dir),
+    ]
     return [p for p in plots if p is not None]

@@ -72,6 +72,8 @@ class RowSpec:
     """Overrides of the base config that define this row."""
     config: dict[str, dict[str, Any]]
     """The resolved config: {'model': ..., 'train': ..., 'data': ...}."""
+    paper: dict[str, Any] = field(default_factory=dict)
+    """The paper's numbers for this row as the study declares them ({'ppl', 'bleu', 'params_m'}), or {}."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,8 +203,11 @@ def read_study_json(out_dir: Path) -> dict[str, Any]:
     return meta
 
 
-def load_results(out_dir: str | Path, *, use_optuna: bool = True) -> StudyResults:
-    """Read a results directory: study.json, every record, and (if it opens) the Optuna storage."""
+def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str | None = None) -> StudyResults:
+    """Read a results directory: study.json, every record, and (if it opens) the Optuna storage.
+
+    `storage` overrides study.json's storage URL (which keeps no PostgreSQL password).
+    """
     from reports.optuna_states import read_trial_states
 
     out_dir = Path(out_dir)
@@ -213,6 +218,7 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True) -> StudyResult
             group=str(r.get("group") or r["name"]),
             overrides=r.get("overrides") or {},
             config=r.get("config") or {},
+            paper=r.get("paper") or {},
         )
         for r in meta["rows"]
     ]
@@ -226,7 +232,8 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True) -> StudyResult
     notes: list[str] = []
     optuna: dict[tuple[str, int], TrialStatus] = {}
     if use_optuna:
-        optuna, note = read_trial_states(meta.get("storage"), meta.get("optuna_study") or meta["study"], out_dir)
+        url = storage or meta.get("storage")
+        optuna, note = read_trial_states(url, meta.get("optuna_study") or meta["study"], out_dir)
         if note:
             notes.append(note)
 
@@ -254,6 +261,9 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True) -> StudyResult
             if key in records:
                 record = records[key]
                 status[key] = TrialStatus(state=record.state, reason=record.reason, record=record)
+            elif key in optuna and optuna[key].state == "complete":
+                reason = f"complete in Optuna but no record was written (records/{spec.name}__seed{seed}.json)"
+                status[key] = TrialStatus(state="failed", reason=reason)
             elif key in optuna:
                 status[key] = optuna[key]
             elif seed in (meta.get("seeds") or [seed]):

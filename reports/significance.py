@@ -68,18 +68,44 @@ def _bleu_metric(signature: str | None):
     return BLEU(tokenize=fields.get("tok", "13a"), lowercase=fields.get("case") == "lc")
 
 
+def paired_test(
+    baseline: list[str],
+    systems: dict[str, list[str]],
+    refs: list[str],
+    *,
+    signature: str | None = None,
+    n_samples: int = N_SAMPLES,
+) -> dict[str, tuple[float, float]]:
+    """sacrebleu's paired bootstrap of each system against `baseline` on the same references.
+
+    Returns name -> (p-value, BLEU(system) - BLEU(baseline)). The resampled indices are shared by all systems
+    (sacrebleu seeds its RNG from SACREBLEU_SEED, 12345 by default), so results are reproducible.
+    """
+    from sacrebleu.significance import PairedTest
+
+    # Identical outputs are not a difference: p = 1. (sacrebleu's p-value counts resamples with a strictly larger
+    # difference, which gives its smallest p, 1/(n+1), to a system tested against itself.)
+    results = {name: (1.0, 0.0) for name, hyps in systems.items() if hyps == baseline}
+    named = [("__baseline__", baseline), *((n, h) for n, h in systems.items() if n not in results)]
+    if len(named) > 1:
+        test = PairedTest(named, {"BLEU": _bleu_metric(signature)}, [refs], test_type="bs", n_samples=n_samples)
+        _, scores = test()
+        base_score = scores["BLEU"][0].score
+        for name, result in zip(scores["System"][1:], scores["BLEU"][1:], strict=True):
+            results[name] = (float(result.p_value), float(result.score - base_score))
+    return {name: results[name] for name in systems}
+
+
 def paired_bootstrap_vs_base(
     base: list[Record], rows: dict[str, list[Record]], *, n_samples: int = N_SAMPLES
 ) -> dict[str, Significance]:
     """Test every row's complete records against the base's, seed by seed; row name -> Significance."""
-    from sacrebleu.significance import PairedTest
-
     p_values: dict[str, dict[int, float]] = defaultdict(dict)
     deltas: dict[str, dict[int, float]] = defaultdict(dict)
     problems: dict[str, str] = {}
-    base_by_seed = {r.seed: r for r in base}
 
-    for seed, base_record in sorted(base_by_seed.items()):
+    for base_record in sorted(base, key=lambda r: r.seed):
+        seed = base_record.seed
         if base_record.hypotheses is None or base_record.references is None:
             continue
         if not base_record.hypotheses.is_file() or not base_record.references.is_file():
@@ -88,25 +114,22 @@ def paired_bootstrap_vs_base(
         base_hyps = read_lines(base_record.hypotheses)
         if len(base_hyps) != len(refs):
             continue
-        systems: list[tuple[str, list[str]]] = [("base", base_hyps)]
+        systems: dict[str, list[str]] = {}
         for name, records in rows.items():
             record = next((r for r in records if r.seed == seed), None)
             if record is None:
                 continue
-            problem = _check_pair(record, base_record, len(refs))
+            problem = check_pair(record, base_record)
             if problem:
                 problems.setdefault(name, problem)
                 continue
-            systems.append((name, read_lines(record.hypotheses)))  # type: ignore[arg-type]
-        if len(systems) < 2:
+            systems[name] = read_lines(record.hypotheses)  # type: ignore[arg-type]
+        if not systems:
             continue
-        metric = _bleu_metric(base_record.metrics.get("bleu_signature"))
-        test = PairedTest(systems, {"BLEU": metric}, [refs], test_type="bs", n_samples=n_samples)
-        _, scores = test()
-        base_score = scores["BLEU"][0].score
-        for name, result in zip(scores["System"][1:], scores["BLEU"][1:], strict=True):
-            p_values[name][seed] = float(result.p_value)
-            deltas[name][seed] = float(result.score - base_score)
+        signature = base_record.metrics.get("bleu_signature")
+        for name, (p, delta) in paired_test(base_hyps, systems, refs, signature=signature, n_samples=n_samples).items():
+            p_values[name][seed] = p
+            deltas[name][seed] = delta
 
     results: dict[str, Significance] = {}
     for name in rows:
@@ -118,14 +141,19 @@ def paired_bootstrap_vs_base(
     return results
 
 
-def _check_pair(record: Record, base: Record, n_refs: int) -> str | None:
-    """Why `record` cannot be paired with `base` sentence by sentence, or None if it can."""
+def check_pair(record: Record, base: Record) -> str | None:
+    """Why `record` cannot be paired with `base` sentence by sentence on the same dev set, or None if it can."""
     if record.hypotheses is None or not record.hypotheses.is_file():
-        return f"seed {record.seed}: no dev hypotheses file"
+        return f"{record.label}: no dev hypotheses file"
+    if base.hypotheses is None or not base.hypotheses.is_file():
+        return f"{base.label}: no dev hypotheses file"
+    if base.references is None or not base.references.is_file():
+        return f"{base.label}: no dev references file"
     if record.references is not None and record.references != base.references:
-        if not record.references.is_file() or read_lines(record.references) != read_lines(base.references):  # type: ignore[arg-type]
-            return f"seed {record.seed}: dev references differ from the base's"
+        if not record.references.is_file() or read_lines(record.references) != read_lines(base.references):
+            return f"{record.label}: dev references differ from those of {base.label}"
+    n_refs = len(read_lines(base.references))
     n_hyps = len(read_lines(record.hypotheses))
     if n_hyps != n_refs:
-        return f"seed {record.seed}: {n_hyps} hypotheses for {n_refs} references"
+        return f"{record.label}: {n_hyps} hypotheses for {n_refs} references"
     return None

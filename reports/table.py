@@ -147,6 +147,8 @@ class ReportTable:
     """One-line remarks (storage fallback, untested rows, ...)."""
     out_dir: str
     generated_at: str
+    n_samples: int = N_SAMPLES
+    """Bootstrap resamples of the significance test."""
 
     def groups(self) -> list[tuple[str, list[ReportRow]]]:
         """Consecutive rows of the same group, in display order."""
@@ -195,6 +197,14 @@ def _paired_delta(row: Stat | None, base: Stat | None) -> Stat | None:
     return Stat(values={s: v - base.mean for s, v in row.values.items()})  # no seed in common: vs the base's mean
 
 
+def _paper_row(spec: RowSpec) -> PaperRow | None:
+    """The paper's numbers as the study declares them for this row, if it does."""
+    if not spec.paper or all(spec.paper.get(k) is None for k in ("ppl", "bleu")):
+        return None
+    number = {k: float(v) if v is not None else None for k, v in spec.paper.items() if k in ("ppl", "bleu", "params_m")}
+    return PaperRow(row=spec.name, group=spec.group, **{"ppl": None, "bleu": None, "params_m": None} | number)
+
+
 def _mean(records: list[Record], metric: str) -> float | None:
     stat = Stat.of(records, metric)
     return stat.mean if stat else None
@@ -229,7 +239,7 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES) -> ReportT
                 ppl=Stat.of(records, "ppl"),
                 bleu=Stat.of(records, "bleu"),
                 params_m=params / 1e6 if params is not None else None,
-                paper=paper.get(spec.name),
+                paper=_paper_row(spec) or paper.get(spec.name),
                 wall_time_s=_mean(records, "wall_time_s"),
                 tokens_per_sec=_mean(records, "tokens_per_sec"),
                 devices=sorted({str(r.metrics["device"]) for r in records if r.metrics.get("device")}),
@@ -264,4 +274,5 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES) -> ReportT
         notes=notes,
         out_dir=str(results.out_dir),
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        n_samples=n_samples,
     )

@@ -23,8 +23,14 @@ TABLE_KEY = "report/table3"
 
 
 def _mode() -> str | None:
-    """'offline' unless WANDB_MODE or WANDB_API_KEY is set (then wandb decides from the environment)."""
-    return None if os.environ.get("WANDB_MODE") or os.environ.get("WANDB_API_KEY") else "offline"
+    """WANDB_MODE if set, else online (None: wandb decides) with WANDB_API_KEY, else 'offline'.
+
+    Read here at each call, not left to wandb: wandb reads the environment once per process, and a sweep that
+    calls `build_report` at its end may have set up wandb long before.
+    """
+    if os.environ.get("WANDB_MODE"):
+        return os.environ["WANDB_MODE"]
+    return None if os.environ.get("WANDB_API_KEY") else "offline"
 
 
 def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir: Path) -> Path | None:
@@ -101,10 +107,12 @@ def _payloads(path: Path):
 
 def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
     """What an offline run holds: run info (project, group, job_type, name, id), config, history rows, summary,
-    and the media files it wrote (path relative to `files/`).
+    the media files it wrote (paths relative to `files/`), and whether the run finished (its exit record is there).
 
     Values are decoded from the JSON the SDK stored; a logged table appears in history as its media reference
-    ({'_type': 'table-file', 'path': 'media/table/...table.json', ...}), readable from `files/`.
+    ({'_type': 'table-file', 'path': 'media/table/...table.json', ...}), readable from `files/`. W&B's service
+    writes the log behind the SDK: it is complete once the service has shut down (at process exit, or after
+    `wandb.teardown()`), so read a run from the process that wrote it only after that.
     """
     from wandb.proto import wandb_internal_pb2
 
@@ -112,7 +120,7 @@ def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
     log = next(run_dir.glob("run-*.wandb"), None)
     if log is None:
         raise FileNotFoundError(f"{run_dir} holds no run-*.wandb file")
-    out: dict[str, Any] = {"run": {}, "config": {}, "history": [], "summary": {}, "files": []}
+    out: dict[str, Any] = {"run": {}, "config": {}, "history": [], "summary": {}, "files": [], "finished": False}
     for payload in _payloads(log):
         record = wandb_internal_pb2.Record()
         record.ParseFromString(payload)
@@ -130,14 +138,23 @@ def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
         elif kind == "config":
             out["config"].update({item.key: json.loads(item.value_json) for item in record.config.update})
         elif kind == "history":
-            out["history"].append({_key(item): json.loads(item.value_json) for item in record.history.item})
+            row: dict[str, Any] = {}
+            for item in record.history.item:
+                _set(row, item, json.loads(item.value_json))
+            out["history"].append(row)
         elif kind == "summary":
-            out["summary"].update({_key(item): json.loads(item.value_json) for item in record.summary.update})
+            for item in record.summary.update:
+                _set(out["summary"], item, json.loads(item.value_json))
+        elif kind == "exit":
+            out["finished"] = True
     files = run_dir / "files"
     out["files"] = sorted(str(p.relative_to(files)) for p in files.rglob("*") if p.is_file()) if files.is_dir() else []
     return out
 
 
-def _key(item: Any) -> str:
-    return item.key or "/".join(item.nested_key)
-
+def _set(target: dict[str, Any], item: Any, value: Any) -> None:
+    """Store an item under its key, or under its nested key path (media are logged field by field)."""
+    path = [item.key] if item.key else list(item.nested_key)
+    for part in path[:-1]:
+        target = target.setdefault(part, {})
+    target[path[-1]] = value

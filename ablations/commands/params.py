@@ -51,7 +51,9 @@ def main(argv: list[str]) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    header = f"{'row':<6} {'N':>2} {'d_model':>7} {'d_ff':>5} {'h':>3} {'d_k':>4} {'d_v':>4} {'params':>10} {'paper':>6}"
+    header = (
+        f"{'row':<6} {'N':>2} {'d_model':>7} {'d_ff':>5} {'h':>3} {'d_k':>4} {'d_v':>4} {'params':>10} {'paper':>6}"
+    )
     print(f"{args.study} at preset {args.preset}, vocabulary {rows[0]['vocab_size']}")
     print(header)
     print("-" * len(header))

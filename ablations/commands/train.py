@@ -39,7 +39,9 @@ def build_parser(start: RunConfig | None = None):
     parser.add_argument("--row", default="base", help="row of the study to start from")
     parser.add_argument("--preset", default="tiny", help=f"size preset: {', '.join(PRESETS)}")
     parser.add_argument("--seed", type=int, default=0, help="training seed (weights and dropout)")
-    parser.add_argument("--out", default=None, help="output directory (default runs/train/<study>-<row>-<preset>-s<seed>)")
+    parser.add_argument(
+        "--out", default=None, help="output directory (default runs/train/<study>-<row>-<preset>-s<seed>)"
+    )
     parser.add_argument("--json", action="store_true", help="print the final metrics as JSON")
     parser.add_argument("--resume", action="store_true", help="continue from <out>/checkpoints/last.ckpt if present")
     parser.add_argument("--config", action=ActionConfigFile, help="YAML file with any of the config sections")

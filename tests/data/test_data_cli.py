@@ -55,3 +55,14 @@ def test_bad_input_raises_ablate_error(tmp_path, flags):
         main(flags(tmp_path, "--data", str(tmp_path / "missing"), "--src", "de", "--tgt", "en"))
     with pytest.raises(AblateError, match="max_len"):
         main(flags(tmp_path, "--max-len", "1000"))
+
+
+def test_dispatcher_turns_bad_input_into_one_line_and_exit_2(tmp_path, capsys, flags):
+    cli = pytest.importorskip("ablations.cli")
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "train.de").write_text("ein Satz\nzwei Sätze\n")
+    (data / "train.en").write_text("one sentence\n")
+    assert cli.main(["data", *flags(tmp_path / "c", "--data", str(data), "--src", "de", "--tgt", "en")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("ablate data: error: missing file") and "Traceback" not in err

@@ -206,9 +206,7 @@ def make_study(
             "storage": storage_url,
             "optuna_study": f"{study}-smoke",
             "wandb_project": "ablate-test",
-            "rows": [
-                {"name": n, "group": g, "overrides": o, "config": row_config(o)} for n, g, o, _ in rows
-            ],
+            "rows": [{"name": n, "group": g, "overrides": o, "config": row_config(o)} for n, g, o, _ in rows],
             "created_at": "2026-01-01T00:00:00+00:00",
         },
     )
@@ -218,9 +216,17 @@ def make_study(
             if state in ("complete", "failed"):
                 hyps = corrupt(refs, rate, seed=zlib.crc32(f"{name}@{seed}".encode())) if rate >= 0 else list(refs)
                 make_record(
-                    out, name, group, overrides, seed, hyps=hyps, refs=refs, state=state,
-                    reason=reasons.get((name, seed)), study=study,
-                )  # fmt: skip
+                    out,
+                    name,
+                    group,
+                    overrides,
+                    seed,
+                    hyps=hyps,
+                    refs=refs,
+                    state=state,
+                    study=study,
+                    reason=reasons.get((name, seed)),
+                )
     if storage == "journal":
         _make_journal(out / "optuna.journal", f"{study}-smoke", rows, seeds, plan, reasons)
     return out

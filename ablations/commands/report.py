@@ -1,0 +1,67 @@
+"""`ablate report`: Table 3 rebuilt from a results directory (finished or still running), beside the paper.
+
+Writes Markdown, LaTeX (booktabs), CSV, JSON and one self-contained HTML page, plus the plots (PNG and SVG), and
+optionally logs the table and plots to W&B. Reads results only: no training code is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+FORMATS_HELP = "comma-separated formats among md,tex,csv,json,html (default: all)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ablate report", description=__doc__)
+    parser.add_argument(
+        "study_or_out",
+        metavar="STUDY_OR_OUT",
+        help="a results directory (the OUT of `ablate sweep`), or a study name looked up as RUNS_DIR/<study>-<preset>",
+    )
+    parser.add_argument("--preset", default=None, help="with a study name: which preset's results (default: newest)")
+    parser.add_argument("--runs-dir", default="runs", help="where study names are looked up (default: runs)")
+    parser.add_argument("--out", default=None, metavar="REPORT_DIR", help="where to write (default: OUT/report)")
+    parser.add_argument("--format", default="md,tex,csv,json,html", help=FORMATS_HELP)
+    parser.add_argument(
+        "--wandb",
+        action="store_true",
+        help="log the table and plots to a W&B run (offline unless WANDB_MODE or WANDB_API_KEY says otherwise)",
+    )
+    parser.add_argument(
+        "--storage",
+        default=None,
+        help="Optuna storage URL to read pending/running trials from (default: study.json's, which keeps no password)",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="skip the plots (the HTML page then has none)")
+    parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the significance test")
+    parser.add_argument("--quiet", action="store_true", help="do not print the Markdown table")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    from reports.build import build_report, parse_formats
+    from reports.results import resolve_out_dir
+
+    formats = parse_formats(args.format)  # bad formats fail before any work
+    out_dir = resolve_out_dir(args.study_or_out, preset=args.preset, runs_dir=args.runs_dir)
+    written = build_report(
+        out_dir,
+        formats,
+        report_dir=Path(args.out) if args.out else None,
+        wandb=args.wandb,
+        plots=not args.no_plots,
+        n_samples=args.samples,
+        storage=args.storage,
+    )
+    if "md" in written and not args.quiet:
+        print(written["md"].read_text(encoding="utf-8"))
+    files = [f"  {key:<6} {path}" for key, path in written.items() if not key.startswith("plot:")]
+    n_plots = sum(key.startswith("plot:") and not key.endswith(".svg") for key in written)
+    print(f"report of {out_dir}:")
+    print("\n".join(files))
+    if n_plots:
+        plot_dir = next(path.parent for key, path in written.items() if key.startswith("plot:"))
+        print(f"  plots  {n_plots} PNG + SVG in {plot_dir}")
+    return 0

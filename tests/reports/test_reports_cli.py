@@ -1,0 +1,103 @@
+"""`ablate report` and `ablate compare` through the dispatcher: resolution of study names, output, bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from reports_fixtures import TABLE3_ROWS, make_study
+
+from ablations.cli import main as ablate
+
+ROWS = TABLE3_ROWS[:4]  # base, A1, A3, B1
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_study(tmp_path / "runs" / "table3-smoke", rows=ROWS, plan={("B1", 1): "running"})
+    return tmp_path / "runs"
+
+
+def test_report_by_study_name_writes_every_format(runs, capsys):
+    assert ablate(["report", "table3", "--samples", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "| (A) | A1 |" in printed and "1/2 · 1 running" in printed
+    for fmt in ("md", "tex", "csv", "json", "html"):
+        assert (runs / "table3-smoke" / "report" / f"table3-smoke.{fmt}").is_file()
+        assert f"table3-smoke.{fmt}" in printed
+
+
+def test_report_picks_the_preset_or_the_newest(runs, tmp_path, capsys):
+    time.sleep(0.01)
+    make_study(runs / "table3-tiny", rows=ROWS[:2], seeds=(0,), storage=None)
+    assert ablate(["report", "table3", "--format", "csv", "--no-plots", "--quiet"]) == 0
+    assert (runs / "table3-tiny" / "report" / "table3-smoke.csv").is_file()  # newest dir; preset 'smoke' inside
+    assert ablate(["report", "table3", "--preset", "smoke", "--format", "md", "--out", "rep", "--quiet"]) == 0
+    assert (tmp_path / "rep" / "table3-smoke.md").is_file()
+
+
+def test_report_bad_input_is_one_line_and_exit_2(runs, capsys):
+    assert ablate(["report", "runs/nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "runs/nope does not exist" in err
+
+    assert ablate(["report", "lost-study"]) == 2
+    assert "no results for study 'lost-study'" in capsys.readouterr().err
+
+    assert ablate(["report", str(runs / "table3-smoke"), "--format", "md,pdf"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown format 'pdf'" in err and "md,tex,csv,json,html" in err
+
+    corrupt = runs / "table3-smoke" / "records" / "A1__seed0.json"
+    corrupt.write_text('{"row": "A1", "seed": 0, "state": "compl')
+    assert ablate(["report", str(runs / "table3-smoke")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(corrupt) in err and "not valid JSON" in err and err.count("\n") == 0
+
+    assert ablate(["report", str(runs)]) == 2  # a directory, but not a sweep's OUT
+    assert "has no study.json" in capsys.readouterr().err
+
+
+def test_compare_rows_and_record_files(runs, capsys):
+    out = runs / "table3-smoke"
+    assert ablate(["compare", "A1", "base@1", "--out", str(out), "--plot", str(out / "cmp.png")]) == 0
+    text = capsys.readouterr().out
+    assert "A: A1@0" in text and "B: base@1" in text
+    assert "model.n_heads" in text and "model.d_k" in text and "train.seed" in text
+    assert "model.d_model" not in text  # only fields that differ
+    assert "paired bootstrap p =" in text and "val bleu" in text
+    assert (out / "cmp.png").read_bytes().startswith(b"\x89PNG")
+
+    a, b = out / "records/B1__seed0.json", out / "records/B1__seed0.json"
+    assert ablate(["compare", str(a), str(b)]) == 0
+    text = capsys.readouterr().out
+    assert "(same configuration)" in text and "0/80 lines differ" in text and "p = 1.0000" in text
+
+
+def test_compare_bad_input(runs, capsys):
+    out = runs / "table3-smoke"
+    assert ablate(["compare", "A1", "base"]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert ablate(["compare", "B1@1", "base", "--out", str(out)]) == 2  # still running: no record
+    assert "that seed has no record yet" in capsys.readouterr().err
+    assert ablate(["compare", "Z9", "base", "--out", str(out)]) == 2
+    assert "no such row" in capsys.readouterr().err
+    assert ablate(["compare", "A1@x", "base", "--out", str(out)]) == 2
+    assert "must be an integer" in capsys.readouterr().err
+
+
+def test_help_does_not_import_heavy_modules():
+    code = (
+        "import sys\n"
+        "from ablations.commands import report, compare\n"
+        "import reports.build, reports.compare\n"
+        "heavy = [m for m in ('torch', 'lightning', 'pytorch_lightning', 'matplotlib', 'wandb', 'optuna', 'sacrebleu')"
+        " if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "training = [m for m in sys.modules if m.startswith(('lightning_modules', 'data.')) and m != 'data.errors']\n"
+        "assert not training, training\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
