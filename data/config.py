@@ -37,6 +37,10 @@ class DataConfig:
     """Dev pairs generated for the built-in corpus (Table 3 is reported on dev)."""
     builtin_test: int = 1000
     """Test pairs generated for the built-in corpus."""
+    builtin_lexicon: float = 1.0
+    """Size of the built-in corpus's lexicon relative to the default (about 2800 lemmas): smaller is easier."""
+    builtin_max_words: int = 40
+    """Longest built-in sentence in words (the shortest has 3)."""
     cache_dir: str | None = None
     """Where tokenizers and encoded splits are cached. None: $ABLATE_CACHE or ~/.cache/ablate."""
     num_workers: int = 0
@@ -51,5 +55,9 @@ class DataConfig:
                 f"data.tokens_per_batch={self.tokens_per_batch} cannot hold one pair of max_len={self.max_len}: "
                 f"set it to at least {2 * (self.max_len + 2)} or lower data.max_len"
             )
+        if not 0.0 < self.builtin_lexicon <= 1.0:
+            raise ConfigError(f"data.builtin_lexicon must be in (0, 1], got {self.builtin_lexicon}")
+        if self.builtin_max_words < 5:
+            raise ConfigError(f"data.builtin_max_words must be >= 5, got {self.builtin_max_words}")
         if self.num_workers < 0:
             raise ConfigError(f"data.num_workers must be >= 0, got {self.num_workers}")

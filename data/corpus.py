@@ -112,13 +112,13 @@ class _Lexicon:
         "name": 150,
     }
 
-    def __init__(self) -> None:
+    def __init__(self, scale: float = 1.0) -> None:
         rng = random.Random(f"ablate-builtin-lexicon-v{GENERATOR_VERSION}")
         self._seen: set[str] = set(_SOURCE_FUNCTION_WORDS)
         self.cats: dict[str, _Zipf] = {}
         for cat, size in self.SIZES.items():
             lemmas = []
-            for rank in range(size):
+            for rank in range(max(4, round(size * scale))):
                 src = self._word(rng, _SRC_SYLLABLES, rank)
                 if cat == "name":  # names are copied, capitalised, and inflect like gender-0 nouns
                     lemmas.append(_Lemma(src.capitalize(), (src.capitalize(),), 0))
@@ -143,14 +143,13 @@ class _Lexicon:
                 return word
 
 
-_LEXICON: _Lexicon | None = None
+_LEXICONS: dict[float, _Lexicon] = {}
 
 
-def _lexicon() -> _Lexicon:
-    global _LEXICON
-    if _LEXICON is None:
-        _LEXICON = _Lexicon()
-    return _LEXICON
+def _lexicon(scale: float = 1.0) -> _Lexicon:
+    if scale not in _LEXICONS:
+        _LEXICONS[scale] = _Lexicon(scale)
+    return _LEXICONS[scale]
 
 
 def _pick(rng: random.Random, forms: tuple[str, ...]) -> str:
@@ -161,9 +160,9 @@ def _pick(rng: random.Random, forms: tuple[str, ...]) -> str:
 class _Grammar:
     """Generates one (source words, target words) pair per call; each method returns parallel word lists."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, lexicon: _Lexicon | None = None) -> None:
         self.rng = rng
-        self.lex = _lexicon()
+        self.lex = lexicon or _lexicon()
 
     def noun_phrase(self, case: str, depth: int, pronoun_ok: bool = True) -> tuple[list[str], list[str], tuple]:
         """An NP in the given target case; returns its agreement (person, number) for the verb."""
@@ -308,14 +307,16 @@ def _detokenize(words: list[str]) -> str:
     return text[0].upper() + text[1:]
 
 
-def generate(seed: int, sizes: dict[str, int]) -> dict[str, tuple[list[str], list[str]]]:
+def generate(
+    seed: int, sizes: dict[str, int], lexicon_scale: float = 1.0, max_words: int = MAX_WORDS
+) -> dict[str, tuple[list[str], list[str]]]:
     """Generate the splits, in the order given by ``sizes`` (test and valid first by convention), from ``seed``.
 
     Returns split -> (source sentences, target sentences). A source sentence is never used twice, within or across
     splits, so the splits are disjoint. Sentences with fewer than 3 or more than 40 words on either side are redrawn.
     """
     rng = random.Random(f"ablate-builtin-sentences-v{GENERATOR_VERSION}:{seed}")
-    grammar = _Grammar(rng)
+    grammar = _Grammar(rng, _lexicon(lexicon_scale))
     seen: set[str] = set()
     out: dict[str, tuple[list[str], list[str]]] = {}
     for split, size in sizes.items():
@@ -323,7 +324,7 @@ def generate(seed: int, sizes: dict[str, int]) -> dict[str, tuple[list[str], lis
         tgt_out: list[str] = []
         while len(src_out) < size:
             src, tgt = grammar.sentence()
-            if src in seen or not (MIN_WORDS <= src.count(" ") + 1 <= MAX_WORDS >= tgt.count(" ") + 1 >= MIN_WORDS):
+            if src in seen or not (MIN_WORDS <= src.count(" ") + 1 <= max_words >= tgt.count(" ") + 1 >= MIN_WORDS):
                 continue
             seen.add(src)
             src_out.append(src)

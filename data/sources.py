@@ -40,12 +40,14 @@ class BuiltinSource:
         # Test and valid are drawn first, so they stay the same when only the training size changes.
         self.sizes = {"test": cfg.builtin_test, "valid": cfg.builtin_valid, "train": cfg.builtin_train}
         self.seed = cfg.seed
+        self.lexicon, self.max_words = cfg.builtin_lexicon, cfg.builtin_max_words
 
     def fingerprint(self) -> str:
-        return make_key("builtin", corpus.GENERATOR_VERSION, self.seed, self.sizes)
+        extra = () if (self.lexicon, self.max_words) == (1.0, corpus.MAX_WORDS) else (self.lexicon, self.max_words)
+        return make_key("builtin", corpus.GENERATOR_VERSION, self.seed, self.sizes, *extra)
 
     def read(self) -> dict[str, Pairs]:
-        generated = corpus.generate(self.seed, self.sizes)
+        generated = corpus.generate(self.seed, self.sizes, self.lexicon, self.max_words)
         return {split: Pairs(*generated[split], list(range(1, len(generated[split][0]) + 1))) for split in SPLITS}
 
 

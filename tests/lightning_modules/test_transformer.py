@@ -119,7 +119,10 @@ def test_decoding_respects_max_length():
     model = model_for(tiny())
     src = torch.nn.functional.pad(torch.randint(4, 50, (2, 3)), (0, 4), value=PAD)
     src[1, 3:] = torch.randint(4, 50, (4,))
-    for hyps in (greedy_search(model, src, BOS, EOS, max_len_a=1.0, max_len_b=2), beam_search(model, src, BOS, EOS, max_len_a=1.0, max_len_b=2)):
+    for hyps in (
+        greedy_search(model, src, BOS, EOS, max_len_a=1.0, max_len_b=2),
+        beam_search(model, src, BOS, EOS, max_len_a=1.0, max_len_b=2),
+    ):
         # at most a * |src| + b tokens including eos
         assert len(hyps[0]) <= 3 + 2 - 1 and len(hyps[1]) <= 7 + 2 - 1
 
@@ -168,7 +171,14 @@ def test_tied_and_untied_embeddings():
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("n_heads", 0), ("d_k", -1), ("p_drop", 1.5), ("label_smoothing", -0.1), ("norm", "sandwich"), ("positions", "rope")],
+    [
+        ("n_heads", 0),
+        ("d_k", -1),
+        ("p_drop", 1.5),
+        ("label_smoothing", -0.1),
+        ("norm", "sandwich"),
+        ("positions", "rope"),
+    ],
 )
 def test_invalid_model_config_names_the_field(field, value):
     with pytest.raises(ConfigError, match=f"model.{field}"):
