@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ablations.config import SECTIONS, RunConfig, build_run_config
-from ablations.presets import Preset, get_preset
+from ablations.presets import PRESETS, Preset, get_preset
 from data.errors import AblateError
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
@@ -95,8 +95,6 @@ class Study:
 
     def validate(self, presets: list[str] | None = None) -> None:
         """Build every row's config at the given presets (default: all), so any bad value fails now, with its row."""
-        from ablations.presets import PRESETS
-
         for preset in presets or list(PRESETS):
             for row in self.rows:
                 self.run_config(row, preset)
@@ -149,8 +147,8 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
     if not isinstance(seeds, int) or seeds < 1:
         raise AblateError(f"{source}: seeds must be a positive integer, got {seeds!r}")
     preset = raw.get("preset")
-    if preset is not None:
-        get_preset(preset)
+    if preset is not None and preset not in PRESETS:
+        raise AblateError(f"{source}: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     base = _sections(raw.get("base") or {}, f"{source}: base")
     rows_raw = raw.get("rows")
     if not isinstance(rows_raw, list) or not rows_raw:

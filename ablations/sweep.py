@@ -177,7 +177,7 @@ def recover_dead(study, grace_s: float = GRACE_S) -> list[int]:
         started = trial.datetime_start.timestamp() if trial.datetime_start else time.time()
         same_host_dead = attrs.get("host") == host and "pid" in attrs and not _pid_alive(int(attrs["pid"]))
         stale = time.time() - (beat or started) > grace_s
-        if not (same_host_dead or stale) or trial_key(trial) is None:
+        if not (same_host_dead or stale):
             continue
         try:
             storage.set_trial_user_attr(trial._trial_id, "reason", "worker died (no heartbeat): retried")
@@ -185,6 +185,9 @@ def recover_dead(study, grace_s: float = GRACE_S) -> list[int]:
             if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
                 continue
         except Exception:  # another worker finished or failed it first
+            continue
+        if trial_key(trial) is None:  # a tuning trial: failed, and the search goes on
+            failed.append(trial.number)
             continue
         row, seed = trial_key(trial)
         study.enqueue_trial(

@@ -17,7 +17,6 @@ from lightning_modules.config import ModelConfig, TrainConfig, paper_lr
 from lightning_modules.decoding import beam_search, greedy_search
 from lightning_modules.transformer import Transformer
 
-
 # Checkpoints store the configs (save_hyperparameters); let torch.load(weights_only=True) accept them.
 torch.serialization.add_safe_globals([ModelConfig, TrainConfig])
 

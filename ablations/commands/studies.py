@@ -1,0 +1,28 @@
+"""`ablate studies [FILE.yaml]`: list the built-in studies and presets, or validate a study file at every preset."""
+
+from __future__ import annotations
+
+import argparse
+
+from ablations.presets import PRESETS
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="ablate studies", description=__doc__)
+    parser.add_argument("files", nargs="*", help="study YAML files to validate")
+    args = parser.parse_args(argv)
+    from ablations.studies import builtin_studies, load_study
+
+    if args.files:
+        for path in args.files:
+            study = load_study(path)
+            print(f"{path}: ok ({len(study.rows)} rows, {study.seeds} seed(s), scale {study.scale})")
+        return 0
+    print("built-in studies:")
+    for name in builtin_studies():
+        study = load_study(name)
+        print(f"  {name:<10} {len(study.rows)} rows  {study.description}")
+    print("presets:")
+    for preset in PRESETS.values():
+        print(f"  {preset.name:<10} {preset.description}")
+    return 0

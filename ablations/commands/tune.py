@@ -1,0 +1,65 @@
+"""`ablate tune STUDY --row R --trials N`: search the study's search_space for one row (TPE, pruned per validation).
+
+The best values land in OUT/best.yaml; apply them to a whole study with `ablate sweep STUDY --overrides OUT/best.yaml`.
+Running the same command again continues the search up to --trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ablations.presets import PRESETS
+from data.errors import AblateError
+
+
+def main(argv: list[str]) -> int:
+    from ablations.commands.sweep import parse_sets
+
+    p = argparse.ArgumentParser(prog="ablate tune", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("study", help="built-in study (table3) or a study YAML file with a search_space")
+    p.add_argument("--row", default="base", help="row to tune (default base)")
+    p.add_argument("--trials", type=int, default=20, help="trials in total (default 20)")
+    p.add_argument("--preset", choices=list(PRESETS), default=None, help="size preset (default: the study's, or tiny)")
+    p.add_argument("--storage", default=None, help="Optuna storage URL (default: a journal file in --out)")
+    p.add_argument("--out", default=None, help="output directory (default runs/<study>-<preset>-tune-<row>)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the training runs")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="fixed overrides")
+    args = p.parse_args(argv)
+
+    from ablations.studies import load_study
+    from ablations.sweep import storage_url
+    from ablations.tune import TuneJob, run_tune
+
+    study = load_study(args.study)
+    if not study.search_space:
+        raise AblateError(
+            f"{study.source}: no search_space to tune; add e.g. search_space: {{train.lr_factor: "
+            "{low: 0.25, high: 4.0, log: true}}"
+        )
+    if args.trials < 1:
+        raise AblateError(f"--trials must be >= 1, got {args.trials}")
+    study.row(args.row)
+    preset = args.preset or study.default_preset or "tiny"
+    out = Path(args.out or f"runs/{study.name}-{preset}-tune-{args.row}")
+    out.mkdir(parents=True, exist_ok=True)
+    job = TuneJob(
+        study=study,
+        row=args.row,
+        preset=preset,
+        trials=args.trials,
+        out=out,
+        storage=storage_url(args.storage, out),
+        name=f"{study.name}-{preset}-tune-{args.row}",
+        extra=parse_sets(args.set, None),
+        seed=args.seed,
+    )
+    summary = run_tune(job)
+    if summary["best"] is None:
+        print(f"no trial finished ({summary['trials']} trials): see {out}/trials/*/", file=sys.stderr)
+        return 1
+    params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary["params"].items())
+    print(f"best of {summary['trials']} trials: trial {summary['best']}, dev BLEU {summary['bleu']:.2f}: {params}")
+    print(f"apply to a sweep: ablate sweep {args.study} --preset {preset} --overrides {out / 'best.yaml'}")
+    return 0
