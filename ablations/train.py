@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 import sys
 import time
@@ -182,6 +183,20 @@ def _fmt_eta(seconds: float) -> str:
     return f"{minutes}m{sec:02d}s" if minutes else f"{sec}s"
 
 
+def quiet_libraries() -> None:
+    """Keep trial logs to our progress lines: Lightning's banners and tips ("GPU available", "Tip: ..."), a
+    deprecation warning from Lightning's pytree helper, and W&B's notice about the unused `anonymous` setting
+    that Lightning passes. Real warnings and errors still show."""
+    import logging
+    import warnings
+
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    logging.getLogger("lightning.fabric.utilities.rank_zero").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+    os.environ.setdefault("WANDB_SILENT", "true")
+
+
 def accumulation(run: RunConfig, world_size: int) -> int:
     """Batches per optimizer update so that an update sees about train.tokens_per_update tokens (section 5.1)."""
     if not run.train.tokens_per_update:
@@ -205,6 +220,7 @@ def train(
     """Train one configuration to max_steps and return its dev metrics. Resumes from out_dir/checkpoints/last.ckpt
     when one exists (an interrupted trial continues where it stopped)."""
     started_at = started_at or time.time()
+    quiet_libraries()
     out_dir.mkdir(parents=True, exist_ok=True)
     pl.seed_everything(run.train.seed, workers=True, verbose=False)
     datamodule = TranslationDataModule(run.data)

@@ -48,7 +48,7 @@ class TranslationModule(pl.LightningModule):
 
     def __init__(self, model: ModelConfig, train: TrainConfig, bos_id: int = 2, eos_id: int = 3) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters(logger=False)  # the W&B config is the resolved RunConfig, logged by ablations
         self.model_config, self.train_config = model, train
         self.bos_id, self.eos_id = bos_id, eos_id
         self.model = Transformer(model)

@@ -8,10 +8,11 @@ tests/ablations/studies/sweep_rows.yaml: rows ok1, nan (loss NaN at step 1) and 
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ class Finished:
     trials_before: list[Any]
     files_before: dict[str, int]
     records_before: dict[str, dict[str, Any]]
+    journal_before: list[str]
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +48,9 @@ def finished(sweeps, tmp_path_factory) -> Finished:
     first = sweeps.run(STUDY, out)
     assert first.returncode == 0, first.stderr[-3000:]
     trials, files, records = sweeps.trials(out, OPTUNA_NAME), sweeps.snapshot(out), sweeps.records(out)
+    journal = (out / "optuna.journal").read_text(encoding="utf-8").splitlines()
     rerun = sweeps.run(STUDY, out)
-    return Finished(out, first, rerun, trials, files, records)
+    return Finished(out, first, rerun, trials, files, records, journal)
 
 
 def by_key(trials) -> dict[str, list[Any]]:
@@ -154,11 +157,15 @@ def test_rerunning_a_finished_sweep_does_nothing(finished, sweeps):
     assert sweeps.records(finished.out) == finished.records_before
     # No training, no new W&B run, no record or checkpoint rewritten: every file is as the first run left it
     # (study.json, the description reports read, is rewritten on every run and is not a result).
+    # The journal only grows by Optuna's create_study(load_if_exists=True) attempts (op 0): no trial was touched.
     files = sweeps.snapshot(finished.out)
-    files.pop("study.json"), finished.files_before.get("study.json")
-    expected = {k: v for k, v in finished.files_before.items() if k != "study.json"}
-    assert files == expected
-    assert "step " not in finished.rerun.stderr  # no training progress line
+    for rewritten in ("study.json", "optuna.journal"):
+        assert files.pop(rewritten) and finished.files_before.pop(rewritten)
+    assert files == finished.files_before
+    journal = (finished.out / "optuna.journal").read_text(encoding="utf-8").splitlines()
+    assert journal[: len(finished.journal_before)] == finished.journal_before
+    assert {json.loads(line)["op_code"] for line in journal[len(finished.journal_before) :]} <= {0}
+    assert not re.search(r"^\[\w+\] step ", finished.rerun.stderr, re.M)  # no training progress line
 
 
 # ------------------------------------------------------------------------------------------------------------ W&B
@@ -177,7 +184,21 @@ def _tags(run_dir: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("row", ["ok1", "ok2"])
+@pytest.mark.parametrize(
+    "row",
+    [
+        "ok1",
+        pytest.param(
+            "ok2",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="bug: a diverged trial's W&B run is never finished (ablations/train.py train(): "
+                "experiment.finish() only runs in Recorder.on_fit_end), so the next trial of the same worker "
+                "(ok2, after nan) logs into the diverged trial's W&B run and writes no run of its own",
+            ),
+        ),
+    ],
+)
 def test_each_trial_is_an_offline_wandb_run_holding_its_metrics(finished, sweeps, row):
     from reports.wandb_log import read_offline_run
 
@@ -214,19 +235,14 @@ def test_each_trial_is_an_offline_wandb_run_holding_its_metrics(finished, sweeps
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: the W&B config's model and train sections are str(ModelConfig(...)) / str(TrainConfig(...)): "
-    "Lightning logs TranslationModule's save_hyperparameters() over the resolved dicts ablations/train.py passes",
-)
 def test_the_wandb_config_is_the_fully_resolved_config(finished, sweeps):
     from reports.wandb_log import read_offline_run
 
-    record = finished.records_before["ok2__seed0"]
+    record = finished.records_before["ok1__seed0"]
     config = read_offline_run(record["wandb"]["run_dir"])["config"]
     assert config["model"] == record["config"]["model"]
     assert config["train"] == record["config"]["train"]
-    assert config["model"]["d_model"] == 16 and config["model"]["n_heads"] == 4
+    assert config["model"]["d_model"] == 16 and config["train"]["max_steps"] == MAX_STEPS
 
 
 # ------------------------------------------------------------------------------------------- validation up front
@@ -254,9 +270,9 @@ def test_load_study_names_what_is_wrong(sweeps, name):
         *[([name], INVALID[name]) for name in sorted(INVALID)],
         (["sweep_rows.yaml", "--set", "model.n_heads=two"], ["model.n_heads", "'two'", "command-line settings"]),
         (["sweep_rows.yaml", "--set", "model.n_head=2"], ["unknown field model.n_head"]),
-        (["sweep_rows.yaml", "--seeds", "0"], ["--seeds"]),
+        (["sweep_rows.yaml", "--seeds", "-1"], ["--seeds must be >= 1, got -1"]),
     ],
-    ids=["unknown-field", "bad-value", "duplicate-row", "set-bad-value", "set-unknown-field", "zero-seeds"],
+    ids=["unknown-field", "bad-value", "duplicate-row", "set-bad-value", "set-unknown-field", "negative-seeds"],
 )
 def test_a_bad_study_or_setting_exits_2_with_one_line_before_anything_runs(sweeps, tmp_path, capsys, args, expected):
     out = tmp_path / "out"
@@ -271,30 +287,26 @@ def test_a_bad_study_or_setting_exits_2_with_one_line_before_anything_runs(sweep
     assert not out.exists()  # nothing half-written
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: ablations/commands/sweep.py make_plan reads `args.seeds or study.seeds`, so --seeds 0 silently runs "
+    "the study's seeds instead of failing the `seeds < 1` check",
+)
+def test_zero_seeds_is_refused(sweeps, tmp_path):
+    from ablations.commands.sweep import build_parser, make_plan
+
+    args = build_parser().parse_args([str(sweeps.study(STUDY)), "--out", str(tmp_path / "out"), "--seeds", "0"])
+    with pytest.raises(AblateError, match="--seeds must be >= 1, got 0"):
+        make_plan(args)  # builds the plan only: nothing runs either way
+
+
 def test_the_sweep_command_refuses_an_invalid_study_file(sweeps, tmp_path):
     out = tmp_path / "out"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ablations.cli",
-            "sweep",
-            str(sweeps.study("invalid_unknown_field.yaml")),
-            "--out",
-            str(out),
-        ],  # fmt: skip
-        cwd=Path(__file__).resolve().parents[2],
-        env=sweeps.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    study = sweeps.study("invalid_unknown_field.yaml")
+    result = sweeps.run(study, out, timeout=120)
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
-        f"ablate sweep: error: {sweeps.study('invalid_unknown_field.yaml')}: row 'r2': unknown field model.n_head; "
-        "model fields are d_ff, d_k, d_model, d_v, label_smoothing, layer_norm_eps, max_len, n_heads, n_layers, "
-        "norm, p_drop, p_drop_attn, p_drop_relu, pad_id, positions, scale_embeddings, tie_embeddings, vocab_size"
-    ]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"ablate sweep: error: {study}: row 'r2': unknown field model.n_head; model fields are ")
     assert result.stdout == ""
     assert not out.exists()
