@@ -371,16 +371,14 @@ def lightning_step_times(run, steps: int, device, precision: str, compile_model:
 
 # ----------------------------------------------------------------------------------------------------- decoding
 class DecodeClock:
-    """Counts decoder steps (calls of the output projection) and, optionally, the time spent inside the model."""
+    """Counts decoder steps (calls of the output projection) and, given the module each step starts with, the time
+    spent inside the network."""
 
-    def __init__(self, output_layer, device, encode_start=None, decode_start=None) -> None:
-        self.steps, self.model_s, self.device = 0, 0.0, device
-        self._start = 0.0
+    def __init__(self, output_layer, device, step_start=None) -> None:
+        self.steps, self.model_s, self.device, self._start = 0, 0.0, device, 0.0
         self.handles = [output_layer.register_forward_hook(self._end)]
-        for module in (encode_start, decode_start):
-            if module is not None:
-                self.handles.append(module.register_forward_pre_hook(self._begin))
-        self.encoder_end = None
+        if step_start is not None:
+            self.handles.append(step_start.register_forward_pre_hook(self._begin))
 
     def _begin(self, *args: Any) -> None:
         synchronize(self.device)
@@ -402,8 +400,9 @@ def beam_bookkeeping(model, src, bench: BenchConfig, run, device) -> dict[str, f
     """Share of our beam search's time spent outside the network (selection, finished set, cache reordering)."""
     from lightning_modules.decoding import beam_search
 
-    clock = DecodeClock(model.output, device, decode_start=model.tgt_embed)
-    enc = model.encoder_norm.register_forward_hook(lambda *a: setattr(clock, "encoder_end", time.perf_counter()))
+    clock = DecodeClock(model.output, device, step_start=model.tgt_embed)
+    encoder_end: list[float] = []
+    enc = model.encoder_norm.register_forward_hook(lambda *args: encoder_end.append(time.perf_counter()))
     try:
         synchronize(device)
         start = time.perf_counter()
@@ -413,7 +412,7 @@ def beam_bookkeeping(model, src, bench: BenchConfig, run, device) -> dict[str, f
     finally:
         clock.close()
         enc.remove()
-    encode = (clock.encoder_end or start) - start
+    encode = (encoder_end[0] if encoder_end else start) - start
     return {
         "total_s": total,
         "encode_s": encode,
@@ -528,7 +527,10 @@ def trial_overhead(bench: BenchConfig) -> dict[str, Any]:
 
 
 def _run_python(code: str) -> None:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    """Run `code` in a fresh interpreter that can import this checkout's packages."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if proc.returncode:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise AblateError(f"the per-trial overhead run failed (exit {proc.returncode}): {tail[0]}")
@@ -591,12 +593,12 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     run = load_study(bench.study).run_config(bench.row, bench.preset, seed=bench.seed, **extra)
     device = resolve_device(bench.device)
     precision = resolve_precision(bench.precision, device)
+    for name in bench.peers:
+        check_peer(name, run.model)
     say("preparing data")
     batches, src, data = load_inputs(run, bench, device)
     cfg = replace(run.model, vocab_size=data["vocab_size"])
     run = replace(run, model=cfg)
-    for name in bench.peers:
-        check_peer(name, cfg)
 
     torch.manual_seed(bench.seed)
     modules = {"ours": Transformer(cfg)}

@@ -302,7 +302,9 @@ def _report(plan) -> None:
     md = written.get("md")
     if md is not None and Path(md).exists():
         print(Path(md).read_text(encoding="utf-8"))
-    print("report: " + ", ".join(str(p) for p in written.values()), file=sys.stderr)
+    files = [str(path) for key, path in written.items() if not key.startswith("plot:")]
+    plots = sum(key.startswith("plot:") for key in written)
+    print(f"report: {', '.join(files)} (+{plots} plot files)", file=sys.stderr)
 
 
 def _print_next_steps(plan, seconds: float) -> None:
