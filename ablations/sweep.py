@@ -55,13 +55,12 @@ def open_storage(url: str):
     import optuna
 
     if url.startswith("journal:"):
-        from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+        from optuna.storages.journal import JournalFileBackend
 
         path = url[len("journal:") :]
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        # The open(O_EXCL) lock works on every local filesystem; the default symlink lock does too, but leaves
-        # stale links behind when a worker is SIGKILLed at the wrong moment.
-        return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
+        # Optuna's default file lock, so optuna-dashboard and other Optuna tools can open the same journal safely.
+        return optuna.storages.JournalStorage(JournalFileBackend(path))
     try:
         return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
     except ImportError as err:
