@@ -14,6 +14,11 @@ from typing import Any
 from data.errors import ConfigError
 
 WIDTH_FIELDS = ("d_model", "d_ff", "d_k", "d_v")
+# The paper's base model and run (Table 3, row "base"), in the paper's units: every preset starts from it.
+PAPER_BASE = {
+    "model": {"n_layers": 6, "d_model": 512, "d_ff": 2048, "n_heads": 8, "d_k": 64, "d_v": 64},
+    "train": {"max_steps": 100_000},
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +53,14 @@ class Preset:
             elif name == "n_layers":
                 out[name] = self._whole(name, value, self.depth_scale)
         return out
+
+    def base_layer(self) -> dict[str, dict[str, Any]]:
+        """The paper's base at this preset's size, plus the preset's own settings: the first layer of every run."""
+        return {
+            "model": {**self.scale_model(PAPER_BASE["model"]), **self.model},
+            "train": {**self.scale_train(PAPER_BASE["train"]), **self.train},
+            "data": dict(self.data),
+        }
 
     def scale_train(self, values: dict[str, Any]) -> dict[str, Any]:
         """Scale the training steps of a train override written in the paper's units."""

@@ -76,7 +76,9 @@ class Study:
         last (command-line settings, tuned values)."""
         row = self.row(row) if isinstance(row, str) else row
         preset = get_preset(preset) if isinstance(preset, str) else preset
-        layers: list[dict[str, dict[str, Any]]] = []
+        # Layers, later ones winning: the preset (the paper's base at its size, and its settings), the study's
+        # base, the row, the seed, then command-line settings. Overrides written in the paper's units are scaled.
+        layers: list[dict[str, dict[str, Any]]] = [preset.base_layer()]
         for overrides in (self.base, row.overrides):
             if self.scale == "paper":
                 overrides = {
@@ -85,9 +87,7 @@ class Study:
                     "train": preset.scale_train(overrides.get("train", {})),
                 }
             layers.append(overrides)
-        # Preset settings sit between the (scaled) base and the row, so a row may still override them.
-        preset_layer = {"model": preset.model, "train": preset.train, "data": preset.data}
-        layers = [layers[0], preset_layer, layers[1], {"train": {"seed": seed}}, extra]
+        layers += [{"train": {"seed": seed}}, extra]
         try:
             return build_run_config(*layers)
         except AblateError as err:

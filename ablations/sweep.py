@@ -62,7 +62,7 @@ def open_storage(url: str):
         # Optuna's default file lock, so optuna-dashboard and other Optuna tools can open the same journal safely.
         return optuna.storages.JournalStorage(JournalFileBackend(path))
     try:
-        return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+        return _rdb_storage(url)
     except ImportError as err:
         raise AblateError(
             f"storage {url.split('@')[-1]}: a driver is missing ({err}); install the postgres extra: "
@@ -71,6 +71,22 @@ def open_storage(url: str):
     except Exception as err:  # sqlalchemy's OperationalError and friends: unreachable or refused
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise AblateError(f"cannot open storage {url.split('@')[-1]}: {first}") from None
+
+
+def _rdb_storage(url: str, attempts: int = 6):
+    """RDBStorage, retried while another worker is creating Optuna's tables in a fresh database at the same moment
+    (PostgreSQL then reports a unique violation or an object that already exists)."""
+    import optuna
+
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+        except Exception as err:
+            racing = any(s in str(err) for s in ("already exists", "UniqueViolation", "duplicate key"))
+            if not racing or attempt == attempts - 1:
+                raise
+            time.sleep(0.5 + attempt)
+    raise AssertionError("unreachable")
 
 
 def load_or_create(storage, name: str):
@@ -284,8 +300,9 @@ def run_one(plan: Plan, study, trial, train_fn: TrainFn | None = None) -> str:
         return "duplicate"
     if record_path.exists():  # finished earlier; the worker died before telling Optuna
         record = json.loads(record_path.read_text(encoding="utf-8"))
-        _tell(study, trial, {**record, "_out": str(plan.out)})
-        return record["state"]
+        if record.get("state") == "complete" or not plan.retry_failed:
+            _tell(study, trial, {**record, "_out": str(plan.out)})
+            return record["state"]
 
     row = plan.study.row(row_name)
     trial_dir = plan.out / "trials" / key
@@ -318,6 +335,7 @@ def run_one(plan: Plan, study, trial, train_fn: TrainFn | None = None) -> str:
 
 
 def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float, storage, trial_id: int):
+    from ablations.callbacks import ProgressToStorage
     from ablations.train import train
 
     wandb_id_file = trial_dir / "wandb_id"
@@ -346,7 +364,7 @@ def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float
         tags=[row.group, plan.preset],
         started_at=started,
         wandb_id=wandb_id,
-        callbacks=[ProgressToStorage(storage, trial_id)],
+        callbacks=[ProgressToStorage(plan.storage, plan.name, trial_id)],
         extra_config={
             "study": plan.study.name,
             "row": row.name,
@@ -400,30 +418,6 @@ def _tell(study, trial, record: dict[str, Any]) -> None:
     except Exception as err:  # told already by a worker that thought this one dead: the record decides
         if "finished" not in str(err).lower():
             raise
-
-
-def ProgressToStorage(storage, trial_id: int):  # noqa: N802 - a factory standing in for a class
-    """A Lightning callback that publishes each validation's step, PPL and BLEU as the trial's 'progress' attribute,
-    which `ablate status` and the sweep's live view show."""
-    import lightning.pytorch as pl
-
-    class _ProgressToStorage(pl.Callback):
-        def on_validation_end(self, trainer, pl_module) -> None:
-            if not trainer.is_global_zero or trainer.sanity_checking:
-                return
-            val = pl_module.last_validation
-            progress = {
-                "step": val.get("step"),
-                "max_steps": trainer.max_steps,
-                "ppl": val.get("ppl"),
-                "bleu": val.get("bleu"),
-            }
-            try:
-                storage.set_trial_user_attr(trial_id, "progress", progress)
-            except Exception:
-                pass
-
-    return _ProgressToStorage()
 
 
 # -------------------------------------------------------------------------------------------------------- worker

@@ -282,12 +282,22 @@ def train(
         trainer.validate(module, datamodule=datamodule, ckpt_path=None, verbose=False)
         recorder.on_fit_end(trainer, module)
     else:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
+        try:
+            trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
+        except BaseException:
+            _finish_wandb(exit_code=1)  # else the next trial in this process would log into this run
+            raise
 
     if not result_path.exists():  # a relaunched DDP rank (not rank 0): nothing to report
         return None
     with open(result_path, encoding="utf-8") as fh:
         return TrainResult(**json.load(fh))
+
+
+def _finish_wandb(exit_code: int) -> None:
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.run.finish(exit_code=exit_code)
 
 
 def _checkpoint_step(path: Path) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ablations.studies import SearchDim, Study
-from ablations.sweep import Heartbeat, load_or_create, open_storage, recover_dead
+from ablations.sweep import Heartbeat, open_storage, recover_dead
 from ablations.tracking import write_json_atomic
 
 
@@ -47,48 +47,11 @@ def suggest(trial, dims: tuple[SearchDim, ...]) -> dict[str, dict[str, Any]]:
     return layer
 
 
-def pruning_callback(storage_url: str, study_name: str, trial_id: int):
-    """A Lightning callback: report dev BLEU at every validation and stop the run if the pruner says so.
-
-    Built from (storage URL, study name, trial id) rather than a Trial object, so a spawned DDP rank 0 can open the
-    storage itself; other ranks never touch it."""
-    import lightning.pytorch as pl
-
-    class StepPruning(pl.Callback):
-        def __init__(self) -> None:
-            self._trial = None
-
-        def _optuna_trial(self):
-            if self._trial is None:
-                import optuna
-
-                study = load_or_create(open_storage(storage_url), study_name)
-                self._trial = optuna.Trial(study, trial_id)
-            return self._trial
-
-        def on_validation_end(self, trainer: pl.Trainer, pl_module) -> None:
-            if trainer.sanity_checking or not trainer.training:
-                return
-            prune = False
-            if trainer.is_global_zero:
-                val = pl_module.last_validation
-                value = val.get("bleu", -val.get("ppl", 0.0))
-                trial = self._optuna_trial()
-                trial.report(float(value), step=trainer.global_step)
-                prune = trial.should_prune()
-                if prune:
-                    trial.set_user_attr("pruned_at_step", trainer.global_step)
-            prune = trainer.strategy.broadcast(prune, src=0)
-            if prune:
-                trainer.should_stop = True
-
-    return StepPruning()
-
-
 def run_tune(job: TuneJob) -> dict[str, Any]:
     """Run trials until `job.trials` have finished (resumable); write best.yaml. Returns the best trial's summary."""
     import optuna
 
+    from ablations.callbacks import StepPruning
     from ablations.train import train
 
     storage = open_storage(job.storage)
@@ -115,7 +78,7 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
                 group=f"{job.study.name}-tune",
                 tags=["tune", job.row, job.preset],
                 started_at=time.time(),
-                callbacks=[pruning_callback(job.storage, job.name, trial._trial_id)],
+                callbacks=[StepPruning(job.storage, job.name, trial._trial_id)],
                 resume=False,
                 extra_config={
                     "study": job.study.name,

@@ -91,7 +91,7 @@ def make_plan(args: argparse.Namespace):
 
     study = load_study(args.study)
     preset = args.preset or study.default_preset or "tiny"
-    seeds = args.seeds or study.seeds
+    seeds = study.seeds if args.seeds is None else args.seeds
     if seeds < 1:
         raise AblateError(f"--seeds must be >= 1, got {seeds}")
     extra = parse_sets(args.set, args.overrides)

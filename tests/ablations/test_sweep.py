@@ -12,6 +12,7 @@ import json
 import math
 import re
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,11 +119,6 @@ def test_a_rerun_keeps_the_failed_row_failed_without_running_it(finished, sweeps
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: ablations/sweep.py run_one closes a --retry-failed trial from the failed record already in "
-    "OUT/records (the `if record_path.exists()` shortcut) instead of training it again",
-)
 def test_retry_failed_runs_the_failed_row_again(finished, sweeps, tmp_path):
     from optuna.trial import TrialState
 
@@ -158,10 +154,10 @@ def test_rerunning_a_finished_sweep_does_nothing(finished, sweeps):
     # No training, no new W&B run, no record or checkpoint rewritten: every file is as the first run left it
     # (study.json, the description reports read, is rewritten on every run and is not a result).
     # The journal only grows by Optuna's create_study(load_if_exists=True) attempts (op 0): no trial was touched.
-    files = sweeps.snapshot(finished.out)
+    files, before = sweeps.snapshot(finished.out), dict(finished.files_before)
     for rewritten in ("study.json", "optuna.journal"):
-        assert files.pop(rewritten) and finished.files_before.pop(rewritten)
-    assert files == finished.files_before
+        assert files.pop(rewritten) and before.pop(rewritten)
+    assert files == before
     journal = (finished.out / "optuna.journal").read_text(encoding="utf-8").splitlines()
     assert journal[: len(finished.journal_before)] == finished.journal_before
     assert {json.loads(line)["op_code"] for line in journal[len(finished.journal_before) :]} <= {0}
@@ -188,15 +184,7 @@ def _tags(run_dir: Path) -> list[str]:
     "row",
     [
         "ok1",
-        pytest.param(
-            "ok2",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug: a diverged trial's W&B run is never finished (ablations/train.py train(): "
-                "experiment.finish() only runs in Recorder.on_fit_end), so the next trial of the same worker "
-                "(ok2, after nan) logs into the diverged trial's W&B run and writes no run of its own",
-            ),
-        ),
+        "ok2",  # runs after the diverged row in the same worker: it must get a W&B run of its own
     ],
 )
 def test_each_trial_is_an_offline_wandb_run_holding_its_metrics(finished, sweeps, row):
@@ -287,11 +275,6 @@ def test_a_bad_study_or_setting_exits_2_with_one_line_before_anything_runs(sweep
     assert not out.exists()  # nothing half-written
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: ablations/commands/sweep.py make_plan reads `args.seeds or study.seeds`, so --seeds 0 silently runs "
-    "the study's seeds instead of failing the `seeds < 1` check",
-)
 def test_zero_seeds_is_refused(sweeps, tmp_path):
     from ablations.commands.sweep import build_parser, make_plan
 
@@ -310,3 +293,68 @@ def test_the_sweep_command_refuses_an_invalid_study_file(sweeps, tmp_path):
     assert lines[0].startswith(f"ablate sweep: error: {study}: row 'r2': unknown field model.n_head; model fields are ")
     assert result.stdout == ""
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------------------- a record outlives its worker
+@pytest.mark.slow
+def test_a_trial_whose_record_was_written_is_closed_from_it_not_trained_again(finished, sweeps, tmp_path):
+    """A worker that died after writing a trial's record but before telling Optuna: the rerun fails the dead trial,
+    and its retry is closed from the record on disk, without training."""
+    import optuna
+    from optuna.trial import TrialState
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for part in ("records", "hyps", "refs"):
+        shutil.copytree(finished.out / part, out / part)
+    records = sweeps.records(out)
+    mtimes = {k: (out / "records" / f"{k}.json").stat().st_mtime_ns for k in records}
+    dead = subprocess.Popen(["true"])  # a finished, reaped process: its pid is gone
+    dead.wait()
+    study = optuna.create_study(
+        study_name=OPTUNA_NAME, storage=sweeps.storage(f"journal:{out / 'optuna.journal'}"), direction="maximize"
+    )
+    for row, group in ROWS.items():
+        study.enqueue_trial({}, user_attrs={"row": row, "seed": 0, "group": group})
+        trial = study.ask()  # WAITING -> RUNNING, as a worker's claim leaves it
+        for name, value in (("host", socket.gethostname()), ("pid", dead.pid), ("heartbeat", 0.0)):
+            study._storage.set_trial_user_attr(trial._trial_id, name, value)
+
+    result = sweeps.run(STUDY, out)
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not (out / "trials").exists()  # nothing trained
+    assert not re.search(r"^\[\w+\] step ", result.stderr, re.M)
+    trials = by_key(sweeps.trials(out, OPTUNA_NAME))
+    for k, record in records.items():
+        died, retry = trials[k]
+        assert died.state == TrialState.FAIL and died.user_attrs["reason"].startswith("worker died")
+        assert retry.user_attrs["retry_of"] == died.number
+        if record["state"] == "complete":
+            assert retry.state == TrialState.COMPLETE and retry.value == pytest.approx(record["metrics"]["bleu"])
+        else:
+            assert retry.state == TrialState.FAIL and retry.user_attrs["reason"] == record["reason"]
+        assert (out / "records" / f"{k}.json").stat().st_mtime_ns == mtimes[k]
+    assert sweeps.records(out) == records
+
+
+# ---------------------------------------------------------------------------------------------------- progress view
+@pytest.mark.slow
+def test_the_progress_view_shows_each_rows_state_and_dev_bleu(finished, sweeps):
+    import optuna
+
+    from ablations import progress
+
+    assert "[sweep] 2/3 done, 0 running, 0 pending, 1 failed" in finished.first.stderr
+    study = optuna.load_study(
+        study_name=OPTUNA_NAME, storage=sweeps.storage(f"journal:{finished.out / 'optuna.journal'}")
+    )
+    rows = progress.collect(study, [(row, 0) for row in ROWS])
+    assert [(r.row, r.state) for r in rows] == [("ok1", "complete"), ("nan", "failed"), ("ok2", "complete")]
+    for r in rows:
+        record = finished.records_before[f"{r.row}__seed0"]
+        if r.state == "complete":
+            assert r.bleu == pytest.approx(record["metrics"]["bleu"]) and r.step == MAX_STEPS
+        else:
+            assert r.reason == record["reason"]
+    assert progress.summary_line(rows, 1) == "2/3 done, 0 running, 0 pending, 1 failed"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -152,56 +153,110 @@ def test_two_workers_started_together_on_one_journal_split_the_rows(sweeps, tmp_
 
 
 @pytest.mark.slow
-def test_workers_option_runs_trials_in_worker_processes(sweeps, tmp_path):
-    out = tmp_path / "out"
-    result = sweeps.run(SPLIT_STUDY, out, "--workers", "2")
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_workers_option_splits_the_rows_and_closes_duplicates_without_training(sweeps, tmp_path):
+    """`--workers 2` on a queue that holds every key twice, as two coordinators that enqueued at the same moment
+    leave it: each key runs once, each second copy is closed as a duplicate without training."""
+    import optuna
 
-    complete = assert_each_key_ran_once(sweeps, sweeps.trials(out, SPLIT_NAME), SPLIT_KEYS, [out])
-    pids = {t.user_attrs["pid"] for t in complete.values()}
-    assert len(pids) == 2  # the two --worker processes both ran trials
+    out = tmp_path / "out"
+    out.mkdir()
+    storage = sweeps.storage(f"journal:{out / 'optuna.journal'}")
+    study = optuna.create_study(study_name=SPLIT_NAME, storage=storage, direction="maximize")
+    for _ in range(2):
+        for row, group in (("s1", "A"), ("s2", "B")):
+            for seed in (0, 1):
+                study.enqueue_trial({}, user_attrs={"row": row, "seed": seed, "group": group})
+
+    result = sweeps.run(SPLIT_STUDY, out, "--workers", "2")
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "(0 newly queued)" in result.stderr
+    trials = sweeps.trials(out, SPLIT_NAME)
+    complete = assert_each_key_ran_once(sweeps, trials, SPLIT_KEYS, [out])
+    assert sorted(t.number for t in complete.values()) == [0, 1, 2, 3]  # the first copy of each key is the run
+    assert sum(t.state == optuna.trial.TrialState.PRUNED for t in trials) == 4
+    assert len({t.user_attrs["pid"] for t in complete.values()}) == 2  # both --worker processes ran trials
     assert sorted(p.name for p in (out / "logs").glob("worker-*.log")) == ["worker-0.log", "worker-1.log"]
+
+
+@pytest.fixture
+def postgres_url() -> str:
+    url = os.environ.get("ABLATE_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("ABLATE_TEST_POSTGRES_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    return url
 
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_two_machines_share_one_postgresql_study(sweeps, tmp_path):
+def test_two_machines_share_one_postgresql_study(sweeps, tmp_path, postgres_url):
     """Two coordinators with their own output directories (two machines) and one PostgreSQL storage."""
-    url = os.environ.get("ABLATE_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("ABLATE_TEST_POSTGRES_URL is not set (.ci/run starts PostgreSQL and sets it)")
     import optuna
 
+    sweeps.storage(postgres_url)  # Optuna's tables exist before both start: see the test below for a fresh database
     name = f"sweep-split-{uuid.uuid4().hex[:10]}"
     outs = [tmp_path / f"machine-{i}" for i in range(2)]
+    logs = [tmp_path / f"machine-{i}.log" for i in range(2)]
     procs = [
-        sweeps.start(SPLIT_STUDY, out, "--storage", url, "--name", name, log=tmp_path / f"machine-{i}.log")
-        for i, out in enumerate(outs)
+        sweeps.start(SPLIT_STUDY, out, "--storage", postgres_url, "--name", name, log=log)
+        for out, log in zip(outs, logs, strict=True)
     ]
     try:
         codes = wait_all(procs, timeout=300)
-        assert codes == [0, 0], [tail(tmp_path / f"machine-{i}.log") for i in range(2)]
-        trials = sweeps.trials(None, name, storage_url=url)
+        assert codes == [0, 0], [tail(log) for log in logs]
+        trials = sweeps.trials(None, name, storage_url=postgres_url)
         complete = assert_each_key_ran_once(sweeps, trials, SPLIT_KEYS, outs)
         assert {t.user_attrs["pid"] for t in complete.values()} == {p.pid for p in procs}  # both did work
-        # Each machine trained some keys and got the others' records from the storage.
+        # Each machine trained some keys and wrote the others' records (and hypotheses) from the storage.
         trained = [{p.name for p in (out / "trials").iterdir()} for out in outs]
         assert trained[0] and trained[1] and not trained[0] & trained[1]
         for out, mine in zip(outs, trained, strict=True):
             for k in SPLIT_KEYS - mine:
-                assert (out / sweeps.records(out)[k]["hypotheses"]).is_file()  # hypotheses came along too
+                assert (out / sweeps.records(out)[k]["hypotheses"]).is_file()
     finally:
         sweeps.kill_all()
-        optuna.delete_study(study_name=name, storage=sweeps.storage(url))
+        optuna.delete_study(study_name=name, storage=sweeps.storage(postgres_url))
+
+
+@pytest.mark.postgres
+def test_two_workers_opening_a_fresh_postgresql_database_together_both_get_it(postgres_url):
+    """What `.ci/run` gives the test above: a database without Optuna's tables, opened by two workers at once. Each
+    round uses a fresh schema (search_path), so the tables are created anew."""
+    import sqlalchemy as sa
+
+    from ablations.sweep import open_storage
+
+    engine = sa.create_engine(postgres_url)
+    errors: list[str] = []
+    for _ in range(3):
+        schema = f"ablate_test_{uuid.uuid4().hex[:10]}"
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
+        url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}options=-csearch_path%3D{schema}"
+        barrier = threading.Barrier(2)
+
+        def open_it(url=url, barrier=barrier) -> None:
+            barrier.wait()
+            try:
+                open_storage(url).engine.dispose()
+            except Exception as err:  # noqa: BLE001 - collected and asserted below
+                errors.append(str(err))
+
+        threads = [threading.Thread(target=open_it) for _ in range(2)]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+        finally:
+            with engine.begin() as conn:
+                conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+    engine.dispose()
+    assert errors == []
 
 
 # ------------------------------------------------------------------------------------------------------------ DDP
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: ablations/sweep.py ProgressToStorage builds a class local to the function; ddp_spawn pickles the "
-    "Trainer's callbacks and fails (\"Can't pickle local object 'ProgressToStorage.<locals>._ProgressToStorage'\")",
-)
 def test_a_ddp_trial_on_two_cpu_processes_records_one_result(sweeps, tmp_path):
     from optuna.trial import TrialState
 

@@ -1,0 +1,64 @@
+"""Lightning callbacks that talk to the Optuna storage. Module-level and built from (storage URL, study, trial id)
+so that they pickle into spawned DDP workers; only global rank 0 opens the storage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+
+
+class _StorageCallback(pl.Callback):
+    def __init__(self, storage_url: str, study_name: str, trial_id: int) -> None:
+        self.storage_url, self.study_name, self.trial_id = storage_url, study_name, trial_id
+        self._study = None
+
+    def _optuna_study(self):
+        if self._study is None:
+            from ablations.sweep import load_or_create, open_storage
+
+            self._study = load_or_create(open_storage(self.storage_url), self.study_name)
+        return self._study
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_study": None}  # storages hold locks and connections: reopen after pickling
+
+
+class ProgressToStorage(_StorageCallback):
+    """Publishes each validation's step, PPL and BLEU as the trial's 'progress' user attribute (the live view)."""
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module) -> None:
+        if not trainer.is_global_zero or trainer.sanity_checking:
+            return
+        val = pl_module.last_validation
+        progress = {
+            "step": val.get("step"),
+            "max_steps": trainer.max_steps,
+            "ppl": val.get("ppl"),
+            "bleu": val.get("bleu"),
+        }
+        try:
+            self._optuna_study()._storage.set_trial_user_attr(self.trial_id, "progress", progress)
+        except Exception:  # progress is a courtesy: a storage hiccup must not fail the trial
+            pass
+
+
+class StepPruning(_StorageCallback):
+    """Reports dev BLEU at every validation (MT training is step-based) and stops the run when the pruner says so.
+    Under DDP, rank 0 decides and broadcasts, so every rank stops at the same step."""
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module) -> None:
+        if trainer.sanity_checking or not trainer.training:
+            return
+        prune = False
+        if trainer.is_global_zero:
+            import optuna
+
+            val = pl_module.last_validation
+            trial = optuna.Trial(self._optuna_study(), self.trial_id)
+            trial.report(float(val.get("bleu", -val.get("ppl", 0.0))), step=trainer.global_step)
+            prune = trial.should_prune()
+            if prune:
+                trial.set_user_attr("pruned_at_step", trainer.global_step)
+        if trainer.strategy.broadcast(prune, src=0):
+            trainer.should_stop = True

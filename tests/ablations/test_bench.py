@@ -1,0 +1,104 @@
+"""`ablate bench` on a minute configuration, so the harness cannot rot. No timing assertions: the figures of a
+shared CI machine mean nothing; what is checked is that every figure and ratio is there and consistent."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from ablations.bench import BenchConfig, run_bench, train_flops
+from ablations.bench_peers import check_peer
+from ablations.commands.bench import main
+from data.errors import AblateError
+from lightning_modules.config import ModelConfig
+
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+MINUTE = ["--preset", "smoke", "--warmup", "1", "--repeats", "2", "--decode-sentences", "3", "--decode-repeats", "1"]
+SHORT_TRIAL = ("--train.max_steps", "2", "--train.val_every", "2", "--train.val_max_sentences", "2")
+
+
+def _fields(result: dict, peers: list[str]) -> None:
+    for section in ("date", "config", "device", "model", "data", "training", "decoding", "profile", "ratios"):
+        assert section in result
+    for name in ["ours", *peers]:
+        train = result["training"][name]
+        for key in ("tgt_tokens_per_s", "tokens_per_s", "model_flops_per_s", "first_step_s", "params"):
+            assert train[key] > 0, (name, key)
+        assert {"median", "iqr", "min", "max", "n"} <= set(train["step_time_s"])
+        assert train["step_time_s"]["n"] == 2
+        assert train["memory"]["peak_mb"] > 0
+        assert train["mfu"] is None  # CPU: no peak FLOP/s
+    for key in ("padding_ours", "padding_random", "padding_measured_batches"):
+        assert 0 <= result["data"][key] < 1
+    assert result["data"]["padding_ours"] < result["data"]["padding_random"]
+    decoders = ["ours_beam", "ours_greedy"] + (["hf_beam", "hf_greedy"] if "hf" in peers else [])
+    assert set(result["decoding"]) == set(decoders)
+    steps = {d["decoder_steps"] for d in result["decoding"].values()}
+    assert len(steps) == 1  # eos held back: every system decodes to the same length limit
+    for d in result["decoding"].values():
+        assert d["sentences_per_s"] > 0
+    assert result["model"]["train_flops_per_tgt_token"] > 0
+    assert set(result["profile"]["train_step_ms"]) == {"forward", "loss", "backward", "optimizer", "collate"}
+    assert 0 <= result["profile"]["beam_search"]["bookkeeping_share"] < 1
+    for peer in peers:
+        ratio = result["ratios"][f"train_tok_s_ours_vs_{peer}"]
+        expected = result["training"]["ours"]["tgt_tokens_per_s"] / result["training"][peer]["tgt_tokens_per_s"]
+        assert ratio == pytest.approx(expected)
+    if "hf" in peers:
+        ratio = result["ratios"]["beam_sent_s_ours_vs_hf"]
+        dec = result["decoding"]
+        assert ratio == pytest.approx(dec["ours_beam"]["sentences_per_s"] / dec["hf_beam"]["sentences_per_s"])
+    assert set(result["targets"]) >= {"train_vs_hf_at_least_1.2x", "beam4_vs_hf_at_least_2x", "padding_at_most_5pct"}
+
+
+def test_cli_json_has_every_figure_against_torch(capsys):
+    assert main([*MINUTE, "--vs", "torch", "--no-overhead", "--no-lightning", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    _fields(result, ["torch"])
+    assert result["overhead"] is None and "ours_lightning" not in result["training"]
+    assert result["targets"]["trial_overhead_under_5s"]["met"] is None  # not measured
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="needs the [bench] extra (transformers)")
+def test_harness_with_every_peer_lightning_and_trial_overhead():
+    bench = BenchConfig(preset="smoke", warmup=1, repeats=2, decode_sentences=3, decode_repeats=1, trial_args=SHORT_TRIAL)
+    result = run_bench(bench)
+    _fields(result, ["hf", "torch"])
+    lightning = result["training"]["ours_lightning"]
+    assert lightning["tgt_tokens_per_s"] > 0 and lightning["step_time_s"]["n"] == 2
+    over = result["overhead"]
+    assert 0 < over["process_to_first_step_s"] < over["trial_wall_s"]
+    assert over["in_process_overhead_s"] > 0 and 0 < over["overhead_share"] < 1
+    for key in ("train_tok_s_lightning_vs_hf", "beam_sent_s_ours_vs_hf", "greedy_sent_s_ours_vs_hf"):
+        assert result["ratios"][key] > 0
+
+
+def test_unknown_peer_is_one_line_error():
+    with pytest.raises(AblateError, match="unknown peer 'fairseq'"):
+        main(["--vs", "torch,fairseq"])
+
+
+def test_missing_bench_extra_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import fails as if not installed
+    with pytest.raises(AblateError, match=r"pip install 'ablate\[bench\]'"):
+        check_peer("hf", ModelConfig(vocab_size=100, d_model=16, d_ff=32, n_heads=2, n_layers=1))
+
+
+def test_peers_refuse_shapes_they_cannot_build():
+    with pytest.raises(AblateError, match="d_k = d_v = d_model / h"):
+        check_peer("torch", ModelConfig(d_k=16))
+
+
+def test_train_flops_counts_six_flops_per_weight_per_token_plus_attention():
+    cfg = ModelConfig(vocab_size=1000, n_layers=2, d_model=64, d_ff=256, n_heads=4)
+    # With zero-length attention, a step is 6 FLOPs per weight per token it touches: encoder weights see source
+    # tokens (plus the cross-attention K/V projections), decoder weights and the output layer see target tokens.
+    d, dff, n, v = 64, 256, 2, 1000
+    enc_weights = n * (4 * d * d + 2 * d * dff) + n * 2 * d * d
+    dec_weights = n * (4 * d * d + 2 * d * dff + 2 * d * d) + d * v
+    assert train_flops(cfg, 10, 20, 0, 0) == pytest.approx(6 * (10 * enc_weights + 20 * dec_weights))
+    assert train_flops(cfg, 10, 20, 8, 8) > train_flops(cfg, 10, 20, 0, 0)
