@@ -43,7 +43,7 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
             continue
         choices = typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else None
         args = [a for a in typing.get_args(hint) if a is not type(None)] if isinstance(hint, types.UnionType) else []
-        kind = int if hint is int or int in args else str
+        kind = int if hint is int or int in args else float if hint is float or float in args else str
         parser.add_argument(*flags, dest=field.name, type=kind, choices=choices, default=field.default, help=help_text)
 
 

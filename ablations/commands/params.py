@@ -16,7 +16,7 @@ def parameter_table(study_name: str, preset: str, vocab_size: int | None = None)
     from lightning_modules.transformer import Transformer
 
     study = load_study(study_name)
-    extra = {"data": {"vocab_size": vocab_size}} if vocab_size else {}
+    extra = {"data": {"vocab_size": vocab_size}} if vocab_size is not None else {}
     rows = []
     for row in study.rows:
         cfg = study.run_config(row, preset, **extra).model
