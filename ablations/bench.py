@@ -68,10 +68,15 @@ class BenchConfig:
     """Timed decoding runs per system (one warm-up run each before)."""
     beam_size: int = 4
     """Beam width of the beam-search measurement (section 6.1: 4)."""
+    full_length: bool = True
+    """Hold eos back (logit -1e4) in every decoder until the length limit forces it, so that all systems decode
+    the same number of steps: with random weights, where a model happens to emit eos is arbitrary."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """'auto': CUDA if available, else CPU."""
     precision: Literal["auto", "32-true", "bf16-mixed"] = "auto"
     """'auto': bf16 autocast on a bf16-capable GPU, fp32 on CPU (bf16 is slower on CPUs without AMX)."""
+    threads: int | None = None
+    """CPU threads of torch (torch.set_num_threads); None: torch's default (one per core)."""
     compile: bool = False
     """torch.compile every trained model (ours and the peers); the first warm-up step then includes compilation."""
     lightning: bool = True
@@ -196,6 +201,9 @@ class Trainee:
     optimizer: Any
     net: Any
     times: list[float] = field(default_factory=list)
+    """Seconds of each timed step."""
+    batch_ids: list[int] = field(default_factory=list)
+    """Which batch each timed step trained on."""
     first_step_s: float = 0.0
 
 
@@ -232,14 +240,15 @@ def run_training(trainees: list[Trainee], batches: list[dict], bench: BenchConfi
             synchronize(device)
             start = time.perf_counter()
             loss = train_step(t, batch, cfg, precision, device)
-            loss_value = float(loss)  # a host sync, as Lightning's NaN check does every step
+            loss_value = float(loss.detach())  # a host sync, as Lightning's NaN check does every step
             elapsed = time.perf_counter() - start
-            if not loss_value == loss_value:
+            if loss_value != loss_value:
                 raise AblateError(f"{t.name}: training loss became NaN in the benchmark")
             if r == 0:
                 t.first_step_s = elapsed
             if r >= bench.warmup:
                 t.times.append(elapsed)
+                t.batch_ids.append(r % len(batches))
 
 
 def memory_profile(t: Trainee, batch: dict, cfg: ModelConfig, precision: str, device) -> dict[str, Any]:
@@ -443,29 +452,29 @@ def run_decoding(ours, hf, src, bench: BenchConfig, run, precision: str, device)
             hf.hf.lm_head,
             lambda: hf.generate(src, beam_size=bench.beam_size, alpha=alpha, max_len_a=a, max_len_b=b),
         )
-        systems["hf_greedy"] = (
-            hf.hf.lm_head,
-            lambda: hf.generate(src, beam_size=1, alpha=alpha, max_len_a=a, max_len_b=b),
-        )
+        systems["hf_greedy"] = (hf.hf.lm_head, lambda: hf.generate(src, beam_size=1, alpha=alpha, max_len_a=a, max_len_b=b))
     times: dict[str, list[float]] = {name: [] for name in systems}
     steps: dict[str, int] = {}
     lengths: dict[str, float] = {}
     names = list(systems)
-    for r in range(1 + bench.decode_repeats):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            layer, decode = systems[name]
-            clock = DecodeClock(layer, device)
-            synchronize(device)
-            start = time.perf_counter()
-            with torch.inference_mode(), autocast(device, precision):
-                out = decode()
-            synchronize(device)
-            elapsed = time.perf_counter() - start
-            clock.close()
-            if r == 0:
-                steps[name], lengths[name] = clock.steps, _mean_length(out)
-            else:
-                times[name].append(elapsed)
+    with contextlib.ExitStack() as stack:
+        if bench.full_length:
+            stack.enter_context(hold_back_eos(ours, hf))
+        for r in range(1 + bench.decode_repeats):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                layer, decode = systems[name]
+                clock = DecodeClock(layer, device)
+                synchronize(device)
+                start = time.perf_counter()
+                with torch.inference_mode(), autocast(device, precision):
+                    out = decode()
+                synchronize(device)
+                elapsed = time.perf_counter() - start
+                clock.close()
+                if r == 0:
+                    steps[name], lengths[name] = clock.steps, _mean_length(out)
+                else:
+                    times[name].append(elapsed)
     n = src.size(0)
     return {
         name: {
@@ -476,6 +485,29 @@ def run_decoding(ours, hf, src, bench: BenchConfig, run, precision: str, device)
         }
         for name in systems
     }
+
+
+@contextlib.contextmanager
+def hold_back_eos(ours, hf):
+    """Lower eos's logit by 1e4 in our model (a hook on the output layer) and in HF's (final_logits_bias), so every
+    hypothesis runs to the length limit, where both searches force eos."""
+    handle = ours.output.register_forward_hook(lambda module, args, out: out.index_fill(-1, _eos(out), -1e4))
+    saved = None
+    if hf is not None:
+        saved = hf.hf.final_logits_bias.clone()
+        hf.hf.final_logits_bias[..., EOS_ID] = -1e4
+    try:
+        yield
+    finally:
+        handle.remove()
+        if hf is not None:
+            hf.hf.final_logits_bias.copy_(saved)
+
+
+def _eos(out):
+    import torch
+
+    return torch.tensor([EOS_ID], device=out.device)
 
 
 def _mean_length(out) -> float:
@@ -580,6 +612,29 @@ def load_inputs(run, bench: BenchConfig, device) -> tuple[list[dict], Any, dict[
     return batches, src, data
 
 
+def batch_figures(batch: dict, cfg: ModelConfig) -> tuple[int, int, float]:
+    """Real source tokens, real target tokens and model FLOPs of one training step on `batch`."""
+    src, tgt = int((batch["src"] != cfg.pad_id).sum()), int((batch["tgt_out"] != cfg.pad_id).sum())
+    return src, tgt, train_flops(cfg, src, tgt, batch["src"].size(1), batch["tgt_in"].size(1))
+
+
+def throughput(times: list[float], figures: list[tuple[int, int, float]], peak: float | None) -> dict[str, Any]:
+    """Per-step rates, summarised by their median (robust to bursts of load from other jobs): target tokens/s,
+    source+target tokens/s, model FLOP/s and MFU; plus the step times' median and spread."""
+    tgt = [f[1] / t for t, f in zip(times, figures, strict=True)]
+    both = [(f[0] + f[1]) / t for t, f in zip(times, figures, strict=True)]
+    flops = [f[2] / t for t, f in zip(times, figures, strict=True)]
+    model_flops = statistics.median(flops)
+    return {
+        "tgt_tokens_per_s": statistics.median(tgt),
+        "tokens_per_s": statistics.median(both),
+        "tgt_tokens_per_s_iqr": summarize(tgt)["iqr"],
+        "step_time_s": summarize(times),
+        "model_flops_per_s": model_flops,
+        "mfu": model_flops / peak if peak else None,
+    }
+
+
 def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     """Measure everything `ablate bench` reports; returns the JSON-ready result."""
     import torch
@@ -593,6 +648,8 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     run = load_study(bench.study).run_config(bench.row, bench.preset, seed=bench.seed, **extra)
     device = resolve_device(bench.device)
     precision = resolve_precision(bench.precision, device)
+    if bench.threads:
+        torch.set_num_threads(bench.threads)
     for name in bench.peers:
         check_peer(name, run.model)
     say("preparing data")
@@ -607,48 +664,28 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     trainees = [make_trainee(name, module, device, bench.compile) for name, module in modules.items()]
     say(f"training: {bench.warmup} + {bench.repeats} steps each for {', '.join(modules)} on {device.type}")
     run_training(trainees, batches, bench, cfg, precision, device)
-    measured = batches[bench.warmup :]
-    tgt_tokens = sum(int((b["tgt_out"] != cfg.pad_id).sum()) for b in measured)
-    src_tokens = sum(int((b["src"] != cfg.pad_id).sum()) for b in measured)
-    flops = sum(
-        train_flops(
-            cfg,
-            int((b["src"] != cfg.pad_id).sum()),
-            int((b["tgt_out"] != cfg.pad_id).sum()),
-            b["src"].size(1),
-            b["tgt_in"].size(1),
-        )
-        for b in measured
-    )
+    figures = [batch_figures(b, cfg) for b in batches]
+    measured = [figures[i] for i in trainees[0].batch_ids]
     info = device_info(device)
     training: dict[str, dict[str, Any]] = {}
     for t in trainees:
-        seconds = sum(t.times)
         training[t.name] = {
             "params": sum(p.numel() for p in t.module.parameters()),
-            "tgt_tokens_per_s": tgt_tokens / seconds,
-            "tokens_per_s": (src_tokens + tgt_tokens) / seconds,
-            "step_time_s": summarize(t.times),
+            **throughput(t.times, [figures[i] for i in t.batch_ids], info["peak_bf16_flops"]),
             "first_step_s": t.first_step_s,
-            "model_flops_per_s": flops / seconds,
-            "mfu": flops / seconds / info["peak_bf16_flops"] if info["peak_bf16_flops"] else None,
-            "memory": memory_profile(t, measured[0], cfg, precision, device),
+            "memory": memory_profile(t, batches[t.batch_ids[0]], cfg, precision, device),
         }
     ours = trainees[0]
-    breakdown = step_breakdown(ours, measured[: min(10, len(measured))], cfg, precision, device)
-    breakdown["collate"] = data["collate_ms"]["median"]
-    profile: dict[str, Any] = {"train_step_ms": breakdown}
+    breakdown = step_breakdown(ours, [batches[i] for i in ours.batch_ids[:10]], cfg, precision, device)
+    profile: dict[str, Any] = {"train_step_ms": {**breakdown, "collate": data["collate_ms"]["median"]}}
     if bench.lightning:
         say("training through the Lightning Trainer")
-        steps = lightning_step_times(run, bench.warmup + bench.repeats, device, precision, bench.compile)
-        timed = steps[max(0, bench.warmup - 1) :]
-        seconds = sum(timed)
-        # stamps[i] ends batch i; the intervals after warm-up cover batches warmup .. warmup + repeats - 1.
-        training["ours_lightning"] = {
-            "tgt_tokens_per_s": tgt_tokens / seconds if len(timed) == bench.repeats else None,
-            "tokens_per_s": (src_tokens + tgt_tokens) / seconds if len(timed) == bench.repeats else None,
-            "step_time_s": summarize(timed),
-        }
+        intervals = lightning_step_times(run, bench.warmup + bench.repeats, device, precision, bench.compile)
+        # Interval j runs from the end of batch j to the end of batch j + 1 (its data loading included).
+        timed = [(seconds, j + 1) for j, seconds in enumerate(intervals) if j + 1 >= bench.warmup]
+        training["ours_lightning"] = throughput(
+            [seconds for seconds, _ in timed], [figures[i % len(figures)] for _, i in timed], info["peak_bf16_flops"]
+        )
         profile["lightning_overhead_ms"] = 1000 * (
             training["ours_lightning"]["step_time_s"]["median"] - training["ours"]["step_time_s"]["median"]
         )
@@ -667,7 +704,7 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
         say(f"per-trial overhead: ablate train --preset {bench.trial_preset} in fresh processes")
         overhead = trial_overhead(bench)
 
-    real_tgt = tgt_tokens / len(measured)
+    src_tokens, tgt_tokens, flops = (sum(column) for column in zip(*measured, strict=True))
     result = {
         "date": time.strftime("%Y-%m-%d"),
         "config": {**asdict(bench), "precision": precision, "device": device.type},
@@ -677,7 +714,7 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
             "params": training["ours"]["params"],
             "train_flops_per_tgt_token": flops / tgt_tokens,
             "train_flops_per_token": flops / (tgt_tokens + src_tokens),
-            "tgt_tokens_per_batch": real_tgt,
+            "tgt_tokens_per_batch": tgt_tokens / len(measured),
         },
         "data": data,
         "training": training,

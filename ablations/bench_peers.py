@@ -167,13 +167,13 @@ def build_marian_peer(cfg: ModelConfig, bos_id: int, eos_id: int):
             """HF generate as our search decodes: beam k, length penalty alpha, canonical termination ("never": stop
             only when no live beam can still win), at most a * |src| + b new tokens with eos forced at the limit,
             pad and bos banned."""
+            beam = {"length_penalty": alpha, "early_stopping": "never"} if beam_size > 1 else {}
             return self.hf.generate(
                 input_ids=src,
                 attention_mask=src != pad_id,
                 num_beams=beam_size,
                 do_sample=False,
-                length_penalty=alpha,
-                early_stopping="never" if beam_size > 1 else False,
+                **beam,
                 max_new_tokens=int(src.size(1) * max_len_a) + max_len_b,
                 decoder_start_token_id=bos_id,
                 eos_token_id=eos_id,

@@ -73,9 +73,7 @@ def beam_search(
     """Batched beam search. Returns the best finished hypothesis per sentence (ids without bos/eos)."""
     pad_id, k = model.cfg.pad_id, beam_size
     bsz, device = src.size(0), src.device
-    memory, src_mask = model.encode(src)
-    memory = memory.repeat_interleave(k, 0)  # (B*k, S, d_model)
-    src_mask = src_mask.repeat_interleave(k, 0) if src_mask is not None else None
+    memory, src_mask = model.encode(src)  # one row per sentence: its k beams share it in cross-attention
     max_len = _max_lengths(src, pad_id, max_len_a, max_len_b)  # (B,)
     max_steps = int(max_len.max())
     best_possible_lp = length_penalty(max_len, alpha)  # (B,) penalty at the longest allowed output

@@ -51,8 +51,13 @@ class MultiHeadAttention(nn.Module):
         """x: (B, T, d_model) queries; memory: (B, L, d_model) keys/values; mask: (B, 1, 1, L) True = attend.
 
         With a cache, new keys/values are appended (self-attention) or computed once (static_kv: cross-attention).
+        Beam search passes one memory row per sentence and x with its k beams in consecutive rows (B*k, T): the
+        beams' queries attend to that shared memory as one sequence of k*T queries, so the source's keys and values
+        are neither repeated nor reordered per beam. Only for cross-attention, whose queries are independent.
         """
-        q = self._heads(self.w_q(x), self.d_k)  # (B, h, T, d_k)
+        rows, length = x.shape[:2]
+        x = x.reshape(memory.size(0), -1, x.size(-1))  # (B, k*T, d_model); k = 1 outside beam search
+        q = self._heads(self.w_q(x), self.d_k)  # (B, h, k*T, d_k)
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
@@ -64,8 +69,8 @@ class MultiHeadAttention(nn.Module):
                 cache["k"], cache["v"] = k, v
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.p_attn if self.training else 0.0, is_causal=causal
-        )  # (B, h, T, d_v)
-        return self.w_o(out.transpose(1, 2).flatten(2))  # (B, T, d_model)
+        )  # (B, h, k*T, d_v)
+        return self.w_o(out.transpose(1, 2).flatten(2)).reshape(rows, length, -1)  # (B*k, T, d_model)
 
 
 class FeedForward(nn.Module):
@@ -256,11 +261,12 @@ class Transformer(nn.Module):
 
     @staticmethod
     def reorder_cache(cache: KVCache, order: Tensor) -> None:
-        """Select rows of every cached tensor (beam search keeps the surviving hypotheses)."""
+        """Select rows of the self-attention caches (beam search keeps the surviving hypotheses). Cross-attention
+        keys/values hold one row per sentence, shared by all its beams: nothing to reorder."""
         for layer in cache:
-            for kind in layer.values():
-                for name, tensor in kind.items():
-                    kind[name] = tensor.index_select(0, order)
+            kind = layer["self"]
+            for name, tensor in kind.items():
+                kind[name] = tensor.index_select(0, order)
 
     def num_parameters(self) -> int:
         """Parameters, counting a shared embedding matrix once."""

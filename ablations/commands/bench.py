@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--decode-repeats", type=int, default=d.decode_repeats, help="timed decoding runs")
     parser.add_argument("--device", default=d.device, choices=["auto", "cpu", "cuda"])
     parser.add_argument("--precision", default=d.precision, choices=["auto", "32-true", "bf16-mixed"])
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads of torch (default: one per core)")
     parser.add_argument("--compile", action="store_true", help="torch.compile every trained model")
     parser.add_argument("--no-lightning", action="store_true", help="skip timing our step through Lightning")
     parser.add_argument("--no-overhead", action="store_true", help="skip the per-trial overhead subprocesses")
@@ -62,6 +63,7 @@ def main(argv: list[str]) -> int:
         decode_repeats=args.decode_repeats,
         device=args.device,
         precision=args.precision,
+        threads=args.threads,
         compile=args.compile,
         lightning=not args.no_lightning,
         overhead=not args.no_overhead,
