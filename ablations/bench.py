@@ -317,25 +317,25 @@ def step_breakdown(t: Trainee, batches: list[dict], cfg: ModelConfig, precision:
     from lightning_modules.module import label_smoothed_nll
 
     phases: dict[str, list[float]] = {"forward": [], "loss": [], "backward": [], "optimizer": []}
+
+    def now() -> float:
+        synchronize(device)
+        return time.perf_counter()
+
     for batch in batches:
-        marks = [time.perf_counter()]
-
-        def mark() -> None:
-            synchronize(device)
-            marks.append(time.perf_counter())
-
+        marks = [now()]
         t.optimizer.zero_grad(set_to_none=True)
         with autocast(device, precision):
             logits = t.net(batch["src"], batch["tgt_in"])
-            mark()
+            marks.append(now())
             target = batch["tgt_out"]
             loss, _ = label_smoothed_nll(logits.flatten(0, 1), target.flatten(), cfg.label_smoothing, cfg.pad_id)
             loss = loss.sum() / (target != cfg.pad_id).sum().clamp(min=1)
-            mark()
+            marks.append(now())
         loss.backward()
-        mark()
+        marks.append(now())
         t.optimizer.step()
-        mark()
+        marks.append(now())
         for name, a, b in zip(phases, marks, marks[1:], strict=False):
             phases[name].append((b - a) * 1000)
     return {name: statistics.median(values) for name, values in phases.items()}
@@ -452,7 +452,10 @@ def run_decoding(ours, hf, src, bench: BenchConfig, run, precision: str, device)
             hf.hf.lm_head,
             lambda: hf.generate(src, beam_size=bench.beam_size, alpha=alpha, max_len_a=a, max_len_b=b),
         )
-        systems["hf_greedy"] = (hf.hf.lm_head, lambda: hf.generate(src, beam_size=1, alpha=alpha, max_len_a=a, max_len_b=b))
+        systems["hf_greedy"] = (
+            hf.hf.lm_head,
+            lambda: hf.generate(src, beam_size=1, alpha=alpha, max_len_a=a, max_len_b=b),
+        )
     times: dict[str, list[float]] = {name: [] for name in systems}
     steps: dict[str, int] = {}
     lengths: dict[str, float] = {}
@@ -696,7 +699,9 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
         t.module.eval()
     hf = next((t.module for t in trainees if t.name == "hf"), None)
     decoding = run_decoding(ours.module, hf, src, bench, run, precision, device)
-    with torch.inference_mode(), autocast(device, precision):
+    with torch.inference_mode(), autocast(device, precision), contextlib.ExitStack() as stack:
+        if bench.full_length:
+            stack.enter_context(hold_back_eos(ours.module, None))
         profile["beam_search"] = beam_bookkeeping(ours.module, src, bench, run, device)
 
     overhead = None

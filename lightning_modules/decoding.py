@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lightning_modules.transformer import Transformer
+from lightning_modules.transformer import KVCache, Transformer
 
 
 def _max_lengths(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int) -> Tensor:
@@ -38,18 +38,33 @@ def greedy_search(
     cache = model.new_cache()
     tokens = torch.full((bsz, 1), bos_id, dtype=torch.long, device=src.device)
     out = torch.full((bsz, int(max_len.max())), pad_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(bsz, dtype=torch.bool, device=src.device)
+    active = torch.arange(bsz, device=src.device)  # sentences still decoding (finished ones leave the batch)
     for t in range(out.size(1)):
-        logits = model.decode(tokens, memory, src_mask, cache, start=t)[:, -1].float()  # (B, V)
+        logits = model.decode(tokens, memory, src_mask, cache, start=t)[:, -1].float()  # (B', V)
         logits[:, pad_id] = logits[:, bos_id] = float("-inf")
         logits[t + 1 >= max_len, :eos_id] = float("-inf")  # at the length limit only eos remains
         logits[t + 1 >= max_len, eos_id + 1 :] = float("-inf")
-        tokens = logits.argmax(-1, keepdim=True)  # (B, 1)
-        out[:, t] = tokens.squeeze(1).masked_fill(done, pad_id)
-        done |= tokens.squeeze(1) == eos_id
+        tokens = logits.argmax(-1, keepdim=True)  # (B', 1)
+        out[active, t] = tokens.squeeze(1)
+        done = tokens.squeeze(1) == eos_id
         if bool(done.all()):
             break
+        if bool(done.any()):
+            keep = (~done).nonzero().squeeze(1)
+            active, tokens, memory, max_len = active[keep], tokens[keep], memory[keep], max_len[keep]
+            src_mask = src_mask[keep] if src_mask is not None else None
+            _keep_sentences(cache, keep, 1)
     return [_strip(row, eos_id, pad_id) for row in out.tolist()]
+
+
+def _keep_sentences(cache: KVCache, keep: Tensor, k: int) -> None:
+    """Drop finished sentences from the cache: the `keep` sentences' k beam rows of the self-attention keys/values,
+    their single row of the cross-attention ones."""
+    rows = (keep.unsqueeze(1) * k + torch.arange(k, device=keep.device)).view(-1)
+    for layer in cache:
+        for kind, index in (("self", rows), ("cross", keep)):
+            for name, tensor in layer[kind].items():
+                layer[kind][name] = tensor.index_select(0, index)
 
 
 def _strip(ids: list[int], eos_id: int, pad_id: int) -> list[int]:
@@ -86,6 +101,8 @@ def beam_search(
     fin_score = torch.full((bsz, k), float("-inf"), device=device)  # length-normalised
     sentence_done = torch.zeros(bsz, dtype=torch.bool, device=device)
     batch_offset = (torch.arange(bsz, device=device) * k).unsqueeze(1)  # (B, 1)
+    active = torch.arange(bsz, device=device)  # sentences still searching: finished ones leave the batch
+    best = torch.full((bsz, max_steps + 1), pad_id, dtype=torch.long, device=device)
 
     for t in range(max_steps):
         logits = model.decode(alive_seq[:, :, -1].reshape(-1, 1), memory, src_mask, cache, start=t)
@@ -96,7 +113,7 @@ def beam_search(
         logp[at_limit] = torch.where(
             torch.arange(vocab, device=device) == eos_id, logp[at_limit], torch.tensor(float("-inf"), device=device)
         )
-        cand = (alive_score.unsqueeze(-1) + logp.view(bsz, k, vocab)).view(bsz, k * vocab)
+        cand = (alive_score.unsqueeze(-1) + logp.view(-1, k, vocab)).view(-1, k * vocab)  # (B', k*V)
         top_score, top_idx = cand.topk(2 * k, dim=1)  # (B, 2k): at most k of them end in eos
         top_beam, top_tok = top_idx // vocab, top_idx % vocab
         parents = alive_seq.gather(1, top_beam.unsqueeze(-1).expand(-1, -1, t + 1))  # (B, 2k, t+1)
@@ -123,8 +140,16 @@ def beam_search(
         bound = alive_score[:, 0] / best_possible_lp
         sentence_done |= (fin_score[:, -1] > float("-inf")) & (bound <= fin_score[:, -1])
         sentence_done |= t + 1 >= max_len
-        if bool(sentence_done.all()):
-            break
-
-    best = fin_seq[:, 0, 1:].tolist()  # drop bos
-    return [_strip(row, eos_id, pad_id) for row in best]
+        if bool(sentence_done.any()):  # a finished sentence's best hypothesis is final: it leaves the batch
+            best[active[sentence_done]] = fin_seq[sentence_done, 0]
+            if bool(sentence_done.all()):
+                break
+            keep = (~sentence_done).nonzero().squeeze(1)  # (B',)
+            active, memory, max_len, best_possible_lp = (x[keep] for x in (active, memory, max_len, best_possible_lp))
+            alive_seq, alive_score, fin_seq, fin_score = (x[keep] for x in (alive_seq, alive_score, fin_seq, fin_score))
+            src_mask = src_mask[keep] if src_mask is not None else None
+            sentence_done, batch_offset = sentence_done[keep], batch_offset[: keep.numel()]
+            _keep_sentences(cache, keep, k)
+    else:
+        best[active] = fin_seq[:, 0]
+    return [_strip(row, eos_id, pad_id) for row in best[:, 1:].tolist()]  # drop bos

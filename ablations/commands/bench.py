@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=d.repeats, help="timed training steps per system")
     parser.add_argument("--decode-sentences", type=int, default=d.decode_sentences, help="dev sentences decoded")
     parser.add_argument("--decode-repeats", type=int, default=d.decode_repeats, help="timed decoding runs")
+    parser.add_argument(
+        "--natural-stop", action="store_true", help="let eos end hypotheses (default: all decode to the length limit)"
+    )
     parser.add_argument("--device", default=d.device, choices=["auto", "cpu", "cuda"])
     parser.add_argument("--precision", default=d.precision, choices=["auto", "32-true", "bf16-mixed"])
     parser.add_argument("--threads", type=int, default=None, help="CPU threads of torch (default: one per core)")
@@ -63,6 +66,7 @@ def main(argv: list[str]) -> int:
         decode_repeats=args.decode_repeats,
         device=args.device,
         precision=args.precision,
+        full_length=not args.natural_stop,
         threads=args.threads,
         compile=args.compile,
         lightning=not args.no_lightning,

@@ -65,7 +65,9 @@ def test_cli_json_has_every_figure_against_torch(capsys):
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_TRANSFORMERS, reason="needs the [bench] extra (transformers)")
 def test_harness_with_every_peer_lightning_and_trial_overhead():
-    bench = BenchConfig(preset="smoke", warmup=1, repeats=2, decode_sentences=3, decode_repeats=1, trial_args=SHORT_TRIAL)
+    bench = BenchConfig(
+        preset="smoke", warmup=1, repeats=2, decode_sentences=3, decode_repeats=1, trial_args=SHORT_TRIAL
+    )
     result = run_bench(bench)
     _fields(result, ["hf", "torch"])
     lightning = result["training"]["ours_lightning"]
