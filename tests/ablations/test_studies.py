@@ -113,11 +113,20 @@ rows:
 """
 
 
+def test_study_base_overrides_the_preset(tmp_path):
+    study = load_study(write(tmp_path, GOOD.replace("rows:", "base: {data: {vocab_size: 300}, model: {d_ff: 64}}\nrows:")))
+    base, wide = study.run_config("base", "smoke"), study.run_config("wide", "smoke")
+    assert base.data.vocab_size == 300 and base.model.vocab_size == 300 and base.model.d_ff == 64
+    assert wide.model.d_ff == 256  # the row wins over the study's base
+
+
 def test_user_study_loads_and_overrides_apply(tmp_path):
     study = load_study(write(tmp_path, GOOD))
     assert [r.name for r in study.rows] == ["base", "wide"]
     assert study.run_config("wide", "smoke").model.d_ff == 256
-    assert study.run_config("base", "smoke").model.d_ff == 2048  # scale: none uses values as written
+    base = study.run_config("base", "smoke")
+    assert base.model.d_ff == 128 and base.model.d_model == 32  # the preset supplies the base at its size
+    assert base.train.max_steps == 60 and base.data.vocab_size == 500
 
 
 @pytest.mark.parametrize(
