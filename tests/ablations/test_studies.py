@@ -114,7 +114,9 @@ rows:
 
 
 def test_study_base_overrides_the_preset(tmp_path):
-    study = load_study(write(tmp_path, GOOD.replace("rows:", "base: {data: {vocab_size: 300}, model: {d_ff: 64}}\nrows:")))
+    study = load_study(
+        write(tmp_path, GOOD.replace("rows:", "base: {data: {vocab_size: 300}, model: {d_ff: 64}}\nrows:"))
+    )
     base, wide = study.run_config("base", "smoke"), study.run_config("wide", "smoke")
     assert base.data.vocab_size == 300 and base.model.vocab_size == 300 and base.model.d_ff == 64
     assert wide.model.d_ff == 256  # the row wins over the study's base
