@@ -22,7 +22,6 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,10 +282,7 @@ class Heartbeat:
 
 
 # -------------------------------------------------------------------------------------------------------- trials
-TrainFn = Callable[..., Any]
-
-
-def run_one(plan: Plan, study, trial, train_fn: TrainFn | None = None) -> str:
+def run_one(plan: Plan, study, trial) -> str:
     """Run (or close) one claimed trial. Never raises for a failed training: the sweep goes on."""
     from optuna.trial import TrialState
 
@@ -322,7 +318,7 @@ def run_one(plan: Plan, study, trial, train_fn: TrainFn | None = None) -> str:
         try:
             run = plan.run_config(row, seed)
             record["config"] = run.to_dict()
-            result = (train_fn or _train)(plan, run, row, seed, trial_dir, started, storage, trial._trial_id)
+            result = _train(plan, run, row, seed, trial_dir, started, trial._trial_id)
             record.update(_finished(plan, result, key))
         except Exception as err:  # noqa: BLE001 - a failed trial must never kill the sweep
             record.update(state="failed", reason=_reason(err), metrics={}, hypotheses=None, curves={})
@@ -334,7 +330,7 @@ def run_one(plan: Plan, study, trial, train_fn: TrainFn | None = None) -> str:
     return record["state"]
 
 
-def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float, storage, trial_id: int):
+def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float, trial_id: int):
     from ablations.callbacks import ProgressToStorage
     from ablations.train import train
 
