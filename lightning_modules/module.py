@@ -53,8 +53,9 @@ class TranslationModule(pl.LightningModule):
         self.bos_id, self.eos_id = bos_id, eos_id
         self.model = Transformer(model)
         self.bleu_limit: int | None = train.val_max_sentences
-        self.src_tokens_seen = 0  # non-pad source tokens trained on (this rank)
-        self.tgt_tokens_seen = 0  # non-pad target tokens trained on (this rank)
+        # Non-pad source / target tokens trained on by this rank, summed on the device: reading them forces a host
+        # sync, so that happens only when progress or results are reported, not every step.
+        self._tokens_seen = torch.zeros(2, dtype=torch.long)
         self.last_validation: dict[str, Any] = {}
         self._val: dict[str, Any] = {}
 
@@ -92,11 +93,21 @@ class TranslationModule(pl.LightningModule):
         loss, ntok = out["loss"], out["ntok"]
         if self.train_config.nan_check and not torch.isfinite(loss):
             raise TrainingDiverged(f"training loss became {loss.item()} at step {self.global_step}")
-        self.src_tokens_seen += int((batch["src"] != self.model_config.pad_id).sum())
-        self.tgt_tokens_seen += int(ntok.sum())
+        if self._tokens_seen.device != loss.device:
+            self._tokens_seen = self._tokens_seen.to(loss.device)
+        self._tokens_seen[0] += (batch["src"] != self.model_config.pad_id).sum()
+        self._tokens_seen[1] += ntok.sum()
         self.log("train/ppl", torch.exp(out["nll_sum"].sum() / ntok.sum().clamp(min=1)), batch_size=ntok.numel())
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0], batch_size=ntok.numel())
         return loss
+
+    @property
+    def src_tokens_seen(self) -> int:
+        return int(self._tokens_seen[0])
+
+    @property
+    def tgt_tokens_seen(self) -> int:
+        return int(self._tokens_seen[1])
 
     def configure_optimizers(self):
         """Adam (0.9, 0.98, 1e-9) with equation (3): lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
