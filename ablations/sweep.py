@@ -297,7 +297,7 @@ def run_one(plan: Plan, study, trial) -> str:
     if record_path.exists():  # finished earlier; the worker died before telling Optuna
         record = json.loads(record_path.read_text(encoding="utf-8"))
         if record.get("state") == "complete" or not plan.retry_failed:
-            _tell(study, trial, {**record, "_out": str(plan.out)})
+            _tell(study, trial, record, plan.out)
             return record["state"]
 
     row = plan.study.row(row_name)
@@ -326,7 +326,7 @@ def run_one(plan: Plan, study, trial) -> str:
             (trial_dir / "error.log").write_text(traceback.format_exc(), encoding="utf-8")
         record["finished_at"] = _now()
         write_json_atomic(record_path, record)
-        _tell(study, trial, {**record, "_out": str(plan.out)})
+        _tell(study, trial, record, plan.out)
     return record["state"]
 
 
@@ -398,13 +398,13 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}"[:500]
 
 
-def _tell(study, trial, record: dict[str, Any]) -> None:
+def _tell(study, trial, record: dict[str, Any], out: Path) -> None:
     from optuna.trial import TrialState
 
     storage = study._storage
     try:
         # The whole record travels in the storage too, so a coordinator on another machine can rebuild it.
-        storage.set_trial_user_attr(trial._trial_id, "record", _portable(record))
+        storage.set_trial_user_attr(trial._trial_id, "record", _portable(record, out))
         if record["state"] == "complete":
             bleu = record["metrics"].get("bleu")
             study.tell(trial.number, values=bleu if bleu is not None else float("nan"))
@@ -442,7 +442,7 @@ def work(plan: Plan, *, poll_s: float = 2.0, max_trials: int | None = None, on_t
     return counts
 
 
-def _portable(record: dict[str, Any]) -> dict[str, Any]:
+def _portable(record: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """The record as stored in Optuna: train curve thinned to at most 200 points, hypotheses gzip+base64 inline."""
     import base64
     import gzip
@@ -455,10 +455,9 @@ def _portable(record: dict[str, Any]) -> dict[str, Any]:
         curves["train"] = train[::stride] + ([train[-1]] if (len(train) - 1) % stride else [])
     out["curves"] = curves
     hyp = record.get("hypotheses")
-    hyp_file = Path(record.get("_out", "")) / hyp if hyp else None
+    hyp_file = out_dir / hyp if hyp else None
     if hyp_file is not None and hyp_file.is_file():
         out["hypotheses_gz"] = base64.b64encode(gzip.compress(hyp_file.read_bytes())).decode("ascii")
-    out.pop("_out", None)
     return out
 
 
