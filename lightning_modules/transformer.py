@@ -1,7 +1,8 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017), section 3.
 
 Plain PyTorch, built from one `ModelConfig`. Shapes use B = batch, S = source length, T = target length,
-h = heads. Attention runs through `F.scaled_dot_product_attention`, so GPUs get the fused kernels.
+h = heads. Attention runs through `F.scaled_dot_product_attention` on GPUs (fused flash / memory-efficient kernels)
+and for long sequences on CPUs; short CPU sequences take two batched matmuls (`attention`), which is faster there.
 Incremental decoding keeps per-layer key/value caches (`KVCache`), used by greedy and beam search.
 """
 
@@ -18,6 +19,65 @@ from lightning_modules.config import ModelConfig
 
 # Per decoder layer: {"self": {"k": Tensor, "v": Tensor}, "cross": {"k": Tensor, "v": Tensor}}.
 KVCache = list[dict[str, dict[str, Tensor]]]
+
+
+MATMUL_ATTENTION_MAX_SCORES = 96 * 96
+"""On CPU, attention with at most this many scores per head (query length x key length) runs as matmul, softmax,
+matmul instead of SDPA. PyTorch's CPU flash kernel pays a fixed cost per (batch, head, query block) that dominates
+short sequences: forward + backward of encoder and causal self-attention at h=8, d_k=8, 17 tokens took 8.5 ms through
+SDPA and 2.6 ms as matmuls (2 threads); the two meet near 100 tokens, beyond which the flash kernel's memory
+traffic wins. Incremental decoding (one query) is faster as matmuls at every length measured (up to 120 keys).
+0 sends everything to SDPA (`ablate bench` does so to show the effect on the whole step: `profile.attention`)."""
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) V (equation 1) over (B, h, L, d) tensors; mask (B, 1, 1, S) True = attend.
+
+    F.scaled_dot_product_attention on GPUs and for long sequences; matmuls on CPU for short ones (see
+    MATMUL_ATTENTION_MAX_SCORES). Both compute the same function and differ only in rounding.
+    """
+    length, keys = q.size(-2), k.size(-2)
+    if q.is_cuda or length * keys > MATMUL_ATTENTION_MAX_SCORES:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
+    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(q.size(-1) ** -0.5)  # (B, h, L, S); in place: saves a pass
+    if causal:
+        scores = scores.masked_fill_(_future(length, keys, q.device), float("-inf"))
+    if mask is not None:
+        scores = scores.masked_fill_(~mask, float("-inf"))
+    return torch.matmul(dropout(torch.softmax(scores, dim=-1), dropout_p), v)
+
+
+def _future(length: int, keys: int, device: torch.device) -> Tensor:
+    """(L, S) True above the diagonal (aligned as SDPA's is_causal: query i sees keys 0..i)."""
+    return torch.ones(length, keys, dtype=torch.bool, device=device).triu_(1)
+
+
+def dropout(x: Tensor, p: float) -> Tensor:
+    """Training-mode dropout with nn.Dropout's distribution: each element kept with probability 1 - p and scaled by
+    1 / (1 - p). On CUDA it is F.dropout (a fused kernel). On CPU the mask comes from `torch.rand` instead of
+    F.dropout's `bernoulli_`, whose CPU kernel draws at 5.8 ns per element against 3.3 ns for `rand` (PyTorch's CPU
+    generator is sequential either way). Forward + backward of a (124, 17, 64) dropout, 2 threads: 0.92 ms through
+    F.dropout, 0.59 ms here; the tiny preset runs 17 of them per training step."""
+    if p == 0.0:
+        return x
+    if x.is_cuda or p == 1.0:
+        return F.dropout(x, p, training=True)
+    keep = torch.rand(x.shape, device=x.device) >= p
+    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+
+
+class Dropout(nn.Module):
+    """nn.Dropout through `dropout`."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p) if self.training else x
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
 
 
 class MultiHeadAttention(nn.Module):
@@ -67,9 +127,7 @@ class MultiHeadAttention(nn.Module):
                 if not static_kv and "k" in cache:
                     k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.p_attn if self.training else 0.0, is_causal=causal
-        )  # (B, h, k*T, d_v)
+        out = attention(q, k, v, mask, causal, self.p_attn if self.training else 0.0)  # (B, h, k*T, d_v)
         return self.w_o(out.transpose(1, 2).flatten(2)).reshape(rows, length, -1)  # (B*k, T, d_model)
 
 
@@ -81,7 +139,7 @@ class FeedForward(nn.Module):
         self.net = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_ff),
             nn.ReLU(),
-            nn.Dropout(cfg.p_drop_relu),
+            Dropout(cfg.p_drop_relu),
             nn.Linear(cfg.d_ff, cfg.d_model),
         )
 
@@ -101,7 +159,7 @@ class Residual(nn.Module):
         pre = cfg.norm == "pre"
         self.norm_in = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if pre else nn.Identity()
         self.norm_out = nn.Identity() if pre else nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
-        self.dropout = nn.Dropout(cfg.p_drop)
+        self.dropout = Dropout(cfg.p_drop)
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
         return self.norm_out(x + self.dropout(sublayer(self.norm_in(x))))
@@ -186,7 +244,7 @@ class Embedding(nn.Module):
         super().__init__()
         self.tokens, self.positions = tokens, positions
         self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
-        self.dropout = nn.Dropout(cfg.p_drop)
+        self.dropout = Dropout(cfg.p_drop)
 
     def forward(self, ids: Tensor, start: int = 0) -> Tensor:
         x = self.tokens(ids) * self.scale  # (B, L, d_model)

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from data.errors import AblateError, ConfigError
+from lightning_modules import transformer as transformer_module
 from lightning_modules.config import ModelConfig, TrainConfig, paper_lr
 from lightning_modules.decoding import beam_search, greedy_search
 from lightning_modules.module import label_smoothed_nll
-from lightning_modules.transformer import Transformer
+from lightning_modules.transformer import Dropout, Transformer
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -36,8 +37,16 @@ VARIANTS = [
 ]
 
 
+@pytest.fixture(params=["matmul", "sdpa"])
+def attention_path(request, monkeypatch):
+    """Run the test through both attention implementations (CPU picks matmuls for short sequences, SDPA else)."""
+    if request.param == "sdpa":
+        monkeypatch.setattr(transformer_module, "MATMUL_ATTENTION_MAX_SCORES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "base")
-def test_no_causal_leakage(overrides):
+def test_no_causal_leakage(overrides, attention_path):
     """Changing target tokens after position t leaves the logits at positions <= t unchanged."""
     model = model_for(tiny(**overrides))
     src = torch.randint(4, 50, (2, 9))
@@ -52,7 +61,7 @@ def test_no_causal_leakage(overrides):
 
 
 @pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "base")
-def test_padding_invariance(overrides):
+def test_padding_invariance(overrides, attention_path):
     """Adding a longer sentence (so the others get padded) leaves the other sentences' outputs unchanged."""
     model = model_for(tiny(**overrides))
     src = torch.randint(4, 50, (2, 6))
@@ -67,7 +76,7 @@ def test_padding_invariance(overrides):
 
 
 @pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "base")
-def test_cached_incremental_decoding_equals_full(overrides):
+def test_cached_incremental_decoding_equals_full(overrides, attention_path):
     model = model_for(tiny(**overrides))
     src = torch.nn.functional.pad(torch.randint(4, 50, (3, 7)), (0, 2), value=PAD)
     src[0, -2:] = torch.tensor([11, 12])  # one sentence unpadded, two padded
@@ -78,6 +87,45 @@ def test_cached_incremental_decoding_equals_full(overrides):
         cache = model.new_cache()
         steps = [model.decode(tgt[:, t : t + 1], memory, mask, cache, start=t) for t in range(tgt.size(1))]
     torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_attention_equals_sdpa_in_outputs_and_gradients(monkeypatch):
+    """The CPU matmul path and SDPA compute the same function: logits and every gradient agree on a padded batch
+    (self, causal and cross-attention, d_k != d_v)."""
+    cfg = tiny(d_k=3, d_v=5)
+    src = torch.nn.functional.pad(torch.randint(4, 50, (3, 7)), (0, 3), value=PAD)
+    src[0, -3:] = torch.tensor([11, 12, 13])
+    tgt = torch.randint(4, 50, (3, 8))
+    results = []
+    for limit in (transformer_module.MATMUL_ATTENTION_MAX_SCORES, 0):
+        monkeypatch.setattr(transformer_module, "MATMUL_ATTENTION_MAX_SCORES", limit)
+        model = model_for(cfg).train()  # p_drop = 0: deterministic, but the training path
+        logits = model(src, tgt)
+        logits.square().mean().backward()
+        results.append((logits.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    (a, grads_a), (b, grads_b) = results
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert grads_a.keys() == grads_b.keys()
+    for name in grads_a:
+        torch.testing.assert_close(grads_a[name], grads_b[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3])
+def test_dropout_keeps_one_minus_p_and_rescales(p):
+    """Our CPU dropout has nn.Dropout's distribution: kept elements scaled by 1/(1-p), the rest zero, keep rate
+    1 - p; the gradient is the same mask; eval mode and p = 0 are the identity."""
+    torch.manual_seed(0)
+    layer = Dropout(p).train()
+    x = (torch.rand(400, 500) + 1.0).requires_grad_()  # never 0 before dropout
+    y = layer(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - (1 - p)) < 0.005  # 200k draws: std 0.001
+    torch.testing.assert_close(y[kept], x.detach()[kept] / (1 - p))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / (1 - p))
+    assert not torch.equal(layer(x) != 0, kept)  # a fresh mask per call
+    assert layer.eval()(x) is x and Dropout(0.0).train()(x) is x
+    assert (Dropout(1.0).train()(x) == 0).all()
 
 
 def test_beam_one_equals_greedy():
