@@ -208,12 +208,11 @@ class Trainee:
 
 
 def make_trainee(name: str, module, device, compile_model: bool, lr: float = 1e-4) -> Trainee:
-    """Move to the device, train mode, Adam (0.9, 0.98, 1e-9) fused on CUDA (as TranslationModule does)."""
+    """Move to the device, train mode, fused Adam (0.9, 0.98, 1e-9) as TranslationModule uses, for every system."""
     import torch
 
     module = module.to(device).train()
-    fused = True if device.type == "cuda" else None
-    opt = torch.optim.Adam(module.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused)
+    opt = torch.optim.Adam(module.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
     return Trainee(name, module, opt, torch.compile(module) if compile_model else module)
 
 

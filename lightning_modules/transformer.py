@@ -22,48 +22,109 @@ KVCache = list[dict[str, dict[str, Tensor]]]
 
 
 MATMUL_ATTENTION_MAX_SCORES = 96 * 96
-"""On CPU, attention with at most this many scores per head (query length x key length) runs as matmul, softmax,
-matmul instead of SDPA. PyTorch's CPU flash kernel pays a fixed cost per (batch, head, query block) that dominates
-short sequences: forward + backward of encoder and causal self-attention at h=8, d_k=8, 17 tokens took 8.5 ms through
-SDPA and 2.6 ms as matmuls (2 threads); the two meet near 100 tokens, beyond which the flash kernel's memory
-traffic wins. Incremental decoding (one query) is faster as matmuls at every length measured (up to 120 keys).
+"""On CPU, attention with at most this many scores per head (query length x key length) runs as batched matmuls
+(`MatmulAttention`) instead of SDPA. PyTorch's CPU flash kernel pays a fixed cost per (batch, head, query block)
+that dominates short sequences; the two meet near 100 tokens, beyond which the flash kernel's memory traffic wins.
 0 sends everything to SDPA (`ablate bench` does so to show the effect on the whole step: `profile.attention`)."""
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
     """softmax(Q K^T / sqrt(d_k)) V (equation 1) over (B, h, L, d) tensors; mask (B, 1, 1, S) True = attend.
 
-    F.scaled_dot_product_attention on GPUs and for long sequences; matmuls on CPU for short ones (see
+    F.scaled_dot_product_attention on GPUs and for long sequences; `MatmulAttention` on CPU for short ones (see
     MATMUL_ATTENTION_MAX_SCORES). Both compute the same function and differ only in rounding.
     """
     length, keys = q.size(-2), k.size(-2)
     if q.is_cuda or length * keys > MATMUL_ATTENTION_MAX_SCORES:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
-    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(q.size(-1) ** -0.5)  # (B, h, L, S); in place: saves a pass
-    if causal:
-        scores = scores.masked_fill_(_future(length, keys, q.device), float("-inf"))
+    bias = None  # additive: -inf where a query may not attend, broadcast to (B, h, L, S)
     if mask is not None:
-        scores = scores.masked_fill_(~mask, float("-inf"))
-    return torch.matmul(dropout(torch.softmax(scores, dim=-1), dropout_p), v)
+        bias = torch.zeros(mask.shape, device=q.device).masked_fill_(~mask, float("-inf"))
+    if causal:  # aligned as SDPA's is_causal: query i sees keys 0..i
+        future = torch.ones(length, keys, dtype=torch.bool, device=q.device).triu_(1)
+        bias = torch.zeros(length, keys, device=q.device).masked_fill_(future, float("-inf")) + (
+            bias if bias is not None else 0.0
+        )
+    if dropout_p:  # attention dropout (not in the paper's recipe): plain autograd around our dropout
+        scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2))
+        weights = torch.softmax(scores if bias is None else scores + bias, dim=-1)
+        return torch.matmul(dropout(weights, dropout_p), v)
+    return MatmulAttention.apply(q, k, v, bias)
 
 
-def _future(length: int, keys: int, device: torch.device) -> Tensor:
-    """(L, S) True above the diagonal (aligned as SDPA's is_causal: query i sees keys 0..i)."""
-    return torch.ones(length, keys, dtype=torch.bool, device=device).triu_(1)
+def _bmm(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b for (n, r, m) @ (n, m, c). When c < r it returns (b^T a^T)^T: MKL's batched GEMM is slow for narrow
+    outputs, e.g. attention weights (536, 30, 30) times values (536, 30, 8) take 292 us directly and 120 us
+    transposed (2 threads). The result may be a transposed view."""
+    if b.size(-1) < a.size(-2):
+        return torch.bmm(b.transpose(1, 2), a.transpose(1, 2)).transpose(1, 2)
+    return torch.bmm(a, b)
+
+
+class MatmulAttention(torch.autograd.Function):
+    """softmax(Q K^T / sqrt(d_k) + bias) V with a hand-written backward, for short sequences on CPU.
+
+    Why not autograd over matmul/softmax/matmul: its backward computes dQ = dS K and dV = P^T dO as GEMMs with
+    d_k-wide outputs, the slow shape for MKL when heads are small (`_bmm`). Here every product takes the faster
+    orientation. Forward + backward of a tiny-preset self-attention layer (h=8, d_k=8, 17 tokens, projections
+    included): SDPA 10.3 ms, autograd over matmuls 7.8 ms, this 5.8 ms; at d_k=64 it matches SDPA.
+    """
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:  # noqa: D102
+        batch, heads, length, d_k = q.shape
+        keys, d_v = k.size(2), v.size(3)
+        q3, k3, v3 = (t.reshape(batch * heads, t.size(2), t.size(3)) for t in (q, k, v))
+        scale = d_k**-0.5
+        scores = _bmm(q3, k3.transpose(1, 2)).mul_(scale)
+        if bias is not None:
+            scores = scores.view(batch, heads, length, keys).add_(bias).view(batch * heads, length, keys)
+        weights = torch.softmax(scores, dim=-1)
+        ctx.save_for_backward(q3, k3, v3, weights)
+        ctx.scale = scale
+        return _bmm(weights, v3).reshape(batch, heads, length, d_v)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out: Tensor):  # noqa: D102
+        q3, k3, v3, weights = ctx.saved_tensors
+        batch, heads, length, d_v = grad_out.shape
+        grad3 = grad_out.reshape(batch * heads, length, d_v)
+        grad_v = _bmm(weights.transpose(1, 2), grad3)  # P^T dO
+        grad_weights = _bmm(grad3, v3.transpose(1, 2))  # dO V^T
+        grad_scores = torch._softmax_backward_data(grad_weights, weights, -1, weights.dtype).mul_(ctx.scale)
+        grad_q = _bmm(grad_scores, k3)  # dS K
+        grad_k = _bmm(grad_scores.transpose(1, 2), q3)  # dS^T Q
+
+        def unfold(t: Tensor) -> Tensor:
+            return t.reshape(batch, heads, t.size(1), t.size(2))
+
+        return unfold(grad_q), unfold(grad_k), unfold(grad_v), None
+
+
+DROPOUT_LEVELS = 1 << 15
+"""CPU dropout draws 15-bit uniform integers: p is rounded to a multiple of 1/32768 (0.1 -> 0.100006)."""
 
 
 def dropout(x: Tensor, p: float) -> Tensor:
-    """Training-mode dropout with nn.Dropout's distribution: each element kept with probability 1 - p and scaled by
-    1 / (1 - p). On CUDA it is F.dropout (a fused kernel). On CPU the mask comes from `torch.rand` instead of
-    F.dropout's `bernoulli_`, whose CPU kernel draws at 5.8 ns per element against 3.3 ns for `rand` (PyTorch's CPU
-    generator is sequential either way). Forward + backward of a (124, 17, 64) dropout, 2 threads: 0.92 ms through
-    F.dropout, 0.59 ms here; the tiny preset runs 17 of them per training step."""
+    """Training-mode dropout: each element kept with probability 1 - p and scaled by 1 / (1 - p), as nn.Dropout.
+
+    On CUDA it is F.dropout (a fused kernel). On CPU it draws 4 masks per 64-bit random integer instead of one
+    uniform float per element: PyTorch's CPU generator is sequential and F.dropout's `bernoulli_` spends 5.8 ns per
+    element on this machine (forward + backward of a (124, 17, 64) dropout: 0.92 ms through F.dropout, 0.57 ms
+    with `torch.rand`, 0.31 ms here; the tiny preset runs 17 of them per training step). Each int64 from
+    `random_()` holds 63 random bits; viewed as four int16 and masked to 15 bits, they are four independent
+    uniform draws from [0, 32768), and an element is kept when its draw is >= round(p * 32768).
+    """
     if p == 0.0:
         return x
     if x.is_cuda or p == 1.0:
         return F.dropout(x, p, training=True)
-    keep = torch.rand(x.shape, device=x.device) >= p
-    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+    dropped = round(p * DROPOUT_LEVELS)
+    n = x.numel()
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()
+    keep = draws.view(torch.int16)[:n].view(x.shape).bitwise_and_(DROPOUT_LEVELS - 1) >= dropped
+    return x * keep.to(x.dtype).mul_(DROPOUT_LEVELS / (DROPOUT_LEVELS - dropped))
 
 
 class Dropout(nn.Module):

@@ -112,20 +112,35 @@ def test_matmul_attention_equals_sdpa_in_outputs_and_gradients(monkeypatch):
 
 @pytest.mark.parametrize("p", [0.1, 0.3])
 def test_dropout_keeps_one_minus_p_and_rescales(p):
-    """Our CPU dropout has nn.Dropout's distribution: kept elements scaled by 1/(1-p), the rest zero, keep rate
-    1 - p; the gradient is the same mask; eval mode and p = 0 are the identity."""
+    """Our CPU dropout has nn.Dropout's distribution (p rounded to 1/32768): kept elements scaled by 1/(1-p), the
+    rest zero, keep rate 1 - p, unbiased; the gradient is the same mask; eval mode and p = 0 are the identity."""
     torch.manual_seed(0)
+    p_eff = round(p * transformer_module.DROPOUT_LEVELS) / transformer_module.DROPOUT_LEVELS
+    assert abs(p_eff - p) <= 0.5 / transformer_module.DROPOUT_LEVELS
     layer = Dropout(p).train()
-    x = (torch.rand(400, 500) + 1.0).requires_grad_()  # never 0 before dropout
+    x = (torch.rand(400, 501) + 1.0).requires_grad_()  # never 0 before dropout; numel not a multiple of 4
     y = layer(x)
     kept = y != 0
     assert abs(kept.float().mean().item() - (1 - p)) < 0.005  # 200k draws: std 0.001
-    torch.testing.assert_close(y[kept], x.detach()[kept] / (1 - p))
+    torch.testing.assert_close(y[kept], x.detach()[kept] / (1 - p_eff))
+    assert abs(y.mean().item() / x.mean().item() - 1) < 0.005  # unbiased
+    assert abs(kept[:, :250].float().mean().item() - kept[:, 250:].float().mean().item()) < 0.01
     y.sum().backward()
-    torch.testing.assert_close(x.grad, kept.float() / (1 - p))
+    torch.testing.assert_close(x.grad, kept.float() / (1 - p_eff))
     assert not torch.equal(layer(x) != 0, kept)  # a fresh mask per call
     assert layer.eval()(x) is x and Dropout(0.0).train()(x) is x
     assert (Dropout(1.0).train()(x) == 0).all()
+
+
+def test_dropout_masks_are_independent_across_positions():
+    """The four 15-bit draws cut from one 64-bit integer must not be correlated: neighbouring elements are kept
+    together with probability (1 - p)^2 and every one of the four slots keeps 1 - p."""
+    torch.manual_seed(1)
+    kept = (Dropout(0.5).train()(torch.ones(1_000_000)) != 0).float()
+    slots = kept.view(-1, 4).mean(0)
+    assert (slots - 0.5).abs().max() < 0.005, slots
+    both = (kept[:-1] * kept[1:]).mean().item()
+    assert abs(both - 0.25) < 0.003
 
 
 def test_beam_one_equals_greedy():
