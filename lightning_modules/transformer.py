@@ -45,9 +45,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool
         bias = torch.zeros(length, keys, device=q.device).masked_fill_(future, float("-inf")) + (
             bias if bias is not None else 0.0
         )
-    if dropout_p:  # attention dropout (not in the paper's recipe): plain autograd around our dropout
+    if dropout_p or not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+        # Decoding (no gradient: plain matmuls are faster than MatmulAttention's reshapes for one or a few queries),
+        # or attention dropout (not in the paper's recipe): autograd around our dropout.
         scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2))
-        weights = torch.softmax(scores if bias is None else scores + bias, dim=-1)
+        weights = torch.softmax(scores if bias is None else scores.add_(bias), dim=-1)
         return torch.matmul(dropout(weights, dropout_p), v)
     return MatmulAttention.apply(q, k, v, bias)
 
@@ -187,6 +189,8 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 if not static_kv and "k" in cache:
                     k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+                elif static_kv:  # read at every decoding step: contiguous once rather than reshaped every time
+                    k, v = k.contiguous(), v.contiguous()
                 cache["k"], cache["v"] = k, v
         out = attention(q, k, v, mask, causal, self.p_attn if self.training else 0.0)  # (B, h, k*T, d_v)
         return self.w_o(out.transpose(1, 2).flatten(2)).reshape(rows, length, -1)  # (B*k, T, d_model)
