@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import statistics
 import sys
 
 import pytest
@@ -43,14 +44,23 @@ def _fields(result: dict, peers: list[str]) -> None:
     assert result["model"]["train_flops_per_tgt_token"] > 0
     assert set(result["profile"]["train_step_ms"]) == {"forward", "loss", "backward", "optimizer", "collate"}
     assert 0 <= result["profile"]["beam_search"]["bookkeeping_share"] < 1
-    for peer in peers:
-        ratio = result["ratios"][f"train_tok_s_ours_vs_{peer}"]
-        expected = result["training"]["ours"]["tgt_tokens_per_s"] / result["training"][peer]["tgt_tokens_per_s"]
-        assert ratio == pytest.approx(expected)
+    ours_times = result["training"]["ours"]["step_times_s"]
+    assert len(ours_times) == 2
+    for peer in peers:  # ratios pair steps on the same batch: median of peer time / our time
+        peer_times = result["training"][peer]["step_times_s"]
+        expected = statistics.median(p / o for o, p in zip(ours_times, peer_times, strict=True))
+        assert result["ratios"][f"train_tok_s_ours_vs_{peer}"] == pytest.approx(expected)
     if "hf" in peers:
-        ratio = result["ratios"]["beam_sent_s_ours_vs_hf"]
         dec = result["decoding"]
-        assert ratio == pytest.approx(dec["ours_beam"]["sentences_per_s"] / dec["hf_beam"]["sentences_per_s"])
+        expected = statistics.median(
+            p / o for o, p in zip(dec["ours_beam"]["times_s"], dec["hf_beam"]["times_s"], strict=True)
+        )
+        assert result["ratios"]["beam_sent_s_ours_vs_hf"] == pytest.approx(expected)
+    choices = result["profile"]["cpu_choices"]  # each of our CPU choices undone, measured in the same run
+    assert set(choices) == {"ours", "sdpa_attention", "bernoulli_dropout", "loop_adam", "pytorch_defaults"}
+    assert choices["ours"]["speedup"] == pytest.approx(1.0) and choices["ours"]["undone"] == []
+    assert choices["pytorch_defaults"]["undone"] == ["attention", "dropout", "adam"]
+    assert all(c["step_ms"] > 0 and c["speedup"] > 0 for c in choices.values())
     assert set(result["targets"]) >= {"train_vs_hf_at_least_1.2x", "beam4_vs_hf_at_least_2x", "padding_at_most_5pct"}
 
 
