@@ -62,9 +62,10 @@ def _keep_sentences(cache: KVCache, keep: Tensor, k: int) -> None:
     their single row of the cross-attention ones."""
     rows = (keep.unsqueeze(1) * k + torch.arange(k, device=keep.device)).view(-1)
     for layer in cache:
-        for kind, index in (("self", rows), ("cross", keep)):
-            for name, tensor in layer[kind].items():
-                layer[kind][name] = tensor.index_select(0, index)
+        layer["self"].select(rows)
+        cross = layer["cross"]
+        for name, tensor in cross.items():
+            cross[name] = tensor.index_select(0, keep)
 
 
 def _strip(ids: list[int], eos_id: int, pad_id: int) -> list[int]:

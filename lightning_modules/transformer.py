@@ -17,8 +17,53 @@ from torch import Tensor, nn
 from data.errors import AblateError
 from lightning_modules.config import ModelConfig
 
-# Per decoder layer: {"self": {"k": Tensor, "v": Tensor}, "cross": {"k": Tensor, "v": Tensor}}.
-KVCache = list[dict[str, dict[str, Tensor]]]
+
+class SelfAttentionCache:
+    """Keys and values of the positions decoded so far, for one decoder layer's self-attention.
+
+    They live in buffers with room to grow, (B, h, capacity, d), and attention reads the filled prefix as a view:
+    appending a position writes one slot instead of concatenating (copying) the whole prefix. Beam search reorders
+    the rows at every step; `select` writes them straight into a new buffer with one free slot, so the next append
+    copies nothing else. Per step and tensor (128 rows, h=8, 45 positions, d=8): index_select + cat 80 us before,
+    index_select into the new buffer 50 us.
+    """
+
+    def __init__(self) -> None:
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+        self.length = 0
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add (B, h, T, d) new keys/values; returns all of them so far as (B, h, length, d) views."""
+        end = self.length + k.size(2)
+        if self.k is None or self.v is None or end > self.k.size(2):
+            self.k, self.v = (self._moved(old, new, None, 2 * end) for old, new in ((self.k, k), (self.v, v)))
+        self.k[:, :, self.length : end] = k
+        self.v[:, :, self.length : end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def select(self, rows: Tensor) -> None:
+        """Keep these rows, in this order (beam reordering; finished sentences leaving)."""
+        if self.k is not None and self.v is not None:
+            self.k, self.v = (self._moved(old, old, rows, self.length + 1) for old in (self.k, self.v))
+
+    def _moved(self, old: Tensor | None, like: Tensor, rows: Tensor | None, capacity: int) -> Tensor:
+        """A new buffer of `capacity` positions holding old's prefix (its `rows` if given)."""
+        n = like.size(0) if rows is None else rows.numel()
+        buffer = like.new_empty(n, like.size(1), capacity, like.size(3))
+        if old is not None and self.length:
+            prefix = old[:, :, : self.length]
+            if rows is None:
+                buffer[:, :, : self.length] = prefix
+            else:
+                torch.index_select(prefix, 0, rows, out=buffer[:, :, : self.length])
+        return buffer
+
+
+# Per decoder layer: {"self": SelfAttentionCache, "cross": {"k": Tensor, "v": Tensor}} (cross-attention's keys and
+# values are computed from the source once, one row per sentence).
+KVCache = list[dict]
 
 
 MATMUL_ATTENTION_MAX_SCORES = 96 * 96
@@ -168,12 +213,12 @@ class MultiHeadAttention(nn.Module):
         memory: Tensor,
         mask: Tensor | None = None,
         causal: bool = False,
-        cache: dict[str, Tensor] | None = None,
-        static_kv: bool = False,
+        cache: SelfAttentionCache | dict[str, Tensor] | None = None,
     ) -> Tensor:
         """x: (B, T, d_model) queries; memory: (B, L, d_model) keys/values; mask: (B, 1, 1, L) True = attend.
 
-        With a cache, new keys/values are appended (self-attention) or computed once (static_kv: cross-attention).
+        With a cache, new keys/values are appended (self-attention: a SelfAttentionCache) or computed from the
+        memory once (cross-attention: a dict).
         Beam search passes one memory row per sentence and x with its k beams in consecutive rows (B*k, T): the
         beams' queries attend to that shared memory as one sequence of k*T queries, so the source's keys and values
         are neither repeated nor reordered per beam. Only for cross-attention, whose queries are independent.
@@ -181,17 +226,15 @@ class MultiHeadAttention(nn.Module):
         rows, length = x.shape[:2]
         x = x.reshape(memory.size(0), -1, x.size(-1))  # (B, k*T, d_model); k = 1 outside beam search
         q = self._heads(self.w_q(x), self.d_k)  # (B, h, k*T, d_k)
-        if cache is not None and static_kv and "k" in cache:
+        if isinstance(cache, dict) and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
             k = self._heads(self.w_k(memory), self.d_k)  # (B, h, L, d_k)
             v = self._heads(self.w_v(memory), self.d_v)  # (B, h, L, d_v)
-            if cache is not None:
-                if not static_kv and "k" in cache:
-                    k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-                elif static_kv:  # read at every decoding step: contiguous once rather than reshaped every time
-                    k, v = k.contiguous(), v.contiguous()
-                cache["k"], cache["v"] = k, v
+            if isinstance(cache, SelfAttentionCache):
+                k, v = cache.append(k, v)
+            elif cache is not None:  # read at every decoding step: contiguous once rather than reshaped every time
+                cache["k"], cache["v"] = k, v = k.contiguous(), v.contiguous()
         out = attention(q, k, v, mask, causal, self.p_attn if self.training else 0.0)  # (B, h, k*T, d_v)
         return self.w_o(out.transpose(1, 2).flatten(2)).reshape(rows, length, -1)  # (B*k, T, d_model)
 
@@ -258,7 +301,7 @@ class DecoderLayer(nn.Module):
         # newest position is queried and every cached key is in its past, so no mask is needed.
         self_cache, cross_cache = (cache["self"], cache["cross"]) if cache is not None else (None, None)
         y = self.res_self(y, lambda h: self.self_attn(h, h, causal=cache is None, cache=self_cache))
-        y = self.res_cross(y, lambda h: self.cross_attn(h, memory, mask=src_mask, cache=cross_cache, static_kv=True))
+        y = self.res_cross(y, lambda h: self.cross_attn(h, memory, mask=src_mask, cache=cross_cache))
         return self.res_ffn(y, self.ffn)
 
 
@@ -380,16 +423,14 @@ class Transformer(nn.Module):
 
     def new_cache(self) -> KVCache:
         """An empty key/value cache for incremental decoding."""
-        return [{"self": {}, "cross": {}} for _ in self.decoder]
+        return [{"self": SelfAttentionCache(), "cross": {}} for _ in self.decoder]
 
     @staticmethod
     def reorder_cache(cache: KVCache, order: Tensor) -> None:
         """Select rows of the self-attention caches (beam search keeps the surviving hypotheses). Cross-attention
         keys/values hold one row per sentence, shared by all its beams: nothing to reorder."""
         for layer in cache:
-            kind = layer["self"]
-            for name, tensor in kind.items():
-                kind[name] = tensor.index_select(0, order)
+            layer["self"].select(order)
 
     def num_parameters(self) -> int:
         """Parameters, counting a shared embedding matrix once."""

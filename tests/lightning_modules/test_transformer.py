@@ -12,7 +12,7 @@ from lightning_modules import transformer as transformer_module
 from lightning_modules.config import ModelConfig, TrainConfig, paper_lr
 from lightning_modules.decoding import beam_search, greedy_search
 from lightning_modules.module import label_smoothed_nll
-from lightning_modules.transformer import Dropout, Transformer
+from lightning_modules.transformer import Dropout, SelfAttentionCache, Transformer
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -141,6 +141,30 @@ def test_dropout_masks_are_independent_across_positions():
     assert (slots - 0.5).abs().max() < 0.005, slots
     both = (kept[:-1] * kept[1:]).mean().item()
     assert abs(both - 0.25) < 0.003
+
+
+def test_self_attention_cache_matches_concatenation_through_appends_and_reorders():
+    """The growing buffers return exactly what concatenating and index-selecting would, through appends of one and
+    several positions, beam reorders (with repeated rows) and rows leaving."""
+    torch.manual_seed(0)
+    cache, ref_k, ref_v = SelfAttentionCache(), None, None
+    rows = 6
+    for step in range(40):
+        new = 3 if step == 0 else 1
+        k, v = torch.randn(rows, 2, new, 3), torch.randn(rows, 2, new, 5)
+        got_k, got_v = cache.append(k, v)
+        ref_k = k if ref_k is None else torch.cat([ref_k, k], 2)
+        ref_v = v if ref_v is None else torch.cat([ref_v, v], 2)
+        assert torch.equal(got_k, ref_k) and torch.equal(got_v, ref_v)
+        if step % 3 == 1:  # beam reorder: rows may repeat
+            order = torch.randint(0, rows, (rows,))
+        elif step == 20:  # sentences leave
+            rows, order = 4, torch.tensor([5, 0, 2, 3])
+        else:
+            continue
+        cache.select(order)
+        ref_k, ref_v = ref_k.index_select(0, order), ref_v.index_select(0, order)
+    assert cache.length == ref_k.size(2) == 42
 
 
 def test_beam_one_equals_greedy():
