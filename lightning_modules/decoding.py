@@ -104,17 +104,18 @@ def beam_search(
     batch_offset = (torch.arange(bsz, device=device) * k).unsqueeze(1)  # (B, 1)
     active = torch.arange(bsz, device=device)  # sentences still searching: finished ones leave the batch
     best = torch.full((bsz, max_steps + 1), pad_id, dtype=torch.long, device=device)
+    # Fixed across steps (few tensor ops per step: at this size each op's overhead counts).
+    never = torch.tensor([pad_id, bos_id], device=device)
+    vocab = model.cfg.vocab_size
+    not_eos = (torch.arange(vocab, device=device) != eos_id).view(1, 1, vocab)
+    rank_ok = torch.arange(2 * k, device=device).unsqueeze(0) < k
 
     for t in range(max_steps):
         logits = model.decode(alive_seq[:, :, -1].reshape(-1, 1), memory, src_mask, cache, start=t)
-        logp = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (B*k, V)
-        vocab = logp.size(-1)
-        logp[:, pad_id] = logp[:, bos_id] = float("-inf")
-        at_limit = (t + 1 >= max_len).repeat_interleave(k)  # (B*k,) only eos may follow
-        logp[at_limit] = torch.where(
-            torch.arange(vocab, device=device) == eos_id, logp[at_limit], torch.tensor(float("-inf"), device=device)
-        )
-        cand = (alive_score.unsqueeze(-1) + logp.view(-1, k, vocab)).view(-1, k * vocab)  # (B', k*V)
+        logp = torch.log_softmax(logits[:, -1].float(), dim=-1).index_fill_(1, never, float("-inf"))  # (B*k, V)
+        logp = logp.view(-1, k, vocab)
+        logp.masked_fill_((t + 1 >= max_len).view(-1, 1, 1) & not_eos, float("-inf"))  # at the limit: eos only
+        cand = (alive_score.unsqueeze(-1) + logp).view(-1, k * vocab)  # (B', k*V)
         top_score, top_idx = cand.topk(2 * k, dim=1)  # (B, 2k): at most k of them end in eos
         top_beam, top_tok = top_idx // vocab, top_idx % vocab
         parents = alive_seq.gather(1, top_beam.unsqueeze(-1).expand(-1, -1, t + 1))  # (B, 2k, t+1)
@@ -122,9 +123,8 @@ def beam_search(
 
         # Finish: eos candidates ranked within the top k, length-normalised, merged with the finished set.
         is_eos = top_tok == eos_id
-        rank_ok = torch.arange(2 * k, device=device).unsqueeze(0) < k
         new_fin = torch.where(is_eos & rank_ok & ~sentence_done.unsqueeze(1), top_score, float("-inf"))
-        new_fin = new_fin / length_penalty(torch.tensor(t + 1, device=device), alpha)
+        new_fin = new_fin / ((5.0 + (t + 1)) / 6.0) ** alpha  # length_penalty of t + 1 tokens, as a number
         pad_cols = fin_seq.size(2) - (t + 2)
         new_fin_seq = torch.nn.functional.pad(top_seq, (0, pad_cols), value=pad_id)
         all_score = torch.cat([fin_score, new_fin], 1)  # (B, 3k)
