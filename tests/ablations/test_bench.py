@@ -70,6 +70,7 @@ def test_cli_json_has_every_figure_against_torch(capsys):
     _fields(result, ["torch"])
     assert result["overhead"] is None and "ours_lightning" not in result["training"]
     assert result["targets"]["trial_overhead_under_5s"]["met"] is None  # not measured
+    assert result["targets"]["fresh_process_overhead_under_5s"]["met"] is None
 
 
 @pytest.mark.slow
@@ -85,6 +86,10 @@ def test_harness_with_every_peer_lightning_and_trial_overhead():
     over = result["overhead"]
     assert 0 < over["process_to_first_step_s"] < over["trial_wall_s"]
     assert over["in_process_overhead_s"] > 0 and 0 < over["overhead_share"] < 1
+    targets = result["targets"]  # the sweep-worker figures and the fresh-process ones, each checked
+    assert targets["trial_overhead_under_5s"]["value"] == over["in_process_overhead_s"]
+    assert targets["fresh_process_overhead_under_5s"]["value"] == over["process_to_first_step_s"]
+    assert all(targets[k]["met"] is not None for k in targets if "overhead" in k)
     for key in ("train_tok_s_lightning_vs_hf", "beam_sent_s_ours_vs_hf", "greedy_sent_s_ours_vs_hf"):
         assert result["ratios"][key] > 0
 
