@@ -77,13 +77,17 @@ class LabelSmoothedNLL(torch.autograd.Function):
         g = grad_loss.to(lse.dtype) * keep if grad_loss is not None else torch.zeros_like(lse)
         h = grad_nll.to(lse.dtype) * keep if grad_nll is not None else torch.zeros_like(lse)
         softmax_weight, at_target, uniform = g + h, (1.0 - eps) * g + h, eps * g / vocab
-        grad = torch.empty_like(logits)
         rows = max(1, LabelSmoothedNLL.CHUNK // max(vocab, 1))
+        grad = None
         for i in range(0, n, rows):
             part = slice(i, i + rows)
             z = logits[part] - lse[part, None]  # a new float32 (or float64) tensor: logits are never modified
             z.exp_().mul_(softmax_weight[part, None]).sub_(uniform[part, None])
             z.scatter_add_(-1, target[part, None], -at_target[part, None])
+            if rows >= n and z.dtype == logits.dtype:
+                return z, None, None, None  # one chunk in the logits' dtype: z is the whole gradient
+            if grad is None:
+                grad = torch.empty_like(logits)
             grad[part] = z
         return grad, None, None, None
 
