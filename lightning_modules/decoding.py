@@ -10,6 +10,7 @@ Hand-written rather than taken from a library because it must run on our model's
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from lightning_modules.transformer import KVCache, Transformer
@@ -68,6 +69,12 @@ def _keep_sentences(cache: KVCache, keep: Tensor, k: int) -> None:
             cross[name] = tensor.index_select(0, keep)
 
 
+def _extend(seq: Tensor, beam: Tensor, tok: Tensor) -> Tensor:
+    """Hypotheses (B, k, t+1), parent beams (B, m) and new tokens (B, m) -> the m extended hypotheses (B, m, t+2)."""
+    parents = seq.gather(1, beam.unsqueeze(-1).expand(-1, -1, seq.size(2)))
+    return torch.cat([parents, tok.unsqueeze(-1)], 2)
+
+
 def _strip(ids: list[int], eos_id: int, pad_id: int) -> list[int]:
     """Cut at the first eos and drop padding."""
     if eos_id in ids:
@@ -112,30 +119,32 @@ def beam_search(
 
     for t in range(max_steps):
         logits = model.decode(alive_seq[:, :, -1].reshape(-1, 1), memory, src_mask, cache, start=t)
-        logp = torch.log_softmax(logits[:, -1].float(), dim=-1).index_fill_(1, never, float("-inf"))  # (B*k, V)
-        logp = logp.view(-1, k, vocab)
-        logp.masked_fill_((t + 1 >= max_len).view(-1, 1, 1) & not_eos, float("-inf"))  # at the limit: eos only
-        cand = (alive_score.unsqueeze(-1) + logp).view(-1, k * vocab)  # (B', k*V)
-        top_score, top_idx = cand.topk(2 * k, dim=1)  # (B, 2k): at most k of them end in eos
+        logits = logits[:, -1].float().view(-1, k, vocab)  # (B', k, V)
+        # score + log_softmax(logits) = logits + (score - logsumexp): one pass over the vocabulary fewer.
+        offset = alive_score - torch.logsumexp(logits, dim=-1)  # (B', k)
+        cand = (logits + offset.unsqueeze(-1)).index_fill_(2, never, float("-inf"))
+        at_limit = t + 1 >= max_len  # (B',) only eos may follow
+        if bool(at_limit.any()):
+            cand.masked_fill_(at_limit.view(-1, 1, 1) & not_eos, float("-inf"))
+        top_score, top_idx = cand.view(-1, k * vocab).topk(2 * k, dim=1)  # (B', 2k): at most k of them end in eos
         top_beam, top_tok = top_idx // vocab, top_idx % vocab
-        parents = alive_seq.gather(1, top_beam.unsqueeze(-1).expand(-1, -1, t + 1))  # (B, 2k, t+1)
-        top_seq = torch.cat([parents, top_tok.unsqueeze(-1)], 2)  # (B, 2k, t+2)
 
         # Finish: eos candidates ranked within the top k, length-normalised, merged with the finished set.
         is_eos = top_tok == eos_id
-        new_fin = torch.where(is_eos & rank_ok & ~sentence_done.unsqueeze(1), top_score, float("-inf"))
-        new_fin = new_fin / ((5.0 + (t + 1)) / 6.0) ** alpha  # length_penalty of t + 1 tokens, as a number
-        pad_cols = fin_seq.size(2) - (t + 2)
-        new_fin_seq = torch.nn.functional.pad(top_seq, (0, pad_cols), value=pad_id)
-        all_score = torch.cat([fin_score, new_fin], 1)  # (B, 3k)
-        fin_score, keep = all_score.topk(k, dim=1)
-        fin_seq = torch.cat([fin_seq, new_fin_seq], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, fin_seq.size(2)))
+        finishing = is_eos & rank_ok & ~sentence_done.unsqueeze(1)
+        if bool(finishing.any()):  # most steps have no eos among the top k: nothing to merge
+            new_fin = torch.where(finishing, top_score, float("-inf"))
+            new_fin = new_fin / ((5.0 + (t + 1)) / 6.0) ** alpha  # length_penalty of t + 1 tokens, as a number
+            new_fin_seq = F.pad(_extend(alive_seq, top_beam, top_tok), (0, fin_seq.size(2) - (t + 2)), value=pad_id)
+            fin_score, keep = torch.cat([fin_score, new_fin], 1).topk(k, dim=1)  # of (B, 3k)
+            fin_seq = torch.cat([fin_seq, new_fin_seq], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, fin_seq.size(2)))
 
         # Continue: the k best candidates that do not end in eos.
         live = torch.where(is_eos, float("-inf"), top_score)
         alive_score, pick = live.topk(k, dim=1)  # (B, k)
-        alive_seq = top_seq.gather(1, pick.unsqueeze(-1).expand(-1, -1, t + 2))
-        model.reorder_cache(cache, (top_beam.gather(1, pick) + batch_offset).view(-1))
+        parent = top_beam.gather(1, pick)  # (B, k)
+        alive_seq = _extend(alive_seq, parent, top_tok.gather(1, pick))
+        model.reorder_cache(cache, (parent + batch_offset).view(-1))
 
         # Early termination: nothing alive can beat the worst of the k finished hypotheses.
         bound = alive_score[:, 0] / best_possible_lp
