@@ -70,7 +70,7 @@ MATMUL_ATTENTION_MAX_SCORES = 96 * 96
 """On CPU, attention with at most this many scores per head (query length x key length) runs as batched matmuls
 (`MatmulAttention`) instead of SDPA. PyTorch's CPU flash kernel pays a fixed cost per (batch, head, query block)
 that dominates short sequences; the two meet near 100 tokens, beyond which the flash kernel's memory traffic wins.
-0 sends everything to SDPA (`ablate bench` does so to show the effect on the whole step: `profile.attention`)."""
+0 sends everything to SDPA (`ablate bench` does so to show the effect on the whole step: `profile.cpu_choices`)."""
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
@@ -118,7 +118,7 @@ class MatmulAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:  # noqa: D102
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:
         batch, heads, length, d_k = q.shape
         keys, d_v = k.size(2), v.size(3)
         q3, k3, v3 = (t.reshape(batch * heads, t.size(2), t.size(3)) for t in (q, k, v))
@@ -133,7 +133,7 @@ class MatmulAttention(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out: Tensor):  # noqa: D102
+    def backward(ctx, grad_out: Tensor):
         q3, k3, v3, weights = ctx.saved_tensors
         batch, heads, length, d_v = grad_out.shape
         grad3 = grad_out.reshape(batch * heads, length, d_v)
