@@ -22,9 +22,25 @@ def _max_lengths(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int) -> 
     return (src_len.float() * max_len_a).long() + max_len_b
 
 
-def length_penalty(length: Tensor, alpha: float) -> Tensor:
-    """GNMT length penalty (Wu et al., 2016): ((5 + length) / 6) ^ alpha."""
-    return ((5.0 + length.float()) / 6.0) ** alpha
+def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
+    """GNMT length penalty (Wu et al., 2016): ((5 + length) / 6) ^ alpha, for a tensor of lengths or one length."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+class _Vocabulary:
+    """What a decoder may emit: never pad or bos; at a sentence's length limit only eos (both searches)."""
+
+    def __init__(self, vocab: int, pad_id: int, bos_id: int, eos_id: int, device: torch.device) -> None:
+        self.never = torch.tensor([pad_id, bos_id], device=device)
+        self.not_eos = torch.arange(vocab, device=device) != eos_id  # (V,)
+
+    def restrict(self, scores: Tensor, at_limit: Tensor) -> Tensor:
+        """In place on (..., V) scores; `at_limit` (one entry per leading index but the last) marks rows at their
+        limit."""
+        scores.index_fill_(-1, self.never, float("-inf"))
+        if bool(at_limit.any()):
+            scores.masked_fill_(at_limit.unsqueeze(-1) & self.not_eos, float("-inf"))
+        return scores
 
 
 @torch.no_grad()
@@ -40,12 +56,10 @@ def greedy_search(
     tokens = torch.full((bsz, 1), bos_id, dtype=torch.long, device=src.device)
     out = torch.full((bsz, int(max_len.max())), pad_id, dtype=torch.long, device=src.device)
     active = torch.arange(bsz, device=src.device)  # sentences still decoding (finished ones leave the batch)
+    allowed = _Vocabulary(model.cfg.vocab_size, pad_id, bos_id, eos_id, src.device)
     for t in range(out.size(1)):
         logits = model.decode(tokens, memory, src_mask, cache, start=t)[:, -1].float()  # (B', V)
-        logits[:, pad_id] = logits[:, bos_id] = float("-inf")
-        logits[t + 1 >= max_len, :eos_id] = float("-inf")  # at the length limit only eos remains
-        logits[t + 1 >= max_len, eos_id + 1 :] = float("-inf")
-        tokens = logits.argmax(-1, keepdim=True)  # (B', 1)
+        tokens = allowed.restrict(logits, t + 1 >= max_len).argmax(-1, keepdim=True)  # (B', 1)
         out[active, t] = tokens.squeeze(1)
         done = tokens.squeeze(1) == eos_id
         if bool(done.all()):
@@ -111,10 +125,8 @@ def beam_search(
     batch_offset = (torch.arange(bsz, device=device) * k).unsqueeze(1)  # (B, 1)
     active = torch.arange(bsz, device=device)  # sentences still searching: finished ones leave the batch
     best = torch.full((bsz, max_steps + 1), pad_id, dtype=torch.long, device=device)
-    # Fixed across steps (few tensor ops per step: at this size each op's overhead counts).
-    never = torch.tensor([pad_id, bos_id], device=device)
     vocab = model.cfg.vocab_size
-    not_eos = (torch.arange(vocab, device=device) != eos_id).view(1, 1, vocab)
+    allowed = _Vocabulary(vocab, pad_id, bos_id, eos_id, device)
     rank_ok = torch.arange(2 * k, device=device).unsqueeze(0) < k
 
     for t in range(max_steps):
@@ -122,10 +134,7 @@ def beam_search(
         logits = logits[:, -1].float().view(-1, k, vocab)  # (B', k, V)
         # score + log_softmax(logits) = logits + (score - logsumexp): one pass over the vocabulary fewer.
         offset = alive_score - torch.logsumexp(logits, dim=-1)  # (B', k)
-        cand = (logits + offset.unsqueeze(-1)).index_fill_(2, never, float("-inf"))
-        at_limit = t + 1 >= max_len  # (B',) only eos may follow
-        if bool(at_limit.any()):
-            cand.masked_fill_(at_limit.view(-1, 1, 1) & not_eos, float("-inf"))
+        cand = allowed.restrict(logits + offset.unsqueeze(-1), (t + 1 >= max_len).unsqueeze(1))
         top_score, top_idx = cand.view(-1, k * vocab).topk(2 * k, dim=1)  # (B', 2k): at most k of them end in eos
         top_beam, top_tok = top_idx // vocab, top_idx % vocab
 
@@ -134,7 +143,7 @@ def beam_search(
         finishing = is_eos & rank_ok & ~sentence_done.unsqueeze(1)
         if bool(finishing.any()):  # most steps have no eos among the top k: nothing to merge
             new_fin = torch.where(finishing, top_score, float("-inf"))
-            new_fin = new_fin / ((5.0 + (t + 1)) / 6.0) ** alpha  # length_penalty of t + 1 tokens, as a number
+            new_fin = new_fin / length_penalty(t + 1, alpha)
             new_fin_seq = F.pad(_extend(alive_seq, top_beam, top_tok), (0, fin_seq.size(2) - (t + 2)), value=pad_id)
             fin_score, keep = torch.cat([fin_score, new_fin], 1).topk(k, dim=1)  # of (B, 3k)
             fin_seq = torch.cat([fin_seq, new_fin_seq], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, fin_seq.size(2)))
