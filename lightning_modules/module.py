@@ -52,12 +52,16 @@ class LabelSmoothedNLL(torch.autograd.Function):
     """Elements of (rows x V) per chunk of float32 temporaries (64 MB)."""
 
     @staticmethod
+    def _rows(vocab: int) -> int:
+        return max(1, LabelSmoothedNLL.CHUNK // max(vocab, 1))
+
+    @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor, eps: float, pad_id: int) -> tuple[Tensor, Tensor]:
         n, vocab = logits.shape
         acc = torch.promote_types(logits.dtype, torch.float32)  # float32 sums for bf16 logits
         lse = torch.empty(n, dtype=acc, device=logits.device)
         mean = torch.empty_like(lse)
-        rows = max(1, LabelSmoothedNLL.CHUNK // max(vocab, 1))
+        rows = LabelSmoothedNLL._rows(vocab)
         for i in range(0, n, rows):
             chunk = logits[i : i + rows].to(acc)
             torch.logsumexp(chunk, dim=-1, out=lse[i : i + rows])
@@ -77,7 +81,7 @@ class LabelSmoothedNLL(torch.autograd.Function):
         g = grad_loss.to(lse.dtype) * keep if grad_loss is not None else torch.zeros_like(lse)
         h = grad_nll.to(lse.dtype) * keep if grad_nll is not None else torch.zeros_like(lse)
         softmax_weight, at_target, uniform = g + h, (1.0 - eps) * g + h, eps * g / vocab
-        rows = max(1, LabelSmoothedNLL.CHUNK // max(vocab, 1))
+        rows = LabelSmoothedNLL._rows(vocab)
         grad = None
         for i in range(0, n, rows):
             part = slice(i, i + rows)
@@ -106,7 +110,8 @@ class TranslationModule(pl.LightningModule):
         self.model = Transformer(model)
         self.bleu_limit: int | None = train.val_max_sentences
         # Non-pad source / target tokens trained on by this rank, summed on the device: reading them forces a host
-        # sync, so that happens only when progress or results are reported, not every step.
+        # sync, so that happens only when progress or results are reported, not every step. Not a buffer: DDP would
+        # broadcast rank 0's counts over every rank's at each forward.
         self._tokens_seen = torch.zeros(2, dtype=torch.long)
         self.last_validation: dict[str, Any] = {}
         self._val: dict[str, Any] = {}

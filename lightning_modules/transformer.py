@@ -87,11 +87,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool
     bias = None  # additive: -inf where a query may not attend, broadcast to (B, h, L, S)
     if mask is not None:
         bias = torch.zeros(mask.shape, device=q.device).masked_fill_(~mask, float("-inf"))
-    if causal:  # aligned as SDPA's is_causal: query i sees keys 0..i
-        future = torch.ones(length, keys, dtype=torch.bool, device=q.device).triu_(1)
-        bias = torch.zeros(length, keys, device=q.device).masked_fill_(future, float("-inf")) + (
-            bias if bias is not None else 0.0
-        )
+    if causal:  # -inf above the diagonal, aligned as SDPA's is_causal: query i sees keys 0..i
+        future = torch.full((length, keys), float("-inf"), device=q.device).triu_(1)
+        bias = future if bias is None else future + bias
     if dropout_p or not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
         # Decoding (no gradient: plain matmuls are faster than MatmulAttention's reshapes for one or a few queries),
         # or attention dropout (not in the paper's recipe): autograd around our dropout.
