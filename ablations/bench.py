@@ -207,27 +207,34 @@ class Trainee:
     first_step_s: float = 0.0
 
 
-def make_trainee(name: str, module, device, compile_model: bool, lr: float = 1e-4) -> Trainee:
-    """Move to the device, train mode, fused Adam (0.9, 0.98, 1e-9) as TranslationModule uses, for every system."""
+def make_trainee(name: str, module, device, compile_model: bool, lr: float = 1e-4, fused: bool = True) -> Trainee:
+    """Move to the device, train mode, Adam (0.9, 0.98, 1e-9), fused as TranslationModule uses it (every system
+    gets the same; `fused=False` is Adam's default implementation, for `cpu_choices`)."""
     import torch
 
     module = module.to(device).train()
-    opt = torch.optim.Adam(module.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=True)
+    opt = torch.optim.Adam(module.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
     return Trainee(name, module, opt, torch.compile(module) if compile_model else module)
 
 
-def train_step(t: Trainee, batch: dict, cfg: ModelConfig, precision: str, device):
-    """One optimizer update with our label-smoothed loss normalised per target token. Returns the loss tensor."""
+def train_step(t: Trainee, batch: dict, cfg: ModelConfig, precision: str, device, mark=None):
+    """One optimizer update with our label-smoothed loss normalised per target token. Returns the loss tensor.
+    `mark`, if given, is called after the forward pass, the loss, the backward pass and the optimizer step."""
     from lightning_modules.module import label_smoothed_nll
 
+    mark = mark or (lambda: None)
     t.optimizer.zero_grad(set_to_none=True)
     with autocast(device, precision):
         logits = t.net(batch["src"], batch["tgt_in"])  # (B, T, V)
+        mark()
         target = batch["tgt_out"]
         loss, _ = label_smoothed_nll(logits.flatten(0, 1), target.flatten(), cfg.label_smoothing, cfg.pad_id)
         loss = loss.sum() / (target != cfg.pad_id).sum().clamp(min=1)
+        mark()
     loss.backward()
+    mark()
     t.optimizer.step()
+    mark()
     return loss
 
 
@@ -313,28 +320,17 @@ def _reset_peak_rss() -> None:
 
 def step_breakdown(t: Trainee, batches: list[dict], cfg: ModelConfig, precision: str, device) -> dict[str, float]:
     """Median milliseconds of each phase of our training step (forward, loss, backward, optimizer), synchronised."""
-    from lightning_modules.module import label_smoothed_nll
-
     phases: dict[str, list[float]] = {"forward": [], "loss": [], "backward": [], "optimizer": []}
+    marks: list[float] = []
 
-    def now() -> float:
+    def mark() -> None:
         synchronize(device)
-        return time.perf_counter()
+        marks.append(time.perf_counter())
 
     for batch in batches:
-        marks = [now()]
-        t.optimizer.zero_grad(set_to_none=True)
-        with autocast(device, precision):
-            logits = t.net(batch["src"], batch["tgt_in"])
-            marks.append(now())
-            target = batch["tgt_out"]
-            loss, _ = label_smoothed_nll(logits.flatten(0, 1), target.flatten(), cfg.label_smoothing, cfg.pad_id)
-            loss = loss.sum() / (target != cfg.pad_id).sum().clamp(min=1)
-            marks.append(now())
-        loss.backward()
-        marks.append(now())
-        t.optimizer.step()
-        marks.append(now())
+        marks.clear()
+        mark()
+        train_step(t, batch, cfg, precision, device, mark)
         for name, a, b in zip(phases, marks, marks[1:], strict=False):
             phases[name].append((b - a) * 1000)
     return {name: statistics.median(values) for name, values in phases.items()}
@@ -376,14 +372,9 @@ def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, cfg: Mod
     variants interleaved step by step; `speedup` is each variant's step time over ours (paired by batch)."""
     import copy
 
-    import torch
-
     variants = {}
     for name, choices in CPU_CHOICES.items():
-        module = copy.deepcopy(ours.module)
-        trainee = make_trainee(name, module, device, compile_model=False)
-        if "adam" in choices:
-            trainee.optimizer = torch.optim.Adam(module.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        trainee = make_trainee(name, copy.deepcopy(ours.module), device, False, fused="adam" not in choices)
         variants[name] = (trainee, choices)
     measured = batches[bench.warmup :] or batches
     for r in range(2 + min(len(measured), 15)):
