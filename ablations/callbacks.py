@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as pl
+from lightning.pytorch.trainer.states import TrainerFn
 
 
 class _StorageCallback(pl.Callback):
@@ -44,11 +45,30 @@ class ProgressToStorage(_StorageCallback):
 
 
 class StepPruning(_StorageCallback):
-    """Reports dev BLEU at every validation (MT training is step-based) and stops the run when the pruner says so.
-    Under DDP, rank 0 decides and broadcasts, so every rank stops at the same step."""
+    """Reports dev BLEU at every validation (MT training is step-based) and stops the run when `pruner` says so.
+    Under DDP, rank 0 decides and broadcasts, so every rank stops at the same step.
+
+    Optuna does not store a study's pruner, so the one the tuner built travels with the callback (it pickles)."""
+
+    def __init__(self, storage_url: str, study_name: str, trial_id: int, pruner) -> None:
+        super().__init__(storage_url, study_name, trial_id)
+        self.pruner = pruner
+
+    def _optuna_study(self):
+        if self._study is None:
+            import optuna
+
+            from ablations.sweep import open_storage
+
+            self._study = optuna.load_study(
+                study_name=self.study_name, storage=open_storage(self.storage_url), pruner=self.pruner
+            )
+        return self._study
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module) -> None:
-        if trainer.sanity_checking or not trainer.training:
+        # During fit, validation runs with trainer.training False: check the entry point instead. Validations
+        # outside fit (the final full-dev one) are not reported.
+        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
             return
         prune = False
         if trainer.is_global_zero:

@@ -57,7 +57,7 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
     storage = open_storage(job.storage)
     sampler = optuna.samplers.TPESampler(seed=job.seed, n_startup_trials=min(5, job.trials))
     first_check = job.study.run_config(job.row, job.preset, job.seed, **job.extra).train.val_every
-    pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=first_check)
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=first_check)  # also StepPruning's
     study = optuna.create_study(
         study_name=job.name, storage=storage, direction="maximize", sampler=sampler, pruner=pruner, load_if_exists=True
     )
@@ -78,7 +78,7 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
                 group=f"{job.study.name}-tune",
                 tags=["tune", job.row, job.preset],
                 started_at=time.time(),
-                callbacks=[StepPruning(job.storage, job.name, trial._trial_id)],
+                callbacks=[StepPruning(job.storage, job.name, trial._trial_id, pruner)],
                 resume=False,
                 extra_config={
                     "study": job.study.name,
