@@ -17,7 +17,20 @@ from data.errors import AblateError
 from lightning_modules.config import ModelConfig
 
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
-MINUTE = ["--preset", "smoke", "--warmup", "1", "--repeats", "2", "--decode-sentences", "3", "--decode-repeats", "1"]
+MINUTE = [
+    "--device",
+    "cpu",
+    "--preset",
+    "smoke",
+    "--warmup",
+    "1",
+    "--repeats",
+    "2",
+    "--decode-sentences",
+    "3",
+    "--decode-repeats",
+    "1",
+]
 SHORT_TRIAL = ("--train.max_steps", "2", "--train.val_every", "2", "--train.val_max_sentences", "2")
 
 
@@ -77,7 +90,7 @@ def test_cli_json_has_every_figure_against_torch(capsys):
 @pytest.mark.skipif(not HAS_TRANSFORMERS, reason="needs the [bench] extra (transformers)")
 def test_harness_with_every_peer_lightning_and_trial_overhead():
     bench = BenchConfig(
-        preset="smoke", warmup=1, repeats=2, decode_sentences=3, decode_repeats=1, trial_args=SHORT_TRIAL
+        device="cpu", preset="smoke", warmup=1, repeats=2, decode_sentences=3, decode_repeats=1, trial_args=SHORT_TRIAL
     )
     result = run_bench(bench)
     _fields(result, ["hf", "torch"])

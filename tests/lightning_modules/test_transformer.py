@@ -116,7 +116,6 @@ def test_dropout_keeps_one_minus_p_and_rescales(p):
     rest zero, keep rate 1 - p, unbiased; the gradient is the same mask; eval mode and p = 0 are the identity."""
     torch.manual_seed(0)
     p_eff = round(p * transformer_module.DROPOUT_LEVELS) / transformer_module.DROPOUT_LEVELS
-    assert abs(p_eff - p) <= 0.5 / transformer_module.DROPOUT_LEVELS
     layer = Dropout(p).train()
     x = (torch.rand(400, 501) + 1.0).requires_grad_()  # never 0 before dropout; numel not a multiple of 4
     y = layer(x)
