@@ -18,18 +18,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--watch", type=float, default=0, metavar="SECONDS", help="refresh every SECONDS until done")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
-    study_json = Path(args.out) / "study.json"
-    if not study_json.is_file():
-        raise AblateError(f"{study_json}: not found; give the --out directory of an `ablate sweep`")
-    try:
-        spec = json.loads(study_json.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise AblateError(f"{study_json}: not valid JSON (line {err.lineno}): rerun the sweep to rewrite it") from None
+    import optuna
 
     from ablations import progress
-    from ablations.sweep import load_or_create, open_storage
+    from reports.optuna_states import open_storage
+    from reports.results import read_study_json
 
-    study = load_or_create(open_storage(args.storage or spec["storage"]), spec["optuna_study"])
+    out = Path(args.out)
+    spec = read_study_json(out)
+    url = args.storage or spec["storage"]
+    try:  # read-only: a wrong path must not create an empty journal whose rows all look pending
+        study = optuna.load_study(study_name=spec["optuna_study"], storage=open_storage(url, out))
+    except (FileNotFoundError, KeyError) as err:
+        raise AblateError(
+            f"{out}: no study {spec['optuna_study']!r} in {url} ({err}): has the sweep started? "
+            "Pass --storage if it runs elsewhere"
+        ) from None
     keys = [(row["name"], seed) for row in spec["rows"] for seed in spec["seeds"]]
     title = f"{spec['study']} ({spec['preset']})"
     while True:

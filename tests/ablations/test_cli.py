@@ -44,6 +44,24 @@ def test_bad_input_is_one_line_and_exit_code_2(args, message, capsys):
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("seen", ["missing journal", "unknown study"])
+def test_status_reads_without_creating_anything(tmp_path, capsys, seen):
+    """`ablate status` on a sweep directory whose storage lacks the study: one line, exit 2, no journal created."""
+    out = tmp_path / "out"
+    out.mkdir()
+    journal = out / "optuna.journal"
+    if seen == "unknown study":
+        from ablations.sweep import load_or_create, open_storage
+
+        load_or_create(open_storage(f"journal:{journal}"), "another")
+    spec = {"study": "table3", "preset": "smoke", "rows": [{"name": "base"}], "seeds": [0]}
+    (out / "study.json").write_text(json.dumps({**spec, "storage": f"journal:{journal}", "optuna_study": "t3"}))
+    assert main(["status", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no study 't3'" in err and "--storage" in err and len(err.splitlines()) == 1
+    assert journal.exists() == (seen == "unknown study")
+
+
 def test_params_json_has_every_row():
     result = ablate("params", "table3", "--preset", "paper", "--vocab-size", "37000", "--json")
     rows = json.loads(result.stdout)
