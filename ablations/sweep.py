@@ -200,14 +200,14 @@ def recover_dead(study, grace_s: float = GRACE_S) -> list[int]:
                 continue
         except Exception:  # another worker finished or failed it first
             continue
-        if trial_key(trial) is None:  # a tuning trial: failed, and the search goes on
-            failed.append(trial.number)
+        failed.append(trial.number)
+        key = trial_key(trial)
+        if key is None:  # a tuning trial: failed, and the search goes on
             continue
-        row, seed = trial_key(trial)
+        row, seed = key
         study.enqueue_trial(
             {}, user_attrs={"row": row, "seed": seed, "group": attrs.get("group", row), "retry_of": trial.number}
         )
-        failed.append(trial.number)
     return failed
 
 

@@ -7,7 +7,6 @@ import json
 import sys
 
 from ablations.presets import PRESETS
-from data.errors import AblateError
 
 DESCRIPTION = """Measure one configuration's training throughput (target and source+target tokens/s), step time
 (median and IQR), peak memory, padding overhead, beam-4 and greedy decoding speed and per-trial overhead, and the
@@ -52,9 +51,6 @@ def main(argv: list[str]) -> int:
 
     args = build_parser().parse_args(argv)
     peers = tuple(p.strip() for p in args.vs.split(",") if p.strip() and p.strip() != "none")
-    bad = [p for p in peers if p not in ("hf", "torch")]
-    if bad:
-        raise AblateError(f"unknown peer {bad[0]!r} in --vs: choose from hf, torch (or none)")
     bench = BenchConfig(
         study=args.study,
         row=args.row,
