@@ -56,8 +56,14 @@ class DataConfig:
                 f"set it to at least {2 * (self.max_len + 2)} or lower data.max_len"
             )
         if not 0.0 < self.builtin_lexicon <= 1.0:
-            raise ConfigError(f"data.builtin_lexicon must be in (0, 1], got {self.builtin_lexicon}")
+            raise ConfigError(
+                f"data.builtin_lexicon must be in (0, 1], got {self.builtin_lexicon}: it is the fraction of the "
+                "built-in lexicon (about 2800 lemmas) to use; the tiny preset uses 0.1"
+            )
         if self.builtin_max_words < 5:
-            raise ConfigError(f"data.builtin_max_words must be >= 5, got {self.builtin_max_words}")
+            raise ConfigError(
+                f"data.builtin_max_words must be >= 5, got {self.builtin_max_words}: built-in sentences have at least "
+                "3 words and most need more; use 25 (the CPU presets) or 40 (the default)"
+            )
         if self.num_workers < 0:
             raise ConfigError(f"data.num_workers must be >= 0, got {self.num_workers}")

@@ -22,6 +22,7 @@ once, so the splits are disjoint and test does not change when the training size
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import random
 from dataclasses import dataclass
@@ -143,13 +144,9 @@ class _Lexicon:
                 return word
 
 
-_LEXICONS: dict[float, _Lexicon] = {}
-
-
+@functools.cache
 def _lexicon(scale: float = 1.0) -> _Lexicon:
-    if scale not in _LEXICONS:
-        _LEXICONS[scale] = _Lexicon(scale)
-    return _LEXICONS[scale]
+    return _Lexicon(scale)
 
 
 def _pick(rng: random.Random, forms: tuple[str, ...]) -> str:
@@ -160,9 +157,8 @@ def _pick(rng: random.Random, forms: tuple[str, ...]) -> str:
 class _Grammar:
     """Generates one (source words, target words) pair per call; each method returns parallel word lists."""
 
-    def __init__(self, rng: random.Random, lexicon: _Lexicon | None = None) -> None:
-        self.rng = rng
-        self.lex = lexicon or _lexicon()
+    def __init__(self, rng: random.Random, lexicon: _Lexicon) -> None:
+        self.rng, self.lex = rng, lexicon
 
     def noun_phrase(self, case: str, depth: int, pronoun_ok: bool = True) -> tuple[list[str], list[str], tuple]:
         """An NP in the given target case; returns its agreement (person, number) for the verb."""
@@ -313,7 +309,8 @@ def generate(
     """Generate the splits, in the order given by ``sizes`` (test and valid first by convention), from ``seed``.
 
     Returns split -> (source sentences, target sentences). A source sentence is never used twice, within or across
-    splits, so the splits are disjoint. Sentences with fewer than 3 or more than 40 words on either side are redrawn.
+    splits, so the splits are disjoint. Sentences with fewer than 3 or more than `max_words` words on either side
+    are redrawn.
     """
     rng = random.Random(f"ablate-builtin-sentences-v{GENERATOR_VERSION}:{seed}")
     grammar = _Grammar(rng, _lexicon(lexicon_scale))

@@ -43,7 +43,9 @@ class BuiltinSource:
         self.lexicon, self.max_words = cfg.builtin_lexicon, cfg.builtin_max_words
 
     def fingerprint(self) -> str:
-        extra = () if (self.lexicon, self.max_words) == (1.0, corpus.MAX_WORDS) else (self.lexicon, self.max_words)
+        # Default settings stay out of the key, so caches made before these settings existed remain valid.
+        defaults = (DataConfig.builtin_lexicon, DataConfig.builtin_max_words)
+        extra = () if (self.lexicon, self.max_words) == defaults else (self.lexicon, self.max_words)
         return make_key("builtin", corpus.GENERATOR_VERSION, self.seed, self.sizes, *extra)
 
     def read(self) -> dict[str, Pairs]:

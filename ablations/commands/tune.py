@@ -42,7 +42,8 @@ def main(argv: list[str]) -> int:
         raise AblateError(f"--trials must be >= 1, got {args.trials}")
     study.row(args.row)
     preset = args.preset or study.default_preset or "tiny"
-    out = Path(args.out or f"runs/{study.name}-{preset}-tune-{args.row}")
+    name = f"{study.name}-{preset}-tune-{args.row}"
+    out = Path(args.out or f"runs/{name}")
     out.mkdir(parents=True, exist_ok=True)
     job = TuneJob(
         study=study,
@@ -51,7 +52,7 @@ def main(argv: list[str]) -> int:
         trials=args.trials,
         out=out,
         storage=storage_url(args.storage, out),
-        name=f"{study.name}-{preset}-tune-{args.row}",
+        name=name,
         extra=parse_sets(args.set, None),
         seed=args.seed,
     )
