@@ -1,4 +1,5 @@
-"""Where parallel text comes from: the built-in corpus, a directory of plain files, a TSV file, or the hub.
+"""Where parallel text comes from: the built-in corpus, a directory of plain files, a TSV file, the hub, or the
+machine's gettext message catalogues.
 
 Every source gives the same two things: a `fingerprint()` of its contents (cheap, so that a warm prepare never has to
 read or validate the text) and `read()`, which returns the validated splits. All user-facing problems are raised as
@@ -11,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from data import corpus
+from data import corpus, gettext_corpus
 from data.cache import AtomicDir, cache_root, file_digest, make_key, read_manifest
 from data.config import DataConfig
 from data.errors import AblateError
@@ -295,7 +296,75 @@ def _sacrebleu_test(name: str, src: str, tgt: str) -> tuple[list[str], list[str]
     return sources, references
 
 
-Source = BuiltinSource | DirectorySource | TsvSource | HubSource
+class GettextSource:
+    """`gettext:LANG[:ROOT]`: the translated message catalogues `ROOT/LANG/LC_MESSAGES/*.mo` (ROOT defaults to
+    /usr/share/locale), English msgid -> LANG msgstr, read and cleaned by `data.gettext_corpus`.
+
+    Valid and test are each the sources whose hash falls in a fixed 2.5% of the hash range, so a pair's split never
+    changes when packages are installed or removed. `--src LANG --tgt en` reads the same pairs the other way round.
+    A pair's "line" is its position in its split, which is sorted by source.
+    """
+
+    DEFAULT_ROOT = "/usr/share/locale"
+    MIN_PAIRS = 3000
+    """Fewer pairs than this after cleaning are too few to train on: the command suggests a richer language."""
+
+    def __init__(self, spec: str, src: str | None, tgt: str | None) -> None:
+        self.lang, _, root = spec.removeprefix("gettext:").partition(":")
+        self.root = Path(root or self.DEFAULT_ROOT).expanduser()
+        if not self.lang or "/" in self.lang:
+            raise AblateError(f"--data {spec}: name a language directory of {self.root}, e.g. gettext:de")
+        self.name = spec
+        self.reverse = (src, tgt) == (self.lang, "en")
+        if self.reverse:
+            self.src_lang, self.tgt_lang = self.lang, "en"
+        elif (src or "en") == "en" and (tgt or self.lang) == self.lang:
+            self.src_lang, self.tgt_lang = "en", self.lang
+        else:
+            raise AblateError(
+                f"--data {spec} pairs English with {self.lang}, not {src or 'en'}-{tgt or self.lang}: leave out --src "
+                f"and --tgt (or pass --src {self.lang} --tgt en for the other direction), or use gettext:{tgt or src}"
+            )
+        self.directory = self.root / self.lang / "LC_MESSAGES"
+
+    def _files(self) -> list[Path]:
+        """The language's catalogues, each once (Debian links aliases such as iso_639.mo to iso_639-2.mo)."""
+        files = sorted({path.resolve() for path in self.directory.glob("*.mo") if path.is_file()})
+        if not files:
+            raise AblateError(
+                f"--data {self.name}: no catalogues in {self.directory}/*.mo; languages with the most there: "
+                f"{_richest(self.root) or 'none (is ' + str(self.root) + ' a locale directory?)'}"
+            )
+        return files
+
+    def fingerprint(self) -> str:
+        stats = [(str(path), path.stat().st_size, path.stat().st_mtime_ns) for path in self._files()]
+        version = (gettext_corpus.CLEANING_VERSION, gettext_corpus.MAX_WORDS, gettext_corpus.HELD_OUT)
+        return make_key("gettext", version, self.lang, self.reverse, stats)
+
+    def read(self) -> dict[str, Pairs]:
+        splits = gettext_corpus.corpus(self._files())
+        total = sum(len(pairs) for pairs in splits.values())
+        if total < self.MIN_PAIRS or not all(splits.values()):
+            raise AblateError(
+                f"--data {self.name}: only {total} pairs after cleaning (at least {self.MIN_PAIRS} needed): pick a "
+                f"language with more catalogues, e.g. {_richest(self.root, exclude=self.lang)}"
+            )
+        out = {}
+        for split, pairs in splits.items():
+            src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
+            out[split] = Pairs(*((tgt, src) if self.reverse else (src, tgt)), list(range(1, len(pairs) + 1)))
+        return out
+
+
+def _richest(root: Path, exclude: str = "", n: int = 6) -> str:
+    """The languages under a locale root with the most catalogues, e.g. 'fr (88), de (86), ...'."""
+    counts = {lang.name: len(list(lang.glob("LC_MESSAGES/*.mo"))) for lang in root.glob("*") if lang.name != exclude}
+    ranked = sorted((lang for lang, count in counts.items() if count), key=lambda lang: (-counts[lang], lang))
+    return ", ".join(f"gettext:{lang} ({counts[lang]} catalogues)" for lang in ranked[:n])
+
+
+Source = BuiltinSource | DirectorySource | TsvSource | HubSource | GettextSource
 
 
 def resolve(cfg: DataConfig) -> Source:
@@ -305,6 +374,8 @@ def resolve(cfg: DataConfig) -> Source:
         return BuiltinSource(cfg)
     if cfg.corpus.startswith("hub:"):
         return HubSource(cfg.corpus, cfg.src, cfg.tgt, root)
+    if cfg.corpus.startswith("gettext:"):
+        return GettextSource(cfg.corpus, cfg.src, cfg.tgt)
     path = Path(cfg.corpus).expanduser()
     if path.suffix == ".tsv":
         return TsvSource(path, cfg.src, cfg.tgt, root)
