@@ -17,9 +17,10 @@ import yaml
 from ablations.config import SECTIONS, RunConfig, build_run_config
 from ablations.presets import PRESETS, Preset, get_preset
 from data.errors import AblateError
+from reports.claims import Claim, load_claims, parse_claims
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
-STUDY_KEYS = {"name", "description", "scale", "seeds", "base", "preset", "rows", "search_space"}
+STUDY_KEYS = {"name", "description", "scale", "seeds", "base", "preset", "rows", "search_space", "claims"}
 ROW_KEYS = {"name", "group", "paper", *SECTIONS}
 
 
@@ -64,6 +65,8 @@ class Study:
     search_space: tuple[SearchDim, ...] = ()
     default_preset: str | None = None
     source: str = ""
+    claims: tuple[Claim, ...] = ()
+    """The claims the report gives a verdict on (`claims:` in the YAML: a file next to the study, or a list)."""
 
     def row(self, name: str) -> Row:
         for row in self.rows:
@@ -101,7 +104,7 @@ class Study:
 
 
 def builtin_studies() -> list[str]:
-    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml") if not p.name.endswith(".claims.yaml"))
 
 
 def load_study(name_or_path: str | Path) -> Study:
@@ -173,6 +176,7 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
         rows.append(Row(name=row_name, group=str(item.get("group", row_name)), overrides=overrides, paper=paper))
     space = tuple(_search_dim(k, v, source) for k, v in (raw.get("search_space") or {}).items())
     return Study(
+        claims=_claims(raw.get("claims"), source, rows),
         name=str(name),
         description=str(raw.get("description", "")),
         scale=scale,
@@ -183,6 +187,18 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
         default_preset=preset,
         source=source,
     )
+
+
+def _claims(spec: Any, source: str, rows: list[Row]) -> tuple[Claim, ...]:
+    """`claims:` as a file name (relative to the study file) or an inline list, checked against the rows."""
+    if spec is None:
+        return ()
+    names = [r.name for r in rows]
+    base = next((r.name for r in rows if r.group == "base"), None)
+    if isinstance(spec, str):
+        path = Path(spec) if Path(spec).is_absolute() else Path(source).parent / spec
+        return tuple(load_claims(path, names, base))
+    return tuple(parse_claims(spec, f"{source}: claims", names, base))
 
 
 def _sections(values: Any, where: str) -> dict[str, dict[str, Any]]:

@@ -29,6 +29,7 @@ from typing import Any
 from ablations.studies import Row, Study
 from ablations.tracking import write_json_atomic
 from data.errors import AblateError
+from reports.claims import claims_to_data
 
 HEARTBEAT_S = 5.0
 GRACE_S = 60.0
@@ -128,6 +129,7 @@ class Plan:
             "storage": self.storage if not self.storage.startswith("postgresql") else _redact(self.storage),
             "optuna_study": self.name,
             "wandb_project": self.run_config(self.rows()[0], self.seeds[0]).tracking.project,
+            "claims": claims_to_data(list(self.study.claims)),
             "rows": [
                 {
                     "name": row.name,

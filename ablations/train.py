@@ -34,6 +34,8 @@ class TrainResult:
     hypotheses: list[str]
     references: list[str]
     wandb: dict[str, Any] = field(default_factory=dict)
+    sentences: dict[str, list[float]] = field(default_factory=dict)
+    """Per dev sentence, in dev order: 'nll' (summed over its target tokens) and 'ntok'."""
 
 
 def resolve_precision(run: RunConfig) -> str:
@@ -168,6 +170,7 @@ class Recorder(pl.Callback):
                 "hypotheses": hyps,
                 "references": references,
                 "wandb": wandb_info,
+                "sentences": {"nll": val.get("sentence_nll", []), "ntok": val.get("sentence_ntok", [])},
             },
         )
 
@@ -331,7 +334,13 @@ def write_outputs(result: TrainResult, out_dir: Path, stem: str) -> dict[str, st
     write_text_atomic(hyp_path, "\n".join(result.hypotheses) + "\n")
     if not ref_path.exists():
         write_text_atomic(ref_path, "\n".join(result.references) + "\n")
-    return {"hypotheses": str(hyp_path.relative_to(out_dir)), "references": str(ref_path.relative_to(out_dir))}
+    paths = {"hypotheses": str(hyp_path.relative_to(out_dir)), "references": str(ref_path.relative_to(out_dir))}
+    nll, ntok = result.sentences.get("nll"), result.sentences.get("ntok")
+    if nll and ntok and len(nll) == len(ntok) == len(result.references):
+        nll_path = out_dir / "hyps" / f"{stem}.nll.tsv"  # per dev sentence: summed NLL <tab> target tokens
+        write_text_atomic(nll_path, "".join(f"{a:.6g}\t{int(b)}\n" for a, b in zip(nll, ntok, strict=True)))
+        paths["sentence_nll"] = str(nll_path.relative_to(out_dir))
+    return paths
 
 
 __all__ = ["TrainResult", "train", "write_outputs", "write_json_atomic"]

@@ -226,6 +226,10 @@ class TranslationModule(pl.LightningModule):
             "ppl": math.exp(min(nll, 50.0)),
             "sentences": len(gathered["ntok"]),
         }
+        order = sorted(gathered["ntok"])
+        # Per-sentence NLL and token counts, in dev order: the report's sentence bootstrap of perplexity needs them.
+        result["sentence_nll"] = [gathered["nll_sum"][i] for i in order]
+        result["sentence_ntok"] = [gathered["ntok"][i] for i in order]
         if gathered["hyps"]:
             result.update(self._bleu(gathered["hyps"]))
         self.last_validation = result
@@ -241,8 +245,19 @@ class TranslationModule(pl.LightningModule):
         order = sorted(hyps)
         metric = BLEU()
         score = metric.corpus_score([hyps[i] for i in order], [[references[i] for i in order]])
+        # BLEU on the sentences every periodic validation decodes (train.val_max_sentences), also when this one
+        # decoded more (the final, full validation): consecutive points of the curve then compare like with like,
+        # which the plateau check needs.
+        limit = self.train_config.val_max_sentences
+        tracked = [i for i in order if limit is None or i < limit]
+        tracked_score = (
+            score.score
+            if len(tracked) == len(order)
+            else BLEU().corpus_score([hyps[i] for i in tracked], [[references[i] for i in tracked]]).score
+        )
         return {
             "bleu": score.score,
+            "bleu_tracked": tracked_score,
             "bleu_signature": str(metric.get_signature()),
             "bleu_sentences": len(order),
             "hypotheses": [hyps[i] for i in order],

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from data.errors import AblateError
-from reports.formats import FORMATS, WRITERS, to_html
+from reports.claims import load_claims
+from reports.formats import FORMATS, WRITERS, to_claims_csv, to_html
 from reports.results import load_results
 from reports.significance import N_SAMPLES
 from reports.table import ReportTable, build_table
@@ -32,6 +33,7 @@ def build_report(
     plots: bool = True,
     n_samples: int = N_SAMPLES,
     storage: str | None = None,
+    claims: str | Path | None = None,
 ) -> dict[str, Path]:
     """Write the report of the results directory `out_dir` (a finished or running sweep).
 
@@ -43,6 +45,7 @@ def build_report(
         plots: draw the plots (PNG and SVG); the HTML page and W&B show them.
         n_samples: bootstrap resamples of the significance test.
         storage: Optuna storage URL to read pending/running trials from, instead of study.json's.
+        claims: a claims file to judge instead of the study's own (see ablations/studies/table3.claims.yaml).
 
     Returns:
         format -> file written ('md', 'tex', ...), 'plot:<name>' -> PNG, 'plot:<name>.svg' -> SVG, and
@@ -51,7 +54,11 @@ def build_report(
     formats = parse_formats(formats)
     out_dir = Path(out_dir)
     results = load_results(out_dir, storage=storage)
-    table = build_table(results, n_samples=n_samples)
+    chosen = None
+    if claims is not None:
+        base = results.base.name if results.base else None
+        chosen = load_claims(claims, [r.name for r in results.rows], base)
+    table = build_table(results, n_samples=n_samples, claims=chosen)
     report_dir = Path(report_dir) if report_dir is not None else out_dir / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
 
@@ -71,6 +78,9 @@ def build_report(
         text = to_html(table, {p.title: p.png for p in drawn}) if fmt == "html" else WRITERS[fmt](table)
         _write_atomically(path, text)
         written[fmt] = path
+        if fmt == "csv" and table.claims:
+            _write_atomically(report_dir / f"{stem}.claims.csv", to_claims_csv(table))
+            written["claims.csv"] = report_dir / f"{stem}.claims.csv"
 
     if wandb:
         from reports.wandb_log import log_report

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reports.claims import ClaimVerdict, comparison_text
+from reports.convergence import PLATEAU_BLEU
 from reports.significance import ALPHA
+from reports.stats import METRICS
 from reports.table import CONFIG_COLUMNS, ReportRow, ReportTable, Stat
 
 FORMATS = ("md", "tex", "csv", "json", "html")
@@ -55,6 +58,7 @@ def display_columns(table: ReportTable) -> list[Column]:
     cols += [
         Column("ppl", "PPL (dev)", r"\shortstack{PPL\\(dev)}"),
         Column("bleu", "BLEU (dev)", r"\shortstack{BLEU\\(dev)}"),
+        Column("chrf", "chrF (dev)", r"\shortstack{chrF\\(dev)}"),
         Column("params", "params ×10⁶", r"\shortstack{params\\$\times 10^6$}"),
     ]
     if table.show_paper:
@@ -65,6 +69,7 @@ def display_columns(table: ReportTable) -> list[Column]:
     if table.base is not None:
         cols.append(Column("delta_bleu", "ΔBLEU vs base", r"\shortstack{$\Delta$BLEU\\vs base}"))
     cols += [
+        Column("plateau", "plateau", "plateau", "l"),
         Column("state", "seeds", "seeds", "l"),
         Column("wall", "wall time", r"\shortstack{wall\\time}"),
         Column("tok_s", "tok/s", "tok/s"),
@@ -153,6 +158,8 @@ def display_cells(row: ReportRow) -> dict[str, str]:
     cells["other"] = ", ".join(f"{k.removeprefix('model.')}={_value(v)}" for k, v in row.other.items())
     cells["ppl"] = _stat(row.ppl, 2)
     cells["bleu"] = _stat(row.bleu, 2)
+    cells["chrf"] = _stat(row.chrf, 1)
+    cells["plateau"] = row.convergence.text if row.convergence else ""
     cells["params"] = _params(row.params_m)
     cells["paper_ppl"] = f"{row.paper.ppl:.2f}" if row.paper and row.paper.ppl is not None else ""
     cells["paper_bleu"] = f"{row.paper.bleu:.1f}" if row.paper and row.paper.bleu is not None else ""
@@ -180,6 +187,17 @@ def legend(table: ReportTable) -> list[str]:
             f"(sacrebleu, {table.n_samples} resamples) finds the BLEU difference from the base significant at "
             f"p < {ALPHA} / p < 0.01 on every paired seed, with the same sign.",
         ]
+    lines.append(
+        f"chrF: sacreBLEU {table.chrf_signature}. plateau: 'yes' when dev BLEU moved by less than {PLATEAU_BLEU:g} "
+        "between the last two validations of every seed (on the same sentences); 'rising' means train longer, "
+        "'diverged' that a seed failed or ended above the uniform guess's perplexity."
+    )
+    unconverged = [r.name for r in table.rows if r.convergence is not None and r.convergence.state != "plateau"]
+    if unconverged:
+        lines.append(
+            f"NOT AT PLATEAU: {', '.join(unconverged)}. Their numbers measure how fast a model learns, not what it "
+            "is worth: raise train.max_steps before reading them as results."
+        )
     if table.show_paper:
         lines.append(
             "paper: Vaswani et al. (2017), Table 3, single runs on newstest2013 (EN-DE); its PPL is per wordpiece "
@@ -212,8 +230,38 @@ def to_markdown(table: ReportTable) -> str:
             cells = display_cells(row) | {"group": group_label(group, rows) if i == 0 else ""}
             lines.append("| " + " | ".join(_md_escape(cells[c.key]) for c in cols) + " |")
     lines.append("")
+    if table.claims:
+        # A list rather than a table: it reads the same in a terminal (the sweep prints this file) and rendered.
+        lines += ["### The paper's claims", ""]
+        for cv in table.claims:
+            lines.append(f"- **{cv.verdict.upper()}**: {claim_title(cv)}")
+            lines += [f"  - {c.verdict}: {comparison_text(c, table.base)}" for c in cv.comparisons]
+        lines += ["", CLAIMS_LEGEND, ""]
     lines += [f"- {_md_escape(line)}" for line in legend(table)]
     return "\n".join(lines) + "\n"
+
+
+CLAIMS_LEGEND = (
+    "Each comparison: difference of the means over seeds [95% confidence interval counting seed noise (pooled over "
+    "rows) and dev-sentence noise (paired bootstrap)], two-sided p and Holm-corrected p over every row against the "
+    "base on that metric; paper = the paper's difference. Reproduced: Holm p < 0.05 in the claimed direction "
+    "(equivalence: the interval inside the margin); contradicted: significant the other way (equivalence: interval "
+    "outside the margin); inconclusive: neither, so the study cannot tell at this size and seed count."
+)
+
+
+def claim_title(cv: ClaimVerdict) -> str:
+    section = f" ({cv.claim.section})" if cv.claim.section else ""
+    return f"{cv.claim.text}{section}"
+
+
+def verdict_lines(table: ReportTable) -> list[str]:
+    """One line per claim and one per comparison: what the terminal prints at the end of a sweep."""
+    lines = []
+    for cv in table.claims:
+        lines.append(f"{cv.verdict.upper():13s} {claim_title(cv)}")
+        lines += [f"    {c.verdict:13s} {comparison_text(c, table.base)}" for c in cv.comparisons]
+    return lines
 
 
 # --- LaTeX --------------------------------------------------------------------------------------------------------
@@ -275,6 +323,20 @@ def to_latex(table: ReportTable) -> str:
     caption = " ".join(legend(table)[1:4])
     lines += [r"\caption{" + tex_escape(f"Variations on the Transformer ({table.study}). {caption}") + "}"]
     lines += [r"\label{tab:" + re.sub(r"[^A-Za-z0-9-]", "-", table.study) + "}", r"\end{table*}"]
+    if table.claims:
+        lines += [
+            "",
+            r"\begin{table*}[t]",
+            r"\centering",
+            r"\scriptsize",
+            r"\begin{tabular}{p{0.3\linewidth}lp{0.5\linewidth}}",
+        ]
+        lines += [r"\toprule", r"claim & verdict & evidence \\", r"\midrule"]
+        for cv in table.claims:
+            evidence = r" \newline ".join(tex_escape(comparison_text(c, table.base)) for c in cv.comparisons)
+            lines.append(f"{tex_escape(claim_title(cv))} & {cv.verdict} & {evidence} " + r"\\")
+        lines += [r"\bottomrule", r"\end{tabular}", r"\caption{" + tex_escape(CLAIMS_LEGEND) + "}"]
+        lines += [r"\label{tab:" + re.sub(r"[^A-Za-z0-9-]", "-", table.study) + "-claims}", r"\end{table*}"]
     return "\n".join(lines) + "\n"
 
 
@@ -305,6 +367,20 @@ def row_record(row: ReportRow) -> dict[str, Any]:
         "delta_bleu": _round(row.delta_bleu.mean) if row.delta_bleu else None,
         "delta_bleu_std": _round(row.delta_bleu.std) if row.delta_bleu else None,
         "delta_ppl": _round(row.delta_ppl.mean) if row.delta_ppl else None,
+        "chrf_mean": _round(row.chrf.mean) if row.chrf else None,
+        "chrf_std": _round(row.chrf.std) if row.chrf else None,
+        "delta_chrf": _round(row.delta_chrf.mean) if row.delta_chrf else None,
+        "plateau": row.convergence.state if row.convergence else None,
+        **{
+            f"{metric}_{key}": _round(getattr(row.tests.get(metric), attr, None))
+            for metric in METRICS
+            for key, attr in (("delta_se", "se"), ("p", "p"), ("p_holm", "p_holm"))
+        },
+        **{
+            f"{metric}_ci_{end}": _round(row.tests[metric].ci[i]) if metric in row.tests else None
+            for metric in METRICS
+            for i, end in enumerate(("low", "high"))
+        },
         "bleu_p_value": sig.p_value if sig else None,
         "significance": sig.mark if sig else "",
         "wall_time_s": _round(row.wall_time_s, 1),
@@ -358,8 +434,52 @@ def to_json(table: ReportTable) -> str:
         "generated_at": table.generated_at,
         "legend": legend(table),
         "rows": rows,
+        "claims": claims_data(table),
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def claims_data(table: ReportTable) -> list[dict[str, Any]]:
+    """The verdicts as raw values (JSON, the claims CSV and W&B)."""
+    out = []
+    for cv in table.claims:
+        for c in cv.comparisons:
+            t = c.test
+            out.append(
+                {
+                    "claim": cv.claim.id,
+                    "claim_text": cv.claim.text,
+                    "section": cv.claim.section,
+                    "claim_verdict": cv.verdict,
+                    "row": c.comparison.row,
+                    "against": c.comparison.against or table.base,
+                    "metric": c.comparison.metric,
+                    "expect": c.comparison.expect,
+                    "margin": c.comparison.margin,
+                    "verdict": c.verdict,
+                    "effect": _round(t.effect) if t else None,
+                    "ci_low": _round(t.ci[0]) if t and t.effect is not None else None,
+                    "ci_high": _round(t.ci[1]) if t and t.effect is not None else None,
+                    "p": _round(t.p) if t else None,
+                    "p_holm": _round(t.p_holm) if t else None,
+                    "se_seeds": _round(t.se_seeds) if t else None,
+                    "se_sentences": _round(t.se_sentences) if t else None,
+                    "seeds": f"{t.n_row}/{t.n_against}" if t else "",
+                    "paper_effect": _round(c.paper_delta),
+                }
+            )
+    return out
+
+
+def to_claims_csv(table: ReportTable) -> str:
+    """One line per comparison of every claim, with its test and verdict (written beside the main CSV)."""
+    records = claims_data(table)
+    buffer = io.StringIO()
+    if records:
+        writer = csv.DictWriter(buffer, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+    return buffer.getvalue()
 
 
 # --- HTML ---------------------------------------------------------------------------------------------------------
@@ -399,6 +519,15 @@ def to_html(table: ReportTable, plots: dict[str, Path] | None = None) -> str:
         headers=[(c.align, c.header) for c in cols],
         groups=groups,
         legend=legend(table),
+        claims=[
+            {
+                "title": claim_title(cv),
+                "verdict": cv.verdict,
+                "evidence": [f"{c.verdict}: {comparison_text(c, table.base)}" for c in cv.comparisons],
+            }
+            for cv in table.claims
+        ],
+        claims_legend=CLAIMS_LEGEND,
         images=images,
         generated_at=table.generated_at,
     )

@@ -51,6 +51,8 @@ class Record:
     """Detokenized dev hypotheses, one per line (absolute path), or None."""
     references: Path | None
     """Raw dev references, same order (absolute path), or None."""
+    sentence_nll: Path | None = None
+    """Per dev sentence, same order: summed NLL <tab> target tokens (absolute path), or None."""
     raw: dict[str, Any]
     """The whole record as read, for fields this class does not name (optuna, wandb, host, times)."""
 
@@ -183,6 +185,7 @@ def read_record(path: Path, out_dir: Path | None = None) -> Record:
         curves=data.get("curves") or {},
         hypotheses=_resolve(out_dir, data.get("hypotheses")),
         references=_resolve(out_dir, data.get("references")),
+        sentence_nll=_resolve(out_dir, data.get("sentence_nll")),
         raw=data,
     )
 

@@ -11,9 +11,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from reports.claims import Claim, ClaimVerdict, judge, parse_claims
+from reports.convergence import Convergence, row_convergence
+from reports.metrics import chrf_signature, system_scores
 from reports.paper import PaperRow, load_paper_table
 from reports.results import Record, RowSpec, StudyResults, TrialStatus
 from reports.significance import N_SAMPLES, Significance, paired_bootstrap_vs_base
+from reports.stats import METRICS, RowTest, compare_rows
 
 
 @dataclass(frozen=True)
@@ -68,8 +72,12 @@ class Stat:
 
     @classmethod
     def of(cls, records: list[Record], metric: str) -> Stat | None:
-        """The metric over those records that have it, or None if none does."""
-        values = {r.seed: float(r.metrics[metric]) for r in records if r.metrics.get(metric) is not None}
+        """The metric over those records that have it, or None if none does (chrF is computed from hypotheses)."""
+        if metric == "chrf":
+            scores = {r.seed: system_scores(r, "chrf") for r in records}
+            values = {seed: s.score for seed, s in scores.items() if s is not None}
+        else:
+            values = {r.seed: float(r.metrics[metric]) for r in records if r.metrics.get(metric) is not None}
         return cls(values=values) if values else None
 
 
@@ -93,12 +101,20 @@ class ReportRow:
     """Dev perplexity over complete seeds."""
     bleu: Stat | None = None
     """Dev BLEU over complete seeds."""
+    chrf: Stat | None = None
+    """Dev chrF over complete seeds (sacreBLEU, from the dev hypotheses)."""
+    convergence: Convergence | None = None
+    """Whether the row's trials reached their plateau (its least converged trial's state)."""
+    tests: dict[str, RowTest] = field(default_factory=dict)
+    """metric -> test of this row against the base (seeds and sentences, Holm-corrected); empty for the base."""
     params_m: float | None = None
     """Parameters x10^6."""
     delta_bleu: Stat | None = None
     """BLEU minus the base's, per seed both completed (paired), or mean minus mean if no seed is shared."""
     delta_ppl: Stat | None = None
     """PPL minus the base's, paired like delta_bleu."""
+    delta_chrf: Stat | None = None
+    """chrF minus the base's, paired like delta_bleu."""
     significance: Significance | None = None
     """Paired bootstrap test of BLEU against the base (None for the base itself)."""
     paper: PaperRow | None = None
@@ -149,6 +165,10 @@ class ReportTable:
     generated_at: str
     n_samples: int = N_SAMPLES
     """Bootstrap resamples of the significance test."""
+    claims: list[ClaimVerdict] = field(default_factory=list)
+    """A verdict for each of the study's claims (empty when the study declares none)."""
+    chrf_signature: str = ""
+    """sacreBLEU's signature of the chrF in the table."""
 
     def groups(self) -> list[tuple[str, list[ReportRow]]]:
         """Consecutive rows of the same group, in display order."""
@@ -210,8 +230,36 @@ def _mean(records: list[Record], metric: str) -> float | None:
     return stat.mean if stat else None
 
 
-def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES) -> ReportTable:
-    """Table 3 for a results directory: configs against the base, metrics over seeds, paper, significance."""
+def _row_tests(
+    results: StudyResults, rows: list[ReportRow], base: str, n_samples: int
+) -> dict[tuple[str, str, str], RowTest]:
+    """Every row against the base on every metric, counting seed and sentence noise, Holm-corrected per metric."""
+    pairs = [(r.name, base) for r in rows if r.name != base]
+    tests: dict[tuple[str, str, str], RowTest] = {}
+    for metric in METRICS:
+        systems = {
+            r.name: [s for s in (system_scores(rec, metric) for rec in results.records(r.name)) if s is not None]
+            for r in rows
+        }
+        tests.update(compare_rows(systems, pairs, metric, n_samples=n_samples))
+    return tests
+
+
+def _study_claims(results: StudyResults) -> list[Claim]:
+    """The claims study.json carries (checked when the sweep started), as Claim objects."""
+    raw = results.meta.get("claims")
+    if not raw:
+        return []
+    return parse_claims(raw, str(results.out_dir / "study.json"))
+
+
+def _paper_numbers(rows: list[ReportRow]) -> dict[str, dict[str, float | None]]:
+    return {r.name: {"bleu": r.paper.bleu, "ppl": r.paper.ppl} for r in rows if r.paper is not None}
+
+
+def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: list[Claim] | None = None) -> ReportTable:
+    """Table 3 for a results directory: configs against the base, metrics over seeds, paper, significance, and a
+    verdict for each claim (`claims`, else those study.json carries)."""
     paper = load_paper_table()
     base_spec = results.base
     base_records = results.records(base_spec.name) if base_spec else []
@@ -238,6 +286,8 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES) -> ReportT
                 status={seed: s for (name, seed), s in sorted(results.status.items()) if name == spec.name},
                 ppl=Stat.of(records, "ppl"),
                 bleu=Stat.of(records, "bleu"),
+                chrf=Stat.of(records, "chrf"),
+                convergence=row_convergence(results.records(spec.name, state=None)),
                 params_m=params / 1e6 if params is not None else None,
                 paper=_paper_row(spec) or paper.get(spec.name),
                 wall_time_s=_mean(records, "wall_time_s"),
@@ -256,6 +306,7 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES) -> ReportT
                 continue
             row.delta_bleu = _paired_delta(row.bleu, base_row.bleu)
             row.delta_ppl = _paired_delta(row.ppl, base_row.ppl)
+            row.delta_chrf = _paired_delta(row.chrf, base_row.chrf)
             row.significance = tests.get(row.name)
             if row.significance is not None and row.significance.note:
                 notes.append(f"{row.name}: not tested for significance ({row.significance.note})")
@@ -264,7 +315,20 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES) -> ReportT
     elif results.rows:
         notes.append("the study has no row in group 'base': no deltas, no significance, every cell shown")
 
+    verdicts: list[ClaimVerdict] = []
+    if base_row is not None and base_records:
+        tests = _row_tests(results, rows, base_row.name, n_samples)
+        for row in rows:
+            row.tests = {metric: tests[(row.name, base_row.name, metric)] for metric in METRICS if row is not base_row}
+        study_claims = claims if claims is not None else _study_claims(results)
+        unconverged = {r.name for r in rows if r.convergence is not None and r.convergence.state != "plateau"}
+        verdicts = judge(study_claims, tests, base_row.name, _paper_numbers(rows), unconverged)
+    elif claims:
+        notes.append("claims not judged: the study has no base row with a complete trial")
+
     return ReportTable(
+        claims=verdicts,
+        chrf_signature=chrf_signature(),
         study=results.study,
         preset=results.preset,
         seeds=results.seeds,

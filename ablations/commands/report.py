@@ -36,6 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-plots", action="store_true", help="skip the plots (the HTML page then has none)")
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the significance test")
     parser.add_argument("--quiet", action="store_true", help="do not print the Markdown table")
+    parser.add_argument(
+        "--claims",
+        default=None,
+        metavar="FILE",
+        help="a claims YAML to judge instead of the study's own (form: ablations/studies/table3.claims.yaml)",
+    )
     return parser
 
 
@@ -54,6 +60,7 @@ def main(argv: list[str]) -> int:
         plots=not args.no_plots,
         n_samples=args.samples,
         storage=args.storage,
+        claims=args.claims,
     )
     if "md" in written and not args.quiet:
         print(written["md"].read_text(encoding="utf-8"))

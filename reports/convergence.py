@@ -1,0 +1,77 @@
+"""Did a trial reach its plateau? Read from its validation curve, so a table never passes off an untrained or a
+diverged model as a result.
+
+A trial is at its plateau when dev BLEU moved by less than PLATEAU_BLEU between its last two validations, on the
+same dev sentences (the final validation also scores the subset the periodic ones decode: `bleu_tracked`). It is
+*rising* when BLEU still gained that much, *falling* when it lost that much (over-fitting or instability), and
+*diverged* when training failed as diverged or its dev perplexity ended above that of a uniform guess over the
+vocabulary (a finite blow-up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from reports.results import Record
+
+PLATEAU_BLEU = 1.0
+"""Largest BLEU change between the last two validations of a trial at its plateau."""
+
+State = Literal["plateau", "rising", "falling", "diverged", "unknown"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Convergence:
+    state: State
+    delta: float | None = None
+    """BLEU at the last validation minus BLEU at the one before, on the same sentences."""
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        """'yes', 'rising +2.3', 'diverged', ... for a table cell."""
+        if self.state == "plateau":
+            return "yes"
+        if self.delta is not None and self.state in ("rising", "falling"):
+            return f"{self.state} {self.delta:+.1f}"
+        return self.state
+
+
+def _bleu(point: dict) -> float | None:
+    value = point.get("bleu_tracked", point.get("bleu"))
+    return float(value) if value is not None else None
+
+
+def convergence(record: Record) -> Convergence:
+    """Where one finished trial stands (see the module docstring)."""
+    if record.state == "failed" and (record.reason or "").startswith("diverged"):
+        return Convergence(state="diverged", detail=record.reason or "")
+    if record.state != "complete":
+        return Convergence(state="unknown", detail=f"trial {record.state}")
+    vocab = (record.config.get("model") or {}).get("vocab_size")
+    ppl = record.metrics.get("ppl")
+    if vocab and ppl is not None and float(ppl) > float(vocab):
+        return Convergence(state="diverged", detail=f"dev PPL {float(ppl):.3g} is above the uniform guess ({vocab})")
+    points = [p for p in record.curves.get("val", []) if _bleu(p) is not None]
+    if len(points) < 2:
+        return Convergence(state="unknown", detail="fewer than two validations with BLEU: lower train.val_every")
+    delta = _bleu(points[-1]) - _bleu(points[-2])  # type: ignore[operator]
+    steps = f"steps {points[-2].get('step')} -> {points[-1].get('step')}"
+    if delta >= PLATEAU_BLEU:
+        return Convergence(state="rising", delta=delta, detail=f"BLEU {delta:+.2f} over {steps}: train longer")
+    if delta <= -PLATEAU_BLEU:
+        return Convergence(state="falling", delta=delta, detail=f"BLEU {delta:+.2f} over {steps}")
+    return Convergence(state="plateau", delta=delta, detail=f"BLEU {delta:+.2f} over {steps}")
+
+
+def row_convergence(records: list[Record]) -> Convergence | None:
+    """The row's state: its worst trial's (diverged > falling > rising > unknown > plateau), None without trials."""
+    if not records:
+        return None
+    rank = {"diverged": 0, "falling": 1, "rising": 2, "unknown": 3, "plateau": 4}
+    states = [convergence(r) for r in records]
+    return min(states, key=lambda c: (rank[c.state], -abs(c.delta or 0.0)))
+
+
+__all__ = ["PLATEAU_BLEU", "Convergence", "convergence", "row_convergence"]

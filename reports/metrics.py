@@ -1,0 +1,101 @@
+"""Dev metrics of a finished trial, at the corpus and the sentence level: BLEU and chrF through sacreBLEU (each
+with its signature), perplexity from the per-sentence NLL the trial wrote. The statistical tests (`reports.stats`)
+resample these per-sentence statistics."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import numpy as np
+
+from reports.results import Record
+from reports.significance import _bleu_metric, read_lines
+from reports.stats import SystemScores
+
+
+@functools.cache
+def _lines(path: Path, mtime: float) -> tuple[str, ...]:
+    return tuple(read_lines(path))
+
+
+def _read(path: Path | None) -> list[str] | None:
+    if path is None or not path.is_file():
+        return None
+    return list(_lines(path, path.stat().st_mtime))
+
+
+def chrf_metric():
+    """sacreBLEU's chrF with its defaults (character 6-grams, beta 2): the metric the signature names."""
+    from sacrebleu.metrics import CHRF
+
+    return CHRF()
+
+
+def chrf_signature() -> str:
+    """sacreBLEU's chrF signature (it names the number of references, so the metric must have scored once)."""
+    metric = chrf_metric()
+    metric.corpus_score(["a"], [["a"]])
+    return str(metric.get_signature())
+
+
+@functools.cache
+def _corpus_stats(kind: str, signature: str | None, hyp_path: Path, ref_path: Path, stamp: tuple) -> tuple:
+    """Per-sentence sufficient statistics and the corpus score of one hypotheses file against its references.
+
+    sacreBLEU's `_extract_corpus_statistics` / `_compute_score_from_stats` are what its own paired tests use to
+    resample sentences; calling them keeps our bootstrap exactly sacreBLEU's metric, smoothing and all."""
+    hyps, refs = _read(hyp_path), _read(ref_path)
+    if hyps is None or refs is None or len(hyps) != len(refs):
+        return None, None, None
+    metric = _bleu_metric(signature) if kind == "bleu" else chrf_metric()
+    stats = np.asarray(metric._extract_corpus_statistics(hyps, [refs]), dtype=np.float64)
+    score = metric._compute_score_from_stats(stats.sum(0).tolist()).score
+    return stats, (lambda sums: metric._compute_score_from_stats(sums.tolist()).score), score
+
+
+def _stamp(*paths: Path) -> tuple:
+    return tuple(p.stat().st_mtime for p in paths)
+
+
+def system_scores(record: Record, metric: str) -> SystemScores | None:
+    """The record's dev score on `metric` ('bleu', 'chrf', 'ppl') with per-sentence statistics where available."""
+    if metric == "ppl":
+        return _ppl_scores(record)
+    hyp, ref = record.hypotheses, record.references
+    if hyp is None or ref is None or not hyp.is_file() or not ref.is_file():
+        value = record.metrics.get(metric)
+        return SystemScores(score=float(value)) if value is not None else None
+    signature = record.metrics.get("bleu_signature") if metric == "bleu" else None
+    stats, scorer, score = _corpus_stats(metric, signature, hyp, ref, _stamp(hyp, ref))
+    if stats is None:
+        value = record.metrics.get(metric)
+        return SystemScores(score=float(value)) if value is not None else None
+    # The table reports the trial's own BLEU (identical: same hypotheses, same metric); chrF exists only here.
+    reported = record.metrics.get("bleu") if metric == "bleu" else None
+    return SystemScores(score=float(reported if reported is not None else score), stats=stats, scorer=scorer)
+
+
+def _ppl_scores(record: Record) -> SystemScores | None:
+    value = record.metrics.get("ppl")
+    if value is None:
+        return None
+    lines = _read(record.sentence_nll)
+    if not lines:
+        return SystemScores(score=float(value))
+    stats = np.array([[float(x) for x in line.split("\t")] for line in lines], dtype=np.float64)  # (n, [nll, ntok])
+    return SystemScores(score=float(value), stats=stats, scorer=_ppl_from_sums)
+
+
+def _ppl_from_sums(sums: np.ndarray) -> float:
+    return math.exp(min(sums[0] / max(sums[1], 1.0), 50.0))
+
+
+def chrf_of(record: Record) -> float | None:
+    """The record's dev chrF (computed from its hypotheses), or None without them."""
+    scores = system_scores(record, "chrf")
+    return scores.score if scores is not None else None
+
+
+__all__ = ["chrf_of", "chrf_signature", "system_scores"]

@@ -1,0 +1,247 @@
+"""Is a row different from the base, counting both kinds of noise: which seed trained it, and which sentences the
+dev set happens to hold?
+
+For a row R and a reference row B (the base), with seeds s and a metric M scored on the whole dev set:
+
+    effect = mean_s M(R_s) - mean_s M(B_s)
+    SE^2   = s_p^2 (1/n_R + 1/n_B)          seed noise: training randomness, from every row's spread over seeds
+           + Var_boot(effect)               sentence noise: a paired bootstrap over the dev sentences
+
+s_p^2 is the seed variance pooled over all rows of the study (every row follows one recipe, so they share it; with
+two seeds a row alone would give one degree of freedom, a 95% interval of +-12.7 standard errors). The bootstrap
+resamples the sentences once per replicate for every system (paired), and recomputes corpus-level scores from
+sacreBLEU's sufficient statistics, as sacreBLEU's own paired test does. The interval uses Student's t with
+Welch-Satterthwaite degrees of freedom; p-values are two-sided and Holm-corrected (Holm, 1979) over every row tested
+against the same reference on the same metric. This follows Bouthillier et al. (2021), "Accounting for variance in
+machine learning benchmarks": randomise the seeds and the test sample, and count both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ALPHA = 0.05
+"""Significance level of every test and 1 - coverage of every interval."""
+N_SAMPLES = 1000
+"""Bootstrap resamples of the dev sentences."""
+BOOTSTRAP_SEED = 12345
+"""The resampled sentence indices are fixed, so a report is reproducible (sacreBLEU's default seed)."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    label: str
+    digits: int
+    higher_is_better: bool
+
+
+METRICS = {
+    "bleu": MetricSpec("bleu", "BLEU", 2, True),
+    "chrf": MetricSpec("chrf", "chrF", 2, True),
+    "ppl": MetricSpec("ppl", "PPL", 2, False),
+}
+"""The metrics a claim or test can name."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemScores:
+    """One trained model (row x seed) on the dev set: its corpus score and, where known, per-sentence statistics."""
+
+    score: float
+    """Corpus-level score, as reported."""
+    stats: np.ndarray | None = None
+    """(sentences, k) sufficient statistics whose column sums give the corpus score through `scorer`."""
+    scorer: object | None = None
+    """stats sums (k,) -> score."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowTest:
+    """One row against one reference row on one metric."""
+
+    row: str
+    against: str
+    metric: str
+    n_row: int
+    n_against: int
+    effect: float | None
+    """mean(row) - mean(reference), in the metric's units."""
+    se: float = math.nan
+    se_seeds: float | None = None
+    """Seed part of the standard error (None: only one seed anywhere, seed noise unknown)."""
+    se_sentences: float | None = None
+    """Sentence part of the standard error (None: no per-sentence statistics)."""
+    df: float = math.inf
+    ci: tuple[float, float] = (math.nan, math.nan)
+    """95% confidence interval of the effect (not adjusted for multiplicity)."""
+    p: float | None = None
+    """Two-sided p-value of effect != 0."""
+    p_holm: float | None = None
+    """p, Holm-corrected over every row tested against the same reference on the same metric."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def p_tost(self, margin: float) -> float | None:
+        """p-value of the two one-sided tests (TOST) of |effect| < margin (equivalence)."""
+        if self.effect is None or not self.se > 0:
+            return None
+        from scipy import stats
+
+        lower = stats.t.sf((self.effect + margin) / self.se, self.df)
+        upper = stats.t.sf((margin - self.effect) / self.se, self.df)
+        return float(max(lower, upper))
+
+
+def pooled_seed_variance(rows: Sequence[Sequence[float]]) -> tuple[float | None, int]:
+    """Within-row variance over seeds pooled across rows, and its degrees of freedom (None, 0 with one seed each)."""
+    ss, df = 0.0, 0
+    for values in rows:
+        values = [v for v in values if math.isfinite(v)]
+        if len(values) >= 2:
+            mean = sum(values) / len(values)
+            ss += sum((v - mean) ** 2 for v in values)
+            df += len(values) - 1
+    return (ss / df, df) if df else (None, 0)
+
+
+def resample_weights(n_sentences: int, n_samples: int = N_SAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """(n_samples, n_sentences) counts: how often each sentence is drawn in each bootstrap replicate."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n_sentences, size=(n_samples, n_sentences))
+    weights = np.zeros((n_samples, n_sentences), dtype=np.float64)
+    np.add.at(weights, (np.arange(n_samples)[:, None], idx), 1.0)
+    return weights
+
+
+def bootstrap_scores(system: SystemScores, weights: np.ndarray) -> np.ndarray | None:
+    """The system's corpus score on every bootstrap replicate, or None without per-sentence statistics."""
+    if system.stats is None or system.scorer is None or system.stats.shape[0] != weights.shape[1]:
+        return None
+    sums = weights @ system.stats
+    return np.array([system.scorer(row) for row in sums], dtype=np.float64)
+
+
+def compare(
+    row: str,
+    against: str,
+    metric: str,
+    mine: list[SystemScores],
+    theirs: list[SystemScores],
+    seed_var: tuple[float | None, int],
+    weights: np.ndarray | None,
+    cache: dict[int, np.ndarray | None] | None = None,
+) -> RowTest:
+    """The test of one row against a reference (see the module docstring); `cache` holds bootstrap scores by id."""
+    from scipy import stats
+
+    if not mine or not theirs:
+        return RowTest(row=row, against=against, metric=metric, n_row=len(mine), n_against=len(theirs), effect=None)
+    effect = float(np.mean([s.score for s in mine]) - np.mean([s.score for s in theirs]))
+    variance, notes = 0.0, []
+    s2, df_seed = seed_var
+    se_seeds = math.sqrt(s2 * (1 / len(mine) + 1 / len(theirs))) if s2 is not None else None
+    if se_seeds is None:
+        notes.append("one seed per row: seed noise not estimated (run more seeds)")
+    else:
+        variance += se_seeds**2
+    se_sent = None
+    if weights is not None:
+        boots = [_cached(s, weights, cache) for s in (*mine, *theirs)]
+        if all(b is not None for b in boots):
+            diff = np.mean(boots[: len(mine)], axis=0) - np.mean(boots[len(mine) :], axis=0)
+            se_sent = float(np.std(diff, ddof=1))
+            variance += se_sent**2
+    if se_sent is None:
+        notes.append("no per-sentence statistics: sentence noise not counted")
+    se = math.sqrt(variance)
+    # Welch-Satterthwaite: only the seed part is estimated from few values; the bootstrap part is known well.
+    df = math.inf if se_seeds is None or df_seed == 0 or se == 0 else se**4 / (se_seeds**4 / df_seed)
+    if se > 0:
+        t = stats.t.ppf(1 - ALPHA / 2, df)
+        ci = (effect - t * se, effect + t * se)
+        p = float(2 * stats.t.sf(abs(effect) / se, df))
+    else:
+        ci, p = (effect, effect), (1.0 if effect == 0 else None)
+    return RowTest(
+        row=row,
+        against=against,
+        metric=metric,
+        n_row=len(mine),
+        n_against=len(theirs),
+        effect=effect,
+        se=se,
+        se_seeds=se_seeds,
+        se_sentences=se_sent,
+        df=df,
+        ci=ci,
+        p=p,
+        notes=tuple(notes),
+    )
+
+
+def _cached(system: SystemScores, weights: np.ndarray, cache: dict[int, np.ndarray | None] | None):
+    if cache is None:
+        return bootstrap_scores(system, weights)
+    if id(system) not in cache:
+        cache[id(system)] = bootstrap_scores(system, weights)
+    return cache[id(system)]
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment (strong control of the family-wise error rate); None stays None."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running, m = 0.0, len(order)
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+def compare_rows(
+    systems: dict[str, list[SystemScores]],
+    pairs: Sequence[tuple[str, str]],
+    metric: str,
+    *,
+    n_samples: int = N_SAMPLES,
+) -> dict[tuple[str, str, str], RowTest]:
+    """Test every (row, reference) pair on one metric; Holm over the pairs that share a reference."""
+    seed_var = pooled_seed_variance([[s.score for s in scores] for scores in systems.values()])
+    sizes = {s.stats.shape[0] for scores in systems.values() for s in scores if s.stats is not None}
+    weights = resample_weights(sizes.pop(), n_samples) if len(sizes) == 1 else None
+    cache: dict[int, np.ndarray | None] = {}
+    tests = {
+        (row, ref, metric): compare(
+            row, ref, metric, systems.get(row, []), systems.get(ref, []), seed_var, weights, cache
+        )
+        for row, ref in pairs
+    }
+    for ref in {ref for _, ref in pairs}:
+        keys = [k for k in tests if k[1] == ref]
+        for key, adjusted in zip(keys, holm([tests[k].p for k in keys]), strict=True):
+            tests[key] = _with(tests[key], p_holm=adjusted)
+    return tests
+
+
+def _with(test: RowTest, **changes) -> RowTest:
+    from dataclasses import replace
+
+    return replace(test, **changes)
+
+
+__all__ = [
+    "ALPHA",
+    "METRICS",
+    "N_SAMPLES",
+    "RowTest",
+    "SystemScores",
+    "compare",
+    "holm",
+    "pooled_seed_variance",
+    "resample_weights",
+    "compare_rows",
+]
