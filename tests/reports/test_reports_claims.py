@@ -16,7 +16,7 @@ from data.errors import AblateError
 from reports.claims import Comparison, comparison_verdict, judge, load_claims, parse_claims
 from reports.convergence import convergence
 from reports.results import Record
-from reports.stats import SystemScores, compare, holm, pooled_seed_variance, resample_weights, compare_rows
+from reports.stats import SystemScores, compare, compare_rows, holm, pooled_seed_variance, resample_weights
 
 
 def systems(values: list[float]) -> list[SystemScores]:
