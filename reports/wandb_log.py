@@ -14,12 +14,14 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from reports.formats import row_record
+from reports.formats import claims_data, row_record
 from reports.plots import Plot
 from reports.table import ReportTable
 
 TABLE_KEY = "report/table3"
 """History key of the report table."""
+CLAIMS_KEY = "report/claims"
+"""History key of the claims table (one line per comparison, with its verdict)."""
 
 
 def _mode() -> str | None:
@@ -56,12 +58,22 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
         columns = list(records[0]) if records else ["row"]
         data = [[_cell(rec[c]) for c in columns] for rec in records]
         logged: dict[str, Any] = {TABLE_KEY: wandb.Table(columns=columns, data=data)}
+        claims = claims_data(table)
+        if claims:
+            claim_columns = list(claims[0])
+            logged[CLAIMS_KEY] = wandb.Table(
+                columns=claim_columns, data=[[_cell(c[k]) for k in claim_columns] for c in claims]
+            )
         for plot in plots:
             logged[f"report/{plot.name}"] = wandb.Image(str(plot.png), caption=plot.title)
         run.log(logged)
         for rec in records:
             if rec["bleu_mean"] is not None:
                 run.summary[f"bleu/{rec['row']}"] = rec["bleu_mean"]
+            if rec["chrf_mean"] is not None:
+                run.summary[f"chrf/{rec['row']}"] = rec["chrf_mean"]
+        for cv in table.claims:  # the verdicts, readable on the run's overview page
+            run.summary[f"claims/{cv.claim.id}"] = cv.verdict
         return Path(run.dir).parent
     finally:
         run.finish()

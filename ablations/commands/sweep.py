@@ -32,7 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="Optuna storage URL (default: a journal file in --out);\n"
         "postgresql://user:pw@host/db shares the study with workers on other machines",
     )
-    p.add_argument("--workers", type=int, default=None, help="trials at once on this machine (default 1; one per GPU)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="trials at once on this machine (default: one per GPU, else one per CPU core)",
+    )
     p.add_argument("--out", default=None, help="output directory (default runs/<study>-<preset>)")
     p.add_argument("--name", default=None, help="Optuna study name (default <study>-<preset>)")
     p.add_argument("--data", default=None, help="corpus: builtin, a directory of train/valid/test.{src,tgt}, a .tsv")
@@ -208,11 +213,17 @@ def _prepare_data(plan) -> None:
 
 
 def _default_workers(plan) -> int:
+    """One worker per GPU; on a CPU, one single-thread worker per core. Measured on the 2-core
+    machine (tiny preset): two 1-thread workers train 42k tokens/s together, one 2-thread process 30k."""
     import torch
 
+    run = plan.run_config(plan.study.rows[0], 0)
     gpus = torch.cuda.device_count()
-    devices = plan.run_config(plan.study.rows[0], 0).hardware.devices
-    return gpus if gpus > 1 and devices in (1, "1") else 1
+    if gpus:
+        return gpus if gpus > 1 and run.hardware.devices in (1, "1") else 1
+    single_process = run.hardware.devices in (1, "1", "auto") and run.hardware.num_nodes == 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, len(plan.keys()))) if single_process else 1
 
 
 def _set_threads(workers: int) -> None:

@@ -37,7 +37,9 @@ class Sweeps:
 
     def command(self, study: str | Path, out: Path, *args: str) -> list[str]:
         cli = [sys.executable, "-m", "ablations.cli", "sweep"]
-        return [*cli, str(self.study(study)), "--out", str(out), "--no-report", *args]
+        # One worker unless a test asks for more (the default, one per core, would vary with the machine).
+        workers = () if any(a == "--workers" or a.startswith("--workers=") for a in args) else ("--workers", "1")
+        return [*cli, str(self.study(study)), "--out", str(out), "--no-report", *workers, *args]
 
     def run(self, study: str | Path, out: Path, *args: str, timeout: float = SWEEP_TIMEOUT_S):
         """Run a sweep to its end; returns the CompletedProcess (stdout and stderr as text)."""

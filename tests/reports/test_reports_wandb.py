@@ -9,7 +9,7 @@ import wandb
 from reports_fixtures import TABLE3_ROWS, make_study
 
 from reports.build import build_report
-from reports.wandb_log import TABLE_KEY, read_offline_run
+from reports.wandb_log import CLAIMS_KEY, TABLE_KEY, read_offline_run
 
 
 @pytest.fixture
@@ -50,6 +50,30 @@ def test_offline_run_holds_the_table_and_plots(tmp_path, clean_wandb_env):
     for image in images.values():
         assert (run_dir / "files" / image["path"]).read_bytes().startswith(b"\x89PNG")
     assert run["summary"]["bleu/base"] == pytest.approx(rows["base"]["bleu_mean"])
+
+
+def test_offline_run_holds_the_claims_and_their_verdicts(tmp_path, clean_wandb_env):
+    out = make_study(tmp_path / "table3-smoke", rows=TABLE3_ROWS[:5])
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(
+        "claims:\n  - {id: shallow, text: t, compare: [{row: C1, metric: chrf, expect: lower}]}\n"
+        "  - {id: heads, text: t, compare: [{row: A1, metric: bleu, expect: lower}, {row: B1, metric: ppl, expect: higher}]}\n"
+    )
+    run_dir = build_report(out, ["md"], wandb=True, n_samples=100, claims=claims)["wandb"]
+    wandb.teardown()
+    run = read_offline_run(run_dir)
+    ref = run["history"][0][CLAIMS_KEY]
+    table = json.loads((run_dir / "files" / ref["path"]).read_text())
+    columns = table["columns"]
+    lines = [dict(zip(columns, r, strict=True)) for r in table["data"]]
+    assert [(x["claim"], x["row"], x["metric"]) for x in lines] == [
+        ("shallow", "C1", "chrf"),
+        ("heads", "A1", "bleu"),
+        ("heads", "B1", "ppl"),
+    ]
+    assert all(x["verdict"] == "inconclusive" for x in lines)  # the fixture's curves still rise: no plateau
+    assert lines[0]["effect"] < 0 and lines[0]["ci_low"] < lines[0]["effect"] < lines[0]["ci_high"]
+    assert run["summary"]["claims/shallow"] == "inconclusive" and "chrf/base" in run["summary"]
 
 
 def test_wandb_disabled_by_environment_is_a_no_op(tmp_path, clean_wandb_env, monkeypatch):
