@@ -57,7 +57,8 @@ def test_offline_run_holds_the_claims_and_their_verdicts(tmp_path, clean_wandb_e
     claims = tmp_path / "claims.yaml"
     claims.write_text(
         "claims:\n  - {id: shallow, text: t, compare: [{row: C1, metric: chrf, expect: lower}]}\n"
-        "  - {id: heads, text: t, compare: [{row: A1, metric: bleu, expect: lower}, {row: B1, metric: ppl, expect: higher}]}\n"
+        "  - {id: heads, text: t, compare: [{row: A1, metric: bleu, expect: lower},\n"
+        "                                   {row: B1, metric: ppl, expect: higher}]}\n"
     )
     run_dir = build_report(out, ["md"], wandb=True, n_samples=100, claims=claims)["wandb"]
     wandb.teardown()
