@@ -344,47 +344,31 @@ CPU_CHOICES: dict[str, tuple[str, ...]] = {
     "pytorch_defaults": ("attention", "dropout", "adam"),
 }
 """Variants of our training step on CPU, each undoing some of our CPU choices: SDPA for all attention (instead of
-MatmulAttention for short sequences), F.dropout (instead of masks from 15-bit draws), Adam's default for-loop
-implementation (instead of the fused kernel). `pytorch_defaults` undoes all three."""
-
-
-@contextlib.contextmanager
-def _undone(choices: tuple[str, ...]):
-    """Temporarily route our model through PyTorch's defaults for the named choices (module globals that the
-    model reads at call time)."""
-    import torch.nn.functional as F
-
-    from lightning_modules import transformer
-
-    saved = transformer.MATMUL_ATTENTION_MAX_SCORES, transformer.dropout
-    if "attention" in choices:
-        transformer.MATMUL_ATTENTION_MAX_SCORES = 0
-    if "dropout" in choices:
-        transformer.dropout = lambda x, p: F.dropout(x, p, training=True)
-    try:
-        yield
-    finally:
-        transformer.MATMUL_ATTENTION_MAX_SCORES, transformer.dropout = saved
+MatmulAttention for short sequences), nn.Dropout (instead of masks from 15-bit draws), Adam's default for-loop
+implementation (instead of the fused kernel). `pytorch_defaults` undoes all three. Each variant is the model built
+with other kernels (`kernels_for(..., reference_parts=...)`), nothing patched at run time."""
 
 
 def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, cfg: ModelConfig, precision, device):
     """Median step time of our model with each of our CPU choices undone (CPU_CHOICES), same weights and batches,
     variants interleaved step by step; `speedup` is each variant's step time over ours (paired by batch)."""
-    import copy
+    from lightning_modules.kernels import kernels_for
+    from lightning_modules.transformer import Transformer
 
     variants = {}
     for name, choices in CPU_CHOICES.items():
-        trainee = make_trainee(name, copy.deepcopy(ours.module), device, False, fused="adam" not in choices)
-        variants[name] = (trainee, choices)
+        kernels = kernels_for("cpu", reference_parts=tuple(c for c in choices if c != "adam"))
+        module = Transformer(cfg, kernels=kernels)  # the same model and weights through other kernels
+        module.load_state_dict(ours.module.state_dict())
+        variants[name] = (make_trainee(name, module, device, False, fused="adam" not in choices), choices)
     measured = batches[bench.warmup :] or batches
     for r in range(2 + min(len(measured), 15)):
         batch = measured[r % len(measured)]
-        for trainee, choices in variants.values():
-            with _undone(choices):
-                start = time.perf_counter()
-                float(train_step(trainee, batch, cfg, precision, device).detach())
-                if r >= 2:
-                    trainee.times.append(time.perf_counter() - start)
+        for trainee, _ in variants.values():
+            start = time.perf_counter()
+            float(train_step(trainee, batch, cfg, precision, device).detach())
+            if r >= 2:
+                trainee.times.append(time.perf_counter() - start)
     ours_times = variants["ours"][0].times
     return {
         name: {
@@ -399,7 +383,7 @@ def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, cfg: Mod
 def lightning_step_times(run, steps: int, device, precision: str, compile_model: bool) -> list[float]:
     """Seconds between consecutive batch ends when `TranslationModule` trains through the Lightning Trainer on the
     same data module (so the same first batches): data collation, Lightning's loop, logging and the step."""
-    import lightning.pytorch as pl
+    import pytorch_lightning as pl
 
     from data.datamodule import TranslationDataModule
     from lightning_modules.module import TranslationModule

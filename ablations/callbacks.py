@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning.pytorch as pl
-from lightning.pytorch.trainer.states import TrainerFn
+import pytorch_lightning as pl
+from pytorch_lightning.trainer.states import TrainerFn
 
 
 class _StorageCallback(pl.Callback):

@@ -36,7 +36,7 @@ def make_wandb_logger(
     """A Lightning WandbLogger. Offline runs land in save_dir/wandb/offline-run-*; `wandb sync` uploads them.
 
     `run_id` makes a resumed trial continue the same W&B run instead of starting a second one."""
-    from lightning.pytorch.loggers import WandbLogger
+    from pytorch_lightning.loggers import WandbLogger
 
     save_dir.mkdir(parents=True, exist_ok=True)
     mode = wandb_mode(cfg)
