@@ -682,8 +682,8 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     """Measure everything `ablate bench` reports; returns the JSON-ready result."""
     import torch
 
-    from ablations.bench_peers import build_peer, check_peer
     from ablations.studies import load_study
+    from benchmarks.peers import build_peer, check_peer
     from lightning_modules.transformer import Transformer
 
     say = progress or (lambda message: None)
