@@ -20,7 +20,8 @@ import pytorch_lightning as pl
 import torch
 
 from ablations.config import RunConfig
-from ablations.tracking import make_wandb_logger, write_json_atomic, write_text_atomic
+from ablations.ledger import write_json_atomic, write_text_atomic
+from ablations.tracking import make_wandb_logger
 from data.datamodule import TranslationDataModule
 from lightning_modules.module import CheckpointAveraging, TranslationModule
 
@@ -334,4 +335,4 @@ def write_outputs(result: TrainResult, out_dir: Path, stem: str) -> dict[str, st
     return {"hypotheses": str(hyp_path.relative_to(out_dir)), "references": str(ref_path.relative_to(out_dir))}
 
 
-__all__ = ["TrainResult", "train", "write_outputs", "write_json_atomic"]
+__all__ = ["TrainResult", "train", "write_outputs"]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ablations.ledger import write_json_atomic
+from ablations.storage import Queue, recover_dead
 from ablations.studies import SearchDim, Study
-from ablations.sweep import Heartbeat, open_storage, recover_dead
-from ablations.tracking import write_json_atomic
 
 
 @dataclass
@@ -54,14 +54,20 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
     from ablations.callbacks import StepPruning
     from ablations.train import train
 
-    storage = open_storage(job.storage)
+    queue = Queue.open(job.storage, job.name)
     sampler = optuna.samplers.TPESampler(seed=job.seed, n_startup_trials=min(5, job.trials))
     first_check = job.study.run_config(job.row, job.preset, job.seed, **job.extra).train.val_every
     pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=first_check)  # also StepPruning's
     study = optuna.create_study(
-        study_name=job.name, storage=storage, direction="maximize", sampler=sampler, pruner=pruner, load_if_exists=True
+        study_name=job.name,
+        storage=queue.storage,
+        direction="maximize",
+        sampler=sampler,
+        pruner=pruner,
+        load_if_exists=True,
     )
-    recover_dead(study)
+    queue = Queue(queue.storage, study)
+    recover_dead(queue)
     dims = job.study.search_space
 
     def objective(trial: optuna.Trial) -> float:
@@ -70,7 +76,7 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
         run = job.study.run_config(job.row, job.preset, job.seed, **extra)
         trial.set_user_attr("host", socket.gethostname())
         trial.set_user_attr("pid", os.getpid())
-        with Heartbeat(storage, trial._trial_id):
+        with queue.heartbeat(trial):
             result = train(
                 run,
                 job.out / "trials" / f"trial{trial.number:04d}",
@@ -78,7 +84,7 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
                 group=f"{job.study.name}-tune",
                 tags=["tune", job.row, job.preset],
                 started_at=time.time(),
-                callbacks=[StepPruning(job.storage, job.name, trial._trial_id, pruner)],
+                callbacks=[StepPruning(job.storage, job.name, queue.trial_id(trial), pruner)],
                 resume=False,
                 extra_config={
                     "study": job.study.name,
@@ -87,7 +93,7 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
                     "tune_trial": trial.number,
                 },
             )
-        if "pruned_at_step" in study._storage.get_trial(trial._trial_id).user_attrs:
+        if "pruned_at_step" in queue.user_attrs(trial):
             raise optuna.TrialPruned()
         if result is None or result.metrics.get("bleu") is None:
             raise RuntimeError("training produced no dev BLEU")
