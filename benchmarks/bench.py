@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from data.errors import AblateError
+from data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from lightning_modules.config import ModelConfig
 
 PEAK_BF16_FLOPS: list[tuple[str, float]] = [
@@ -42,8 +43,6 @@ PEAK_BF16_FLOPS: list[tuple[str, float]] = [
     ("L4", 121e12),
 ]
 """Dense bf16 tensor-core peak FLOP/s by device-name substring (first match wins; vendor data sheets)."""
-
-BOS_ID, EOS_ID = 2, 3  # data.tokenizer's ids (imported lazily there, with sentencepiece)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -396,7 +395,8 @@ def lightning_step_times(run, steps: int, device, precision: str, compile_model:
             stamps.append(time.perf_counter())
 
     pl.seed_everything(run.train.seed, verbose=False)
-    module = TranslationModule(run.model, replace(run.train, compile=compile_model, max_steps=steps))
+    train = replace(run.train, compile=compile_model, max_steps=steps)
+    module = TranslationModule(run.model, train, bos_id=BOS_ID, eos_id=EOS_ID)
     trainer = pl.Trainer(
         accelerator=device.type,
         devices=1,
@@ -558,7 +558,8 @@ def _mean_length(out) -> float:
     if not isinstance(out, list):
         rows = out.tolist()
         out = [
-            [i for i in (row[: row.index(EOS_ID)] if EOS_ID in row else row) if i not in (0, BOS_ID)] for row in rows
+            [i for i in (row[: row.index(EOS_ID)] if EOS_ID in row else row) if i not in (PAD_ID, BOS_ID)]
+            for row in rows
         ]
     return sum(len(row) for row in out) / max(1, len(out))
 
@@ -682,19 +683,11 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     """Measure everything `ablate bench` reports; returns the JSON-ready result."""
     import torch
 
-    from ablations.studies import load_study
-    from benchmarks.peers import build_peer, check_peer
+    from benchmarks.peers import build_peer
     from lightning_modules.transformer import Transformer
 
     say = progress or (lambda message: None)
-    extra = {"data": {"corpus": bench.corpus}} if bench.corpus else {}
-    run = load_study(bench.study).run_config(bench.row, bench.preset, seed=bench.seed, **extra)
-    device = resolve_device(bench.device)
-    precision = resolve_precision(bench.precision, device)
-    if bench.threads:
-        torch.set_num_threads(bench.threads)
-    for name in bench.peers:
-        check_peer(name, run.model)
+    run, device, precision = setup(bench)
     say("preparing data")
     batches, src, data = load_inputs(run, bench, device)
     cfg = replace(run.model, vocab_size=data["vocab_size"])
@@ -710,15 +703,7 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     figures = [batch_figures(b, cfg) for b in batches]
     measured = [figures[i] for i in trainees[0].batch_ids]
     info = device_info(device)
-    training: dict[str, dict[str, Any]] = {}
-    for t in trainees:
-        training[t.name] = {
-            "params": sum(p.numel() for p in t.module.parameters()),
-            **throughput(t.times, [figures[i] for i in t.batch_ids], info["peak_bf16_flops"]),
-            "first_step_s": t.first_step_s,
-            "step_times_s": t.times,  # in batch order, the same batches for every system: ratios pair them
-            "memory": memory_profile(t, batches[t.batch_ids[0]], cfg, precision, device),
-        }
+    training = {t.name: training_figures(t, batches, figures, cfg, precision, device, info) for t in trainees}
     ours = trainees[0]
     breakdown = step_breakdown(ours, [batches[i] for i in ours.batch_ids[:10]], cfg, precision, device)
     profile: dict[str, Any] = {"train_step_ms": {**breakdown, "collate": data["collate_ms"]["median"]}}
@@ -727,44 +712,25 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
         profile["cpu_choices"] = cpu_choices(ours, batches, bench, cfg, precision, device)
     if bench.lightning:
         say("training through the Lightning Trainer")
-        intervals = lightning_step_times(run, bench.warmup + bench.repeats, device, precision, bench.compile)
-        # Interval j runs from the end of batch j to the end of batch j + 1 (its data loading included).
-        timed = [(seconds, j + 1) for j, seconds in enumerate(intervals) if j + 1 >= bench.warmup]
-        training["ours_lightning"] = throughput(
-            [seconds for seconds, _ in timed], [figures[i % len(figures)] for _, i in timed], info["peak_bf16_flops"]
-        )
+        training["ours_lightning"] = lightning_figures(run, bench, device, precision, figures, info)
         profile["lightning_overhead_ms"] = 1000 * (
             training["ours_lightning"]["step_time_s"]["median"] - training["ours"]["step_time_s"]["median"]
         )
     cuda = sdpa_check(ours, batches[0], precision, device) if device.type == "cuda" else None
 
     say(f"decoding {src.size(0)} sentences: beam {bench.beam_size} and greedy")
-    for t in trainees:
-        t.module.eval()
-    hf = next((t.module for t in trainees if t.name == "hf"), None)
-    decoding = run_decoding(ours.module, hf, src, bench, run, precision, device)
-    with torch.inference_mode(), autocast(device, precision), contextlib.ExitStack() as stack:
-        if bench.full_length:
-            stack.enter_context(hold_back_eos(ours.module, None))
-        profile["beam_search"] = beam_bookkeeping(ours.module, src, bench, run, device)
+    decoding, profile["beam_search"] = decoding_figures(trainees, src, bench, run, precision, device)
 
     overhead = None
     if bench.overhead:
         say(f"per-trial overhead: ablate train --preset {bench.trial_preset} in fresh processes")
         overhead = trial_overhead(bench)
 
-    src_tokens, tgt_tokens, flops = (sum(column) for column in zip(*measured, strict=True))
     result = {
         "date": time.strftime("%Y-%m-%d"),
         "config": {**asdict(bench), "precision": precision, "device": device.type},
         "device": info,
-        "model": {
-            **cfg.resolved(),
-            "params": training["ours"]["params"],
-            "train_flops_per_tgt_token": flops / tgt_tokens,
-            "train_flops_per_token": flops / (tgt_tokens + src_tokens),
-            "tgt_tokens_per_batch": tgt_tokens / len(measured),
-        },
+        "model": model_figures(cfg, training["ours"]["params"], measured),
         "data": data,
         "training": training,
         "decoding": decoding,
@@ -775,6 +741,71 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     result["ratios"] = ratios(result)
     result["targets"] = targets(result)
     return result
+
+
+def setup(bench: BenchConfig):
+    """The benchmarked run's config, device and precision; the peers are checked before any work."""
+    import torch
+
+    from ablations.studies import load_study
+    from benchmarks.peers import check_peer
+
+    extra = {"data": {"corpus": bench.corpus}} if bench.corpus else {}
+    run = load_study(bench.study).run_config(bench.row, bench.preset, seed=bench.seed, **extra)
+    device = resolve_device(bench.device)
+    if bench.threads:
+        torch.set_num_threads(bench.threads)
+    for name in bench.peers:
+        check_peer(name, run.model)
+    return run, device, resolve_precision(bench.precision, device)
+
+
+def decoding_figures(trainees: list[Trainee], src, bench: BenchConfig, run, precision: str, device):
+    """Beam and greedy decoding speed of ours (and HF's), and where our beam search spends its time."""
+    import torch
+
+    for t in trainees:
+        t.module.eval()
+    ours = trainees[0].module
+    hf = next((t.module for t in trainees if t.name == "hf"), None)
+    decoding = run_decoding(ours, hf, src, bench, run, precision, device)
+    with torch.inference_mode(), autocast(device, precision), contextlib.ExitStack() as stack:
+        if bench.full_length:
+            stack.enter_context(hold_back_eos(ours, None))
+        return decoding, beam_bookkeeping(ours, src, bench, run, device)
+
+
+def training_figures(t: Trainee, batches, figures, cfg: ModelConfig, precision, device, info) -> dict[str, Any]:
+    """One system's training throughput, step times and peak memory."""
+    return {
+        "params": sum(p.numel() for p in t.module.parameters()),
+        **throughput(t.times, [figures[i] for i in t.batch_ids], info["peak_bf16_flops"]),
+        "first_step_s": t.first_step_s,
+        "step_times_s": t.times,  # in batch order, the same batches for every system: ratios pair them
+        "memory": memory_profile(t, batches[t.batch_ids[0]], cfg, precision, device),
+    }
+
+
+def lightning_figures(run, bench: BenchConfig, device, precision: str, figures, info) -> dict[str, Any]:
+    """Throughput of our training through the Lightning Trainer, on the same first batches."""
+    intervals = lightning_step_times(run, bench.warmup + bench.repeats, device, precision, bench.compile)
+    # Interval j runs from the end of batch j to the end of batch j + 1 (its data loading included).
+    timed = [(seconds, j + 1) for j, seconds in enumerate(intervals) if j + 1 >= bench.warmup]
+    return throughput(
+        [seconds for seconds, _ in timed], [figures[i % len(figures)] for _, i in timed], info["peak_bf16_flops"]
+    )
+
+
+def model_figures(cfg: ModelConfig, params: int, measured: list[tuple[int, int, float]]) -> dict[str, Any]:
+    """The benchmarked configuration, its size and its training FLOPs per token."""
+    src_tokens, tgt_tokens, flops = (sum(column) for column in zip(*measured, strict=True))
+    return {
+        **cfg.resolved(),
+        "params": params,
+        "train_flops_per_tgt_token": flops / tgt_tokens,
+        "train_flops_per_token": flops / (tgt_tokens + src_tokens),
+        "tgt_tokens_per_batch": tgt_tokens / len(measured),
+    }
 
 
 def sdpa_check(ours: Trainee, batch: dict, precision: str, device) -> dict[str, Any]:

@@ -48,7 +48,8 @@ class TranslationModule(pl.LightningModule):
     The datamodule (if attached to the trainer) supplies `tokenizer` and `references("valid")` for BLEU.
     """
 
-    def __init__(self, model: ModelConfig, train: TrainConfig, bos_id: int = 2, eos_id: int = 3) -> None:
+    def __init__(self, model: ModelConfig, train: TrainConfig, *, bos_id: int, eos_id: int) -> None:
+        """bos_id and eos_id are the tokenizer's (model.pad_id too: `ablations.train.fit_to_tokenizer`)."""
         super().__init__()
         self.save_hyperparameters(logger=False)  # the W&B config is the resolved RunConfig, logged by ablations
         self.model_config, self.train_config = model, train

@@ -221,8 +221,6 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         )
         for r in meta["rows"]
     ]
-    seeds = [int(s) for s in meta.get("seeds") or [0]]
-
     records: dict[tuple[str, int], Record] = {}
     for path in ledger.record_paths(out_dir):
         record = read_record(path, out_dir)
@@ -235,8 +233,24 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         optuna, note = read_trial_states(url, meta.get("optuna_study") or meta["study"], out_dir)
         if note:
             notes.append(note)
+    notes += _add_undeclared_rows(rows, records, optuna)
+    seeds = [int(s) for s in meta.get("seeds") or [0]]
+    seeds = sorted(set(seeds) | {seed for _, seed in records} | {seed for _, seed in optuna})
+    return StudyResults(
+        out_dir=out_dir,
+        study=meta["study"],
+        preset=str(meta.get("preset") or ""),
+        seeds=seeds,
+        rows=rows,
+        status=_status(out_dir, rows, seeds, meta.get("seeds") or [], records, optuna),
+        meta=meta,
+        notes=notes,
+    )
 
-    # Rows found only in records or Optuna (study.json older than the sweep) are shown after the declared ones.
+
+def _add_undeclared_rows(rows: list[RowSpec], records: dict, optuna: dict) -> list[str]:
+    """Rows found only in records or Optuna (study.json older than the sweep) are shown after the declared ones."""
+    notes = []
     known = {r.name for r in rows}
     for row, _ in sorted(set(records) | set(optuna)):
         if row not in known:
@@ -251,8 +265,13 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
             )
             known.add(row)
             notes.append(f"row '{row}' has trials but is not in study.json; shown last")
-    seeds = sorted(set(seeds) | {seed for _, seed in records} | {seed for _, seed in optuna})
+    return notes
 
+
+def _status(
+    out_dir: Path, rows: list[RowSpec], seeds: list[int], declared: list[int], records: dict, optuna: dict
+) -> dict[tuple[str, int], TrialStatus]:
+    """Each row x seed's state: its record if there is one, else its Optuna trial's, else pending (declared seeds)."""
     status: dict[tuple[str, int], TrialStatus] = {}
     for spec in rows:
         for seed in seeds:
@@ -262,22 +281,14 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
                 status[key] = TrialStatus(state=record.state, reason=record.reason, record=record)
             elif key in optuna and optuna[key].state == "complete":
                 missing = ledger.record_path(out_dir, spec.name, seed).relative_to(out_dir)
-                reason = f"complete in Optuna but no record was written ({missing})"
-                status[key] = TrialStatus(state="failed", reason=reason)
+                status[key] = TrialStatus(
+                    state="failed", reason=f"complete in Optuna but no record was written ({missing})"
+                )
             elif key in optuna:
                 status[key] = optuna[key]
-            elif seed in (meta.get("seeds") or [seed]):
+            elif seed in (declared or [seed]):
                 status[key] = TrialStatus(state="pending")
-    return StudyResults(
-        out_dir=out_dir,
-        study=meta["study"],
-        preset=str(meta.get("preset") or ""),
-        seeds=seeds,
-        rows=rows,
-        status=status,
-        meta=meta,
-        notes=notes,
-    )
+    return status
 
 
 def read_trial_states(
