@@ -14,7 +14,7 @@ class _StorageCallback(pl.Callback):
         self.storage_url, self.study_name, self.trial_id = storage_url, study_name, trial_id
         self._study = None
 
-    def _storage(self):
+    def _open_storage(self):
         if self._study is None:
             from ablations.storage import open_storage
 
@@ -39,7 +39,7 @@ class ProgressToStorage(_StorageCallback):
             "bleu": val.get("bleu"),
         }
         try:
-            self._storage().set_trial_user_attr(self.trial_id, "progress", progress)
+            self._open_storage().set_trial_user_attr(self.trial_id, "progress", progress)
         except Exception:  # progress is a courtesy: a storage hiccup must not fail the trial
             pass
 
