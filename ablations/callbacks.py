@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning.pytorch as pl
-from lightning.pytorch.trainer.states import TrainerFn
+import pytorch_lightning as pl
+from pytorch_lightning.trainer.states import TrainerFn
 
 
 class _StorageCallback(pl.Callback):
@@ -14,11 +14,11 @@ class _StorageCallback(pl.Callback):
         self.storage_url, self.study_name, self.trial_id = storage_url, study_name, trial_id
         self._study = None
 
-    def _optuna_study(self):
+    def _open_storage(self):
         if self._study is None:
-            from ablations.sweep import load_or_create, open_storage
+            from ablations.storage import open_storage
 
-            self._study = load_or_create(open_storage(self.storage_url), self.study_name)
+            self._study = open_storage(self.storage_url)
         return self._study
 
     def __getstate__(self) -> dict[str, Any]:
@@ -39,7 +39,7 @@ class ProgressToStorage(_StorageCallback):
             "bleu": val.get("bleu"),
         }
         try:
-            self._optuna_study()._storage.set_trial_user_attr(self.trial_id, "progress", progress)
+            self._open_storage().set_trial_user_attr(self.trial_id, "progress", progress)
         except Exception:  # progress is a courtesy: a storage hiccup must not fail the trial
             pass
 
@@ -58,7 +58,7 @@ class StepPruning(_StorageCallback):
         if self._study is None:
             import optuna
 
-            from ablations.sweep import open_storage
+            from ablations.storage import open_storage
 
             self._study = optuna.load_study(
                 study_name=self.study_name, storage=open_storage(self.storage_url), pruner=self.pruner

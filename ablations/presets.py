@@ -12,13 +12,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data.errors import ConfigError
+from lightning_modules.config import ModelConfig, TrainConfig
 
 WIDTH_FIELDS = ("d_model", "d_ff", "d_k", "d_v")
-# The paper's base model and run (Table 3, row "base"), in the paper's units: every preset starts from it.
-PAPER_BASE = {
-    "model": {"n_layers": 6, "d_model": 512, "d_ff": 2048, "n_heads": 8, "d_k": 64, "d_v": 64},
-    "train": {"max_steps": 100_000},
-}
+
+
+def default_base() -> dict[str, dict[str, Any]]:
+    """The sizes a preset scales when a study's base leaves them out: ModelConfig's and TrainConfig's defaults (the
+    paper's base model), in the paper's units. A study's own `base` (table3.yaml's) is layered on top of it."""
+    model = ModelConfig()
+    sizes = {"n_layers": model.n_layers, "d_model": model.d_model, "d_ff": model.d_ff, "n_heads": model.n_heads}
+    return {
+        "model": {**sizes, "d_k": model.head_dim_k, "d_v": model.head_dim_v},
+        "train": {"max_steps": TrainConfig().max_steps},
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,10 +62,11 @@ class Preset:
         return out
 
     def base_layer(self) -> dict[str, dict[str, Any]]:
-        """The paper's base at this preset's size, plus the preset's own settings: the first layer of every run."""
+        """The default base at this preset's size, plus the preset's own settings: the first layer of every run."""
+        base = default_base()
         return {
-            "model": {**self.scale_model(PAPER_BASE["model"]), **self.model},
-            "train": {**self.scale_train(PAPER_BASE["train"]), **self.train},
+            "model": {**self.scale_model(base["model"]), **self.model},
+            "train": {**self.scale_train(base["train"]), **self.train},
             "data": dict(self.data),
         }
 

@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ablations import ledger
+
 
 @dataclass
 class RowStatus:
@@ -22,27 +24,21 @@ class RowStatus:
     host: str | None = None
 
 
-def collect(study, keys: list[tuple[str, int]]) -> list[RowStatus]:
-    """The state of every row x seed of the plan, from the Optuna storage (the latest trial of each key wins)."""
-    from optuna.trial import TrialState
-
-    by_key: dict[tuple[str, int], Any] = {}
-    for trial in study.get_trials(deepcopy=False):
-        attrs = trial.user_attrs
-        if "row" not in attrs or attrs.get("retried") or attrs.get("reason", "").startswith("duplicate"):
-            continue
-        by_key[(attrs["row"], int(attrs["seed"]))] = trial
+def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
+    """The state of every row x seed of the plan, from its Optuna trials (the ledger says which trial speaks for
+    each; a pruned trial shows as failed)."""
+    by_key = ledger.resolve(trials)
     out = []
     for row, seed in keys:
         trial = by_key.get((row, seed))
-        if trial is None or trial.state == TrialState.WAITING:
+        if trial is None or ledger.trial_state(trial) == "pending":
             out.append(RowStatus(row, seed, "pending"))
             continue
         attrs = trial.user_attrs
         record = attrs.get("record") or {}
         metrics = record.get("metrics") or {}
         progress = attrs.get("progress") or {}
-        state = {TrialState.RUNNING: "running", TrialState.COMPLETE: "complete"}.get(trial.state, "failed")
+        state = {"running": "running", "complete": "complete"}.get(ledger.trial_state(trial), "failed")
         wall = metrics.get("wall_time_s")
         if wall is None and trial.datetime_start is not None:
             wall = time.time() - trial.datetime_start.timestamp()

@@ -6,6 +6,7 @@ with a final full-dev validation, print progress, and collect curves and costs o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -16,12 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import lightning.pytorch as pl
+import pytorch_lightning as pl
 import torch
 
 from ablations.config import RunConfig
-from ablations.tracking import make_wandb_logger, write_json_atomic, write_text_atomic
+from ablations.ledger import write_json_atomic, write_text_atomic
+from ablations.tracking import make_wandb_logger
 from data.datamodule import TranslationDataModule
+from lightning_modules.config import ModelConfig
 from lightning_modules.module import CheckpointAveraging, TranslationModule
 
 
@@ -66,8 +69,9 @@ class FinalValidation(pl.Callback):
 
 class Recorder(pl.Callback):
     """Collects train/val curves, throughput and timing on rank 0, prints a progress line with ETA every few
-    seconds, and at the end of fit writes result.json (also from a spawned DDP worker, whose attributes would not
-    reach the parent process)."""
+    seconds, and at the end of fit keeps the `TrainResult` (`result`) and writes it to result.json for the user.
+    Under ddp_spawn rank 0 is a spawned process whose attributes never reach the caller: `train` then reads the
+    file back."""
 
     def __init__(self, result_path: Path, log_every: int, progress: bool, started_at: float, label: str = "") -> None:
         self.result_path, self.log_every, self.progress, self.label = result_path, log_every, progress, label
@@ -78,6 +82,7 @@ class Recorder(pl.Callback):
         self.val_seconds = 0.0
         self._val_started = 0.0
         self._last_print = 0.0
+        self.result: TrainResult | None = None
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         if self.first_step_at is None:
@@ -162,17 +167,9 @@ class Recorder(pl.Callback):
             wandb_info = {"run_id": experiment.id, "run_dir": str(Path(experiment.dir).parent)}
         if experiment is not None:
             experiment.finish()
-        write_json_atomic(
-            self.result_path,
-            {
-                "metrics": metrics,
-                "curves": self.curves,
-                "hypotheses": hyps,
-                "references": references,
-                "wandb": wandb_info,
-                "sentences": {"nll": val.get("sentence_nll", []), "ntok": val.get("sentence_ntok", [])},
-            },
-        )
+        sentences = {"nll": val.get("sentence_nll", []), "ntok": val.get("sentence_ntok", [])}
+        self.result = TrainResult(metrics, self.curves, hyps, references, wandb_info, sentences)
+        write_json_atomic(self.result_path, dataclasses.asdict(self.result))
 
 
 def _num(value: Any) -> float:
@@ -193,11 +190,16 @@ def quiet_libraries() -> None:
     import logging
     import warnings
 
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
-    logging.getLogger("lightning.fabric.utilities.rank_zero").setLevel(logging.WARNING)
+    logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
+    logging.getLogger("lightning_fabric.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
     os.environ.setdefault("WANDB_SILENT", "true")
+
+
+def fit_to_tokenizer(model: ModelConfig, tokenizer) -> ModelConfig:
+    """The model's vocabulary size and padding id as the tokenizer has them: the one place they are reconciled."""
+    return replace(model, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
 
 
 def accumulation(run: RunConfig, world_size: int) -> int:
@@ -228,21 +230,13 @@ def train(
     pl.seed_everything(run.train.seed, workers=True, verbose=False)
     datamodule = TranslationDataModule(run.data)
     datamodule.prepare_data()
-    model_cfg = run.model
-    if model_cfg.vocab_size != datamodule.vocab_size:
-        model_cfg = replace(model_cfg, vocab_size=datamodule.vocab_size)
-    module = TranslationModule(model_cfg, run.train)
-
+    tokenizer = datamodule.tokenizer
+    module = TranslationModule(
+        fit_to_tokenizer(run.model, tokenizer), run.train, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id
+    )
     result_path = out_dir / "result.json"
     result_path.unlink(missing_ok=True)
     recorder = Recorder(result_path, run.tracking.log_every, run.tracking.progress, started_at, label=f"[{name}] ")
-    ckpt_dir = out_dir / "checkpoints"
-    checkpoint = pl.callbacks.ModelCheckpoint(
-        dirpath=ckpt_dir, filename="step{step}", save_top_k=0, save_last=True, every_n_train_steps=run.train.val_every
-    )
-    cbs: list[pl.Callback] = [FinalValidation(), recorder, checkpoint, *(callbacks or [])]
-    if run.train.average_last > 1:
-        cbs.append(CheckpointAveraging(run.train.average_last))
     logger = make_wandb_logger(
         run.tracking,
         save_dir=out_dir,
@@ -252,9 +246,33 @@ def train(
         config={**run.to_dict(), **(extra_config or {})},
         run_id=wandb_id,
     )
-    world = _world_size(run)
-    accum = accumulation(run, world)
-    trainer = pl.Trainer(
+    trainer = make_trainer(run, out_dir, logger, recorder, callbacks or [])
+    last = out_dir / "checkpoints" / "last.ckpt"
+    if not resume:
+        last.unlink(missing_ok=True)
+    _fit(trainer, module, datamodule, last, recorder)
+    if recorder.result is not None:  # rank 0 ran in this process
+        return recorder.result
+    if not result_path.exists():  # a relaunched DDP rank (not rank 0): nothing to report
+        return None
+    with open(result_path, encoding="utf-8") as fh:  # rank 0 was a spawned process (ddp_spawn)
+        return TrainResult(**json.load(fh))
+
+
+def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, callbacks: list[pl.Callback]) -> pl.Trainer:
+    """The Lightning Trainer of one run: step-based, validating every train.val_every updates, checkpointing there."""
+    checkpoint = pl.callbacks.ModelCheckpoint(
+        dirpath=out_dir / "checkpoints",
+        filename="step{step}",
+        save_top_k=0,
+        save_last=True,
+        every_n_train_steps=run.train.val_every,
+    )
+    cbs: list[pl.Callback] = [FinalValidation(), recorder, checkpoint, *callbacks]
+    if run.train.average_last > 1:
+        cbs.append(CheckpointAveraging(run.train.average_last))
+    accum = accumulation(run, _world_size(run))
+    return pl.Trainer(
         accelerator=run.hardware.accelerator,
         devices=run.hardware.devices,
         num_nodes=run.hardware.num_nodes,
@@ -275,26 +293,22 @@ def train(
         callbacks=cbs,
         default_root_dir=str(out_dir),
     )
-    last = ckpt_dir / "last.ckpt"
-    if not resume:
-        last.unlink(missing_ok=True)
-    if last.exists() and _checkpoint_step(last) >= run.train.max_steps:
-        # Training finished but the final validation did not (the process died): validate the saved weights.
+
+
+def _fit(trainer: pl.Trainer, module, datamodule, last: Path, recorder: Recorder) -> None:
+    """Fit from the last checkpoint if there is one; a run whose training finished but whose final validation did
+    not (the process died) only validates the saved weights."""
+    if last.exists() and _checkpoint_step(last) >= trainer.max_steps:
         module = TranslationModule.load_from_checkpoint(last, map_location="cpu")
         module.bleu_limit = None
         trainer.validate(module, datamodule=datamodule, ckpt_path=None, verbose=False)
         recorder.on_fit_end(trainer, module)
-    else:
-        try:
-            trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
-        except BaseException:
-            _finish_wandb(exit_code=1)  # else the next trial in this process would log into this run
-            raise
-
-    if not result_path.exists():  # a relaunched DDP rank (not rank 0): nothing to report
-        return None
-    with open(result_path, encoding="utf-8") as fh:
-        return TrainResult(**json.load(fh))
+        return
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
+    except BaseException:
+        _finish_wandb(exit_code=1)  # else the next trial in this process would log into this run
+        raise
 
 
 def _finish_wandb(exit_code: int) -> None:
@@ -343,4 +357,4 @@ def write_outputs(result: TrainResult, out_dir: Path, stem: str) -> dict[str, st
     return paths
 
 
-__all__ = ["TrainResult", "train", "write_outputs", "write_json_atomic"]
+__all__ = ["TrainResult", "train", "write_outputs"]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ablations.ledger import write_json_atomic
+from ablations.storage import Queue, open_storage, recover_dead
 from ablations.studies import SearchDim, Study
-from ablations.sweep import Heartbeat, open_storage, recover_dead
-from ablations.tracking import write_json_atomic
 
 
 @dataclass
@@ -49,64 +49,75 @@ def suggest(trial, dims: tuple[SearchDim, ...]) -> dict[str, dict[str, Any]]:
 
 def run_tune(job: TuneJob) -> dict[str, Any]:
     """Run trials until `job.trials` have finished (resumable); write best.yaml. Returns the best trial's summary."""
+    import functools
+
+    import optuna
+
+    sampler = optuna.samplers.TPESampler(seed=job.seed, n_startup_trials=min(5, job.trials))
+    first_check = job.study.run_config(job.row, job.preset, job.seed, **job.extra).train.val_every
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=first_check)  # also StepPruning's
+    storage = open_storage(job.storage)
+    study = optuna.create_study(
+        study_name=job.name,
+        storage=storage,
+        direction="maximize",
+        sampler=sampler,
+        pruner=pruner,
+        load_if_exists=True,
+    )
+    queue = Queue(storage, study)
+    recover_dead(queue)
+    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
+    done = len(study.get_trials(deepcopy=False, states=finished))
+    if job.trials > done:
+        objective = functools.partial(_objective, job, queue, pruner)
+        study.optimize(objective, n_trials=job.trials - done, catch=(Exception,), gc_after_trial=True)
+    return _write_best(job, study)
+
+
+def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float:
+    """Build the config from the trial, train it, return dev BLEU (or raise TrialPruned)."""
     import optuna
 
     from ablations.callbacks import StepPruning
     from ablations.train import train
 
-    storage = open_storage(job.storage)
-    sampler = optuna.samplers.TPESampler(seed=job.seed, n_startup_trials=min(5, job.trials))
-    first_check = job.study.run_config(job.row, job.preset, job.seed, **job.extra).train.val_every
-    pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=first_check)  # also StepPruning's
-    study = optuna.create_study(
-        study_name=job.name, storage=storage, direction="maximize", sampler=sampler, pruner=pruner, load_if_exists=True
-    )
-    recover_dead(study)
-    dims = job.study.search_space
+    layer = suggest(trial, job.study.search_space)
+    extra = {s: {**job.extra.get(s, {}), **layer.get(s, {})} for s in {*job.extra, *layer}}
+    run = job.study.run_config(job.row, job.preset, job.seed, **extra)
+    trial.set_user_attr("host", socket.gethostname())
+    trial.set_user_attr("pid", os.getpid())
+    with queue.heartbeat(trial):
+        result = train(
+            run,
+            job.out / "trials" / f"trial{trial.number:04d}",
+            name=f"{job.row}-tune{trial.number}",
+            group=f"{job.study.name}-tune",
+            tags=["tune", job.row, job.preset],
+            started_at=time.time(),
+            callbacks=[StepPruning(job.storage, job.name, queue.trial_id(trial), pruner)],
+            resume=False,
+            extra_config={"study": job.study.name, "row": job.row, "preset": job.preset, "tune_trial": trial.number},
+        )
+    if "pruned_at_step" in queue.user_attrs(trial):
+        raise optuna.TrialPruned()
+    if result is None or result.metrics.get("bleu") is None:
+        raise RuntimeError("training produced no dev BLEU")
+    return float(result.metrics["bleu"])
 
-    def objective(trial: optuna.Trial) -> float:
-        layer = suggest(trial, dims)
-        extra = {s: {**job.extra.get(s, {}), **layer.get(s, {})} for s in {*job.extra, *layer}}
-        run = job.study.run_config(job.row, job.preset, job.seed, **extra)
-        trial.set_user_attr("host", socket.gethostname())
-        trial.set_user_attr("pid", os.getpid())
-        with Heartbeat(storage, trial._trial_id):
-            result = train(
-                run,
-                job.out / "trials" / f"trial{trial.number:04d}",
-                name=f"{job.row}-tune{trial.number}",
-                group=f"{job.study.name}-tune",
-                tags=["tune", job.row, job.preset],
-                started_at=time.time(),
-                callbacks=[StepPruning(job.storage, job.name, trial._trial_id, pruner)],
-                resume=False,
-                extra_config={
-                    "study": job.study.name,
-                    "row": job.row,
-                    "preset": job.preset,
-                    "tune_trial": trial.number,
-                },
-            )
-        if "pruned_at_step" in study._storage.get_trial(trial._trial_id).user_attrs:
-            raise optuna.TrialPruned()
-        if result is None or result.metrics.get("bleu") is None:
-            raise RuntimeError("training produced no dev BLEU")
-        return float(result.metrics["bleu"])
 
-    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
-    done = len(study.get_trials(deepcopy=False, states=finished))
-    if job.trials > done:
-        study.optimize(objective, n_trials=job.trials - done, catch=(Exception,), gc_after_trial=True)
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if not complete:
+def _write_best(job: TuneJob, study) -> dict[str, Any]:
+    """best.yaml (overrides to pass to `ablate sweep --overrides`) and best.json; returns the summary."""
+    import yaml
+    from optuna.trial import TrialState
+
+    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         return {"best": None, "trials": len(study.trials)}
     best = study.best_trial
     overrides: dict[str, dict[str, Any]] = {}
     for name, value in best.params.items():
         section, _, key = name.partition(".")
         overrides.setdefault(section, {})[key] = value
-    import yaml
-
     (job.out / "best.yaml").write_text(
         f"# best of {len(study.trials)} trials for row {job.row} of {job.study.name} at preset {job.preset}: "
         f"dev BLEU {best.value:.2f} (trial {best.number})\n" + yaml.safe_dump(overrides, sort_keys=True),

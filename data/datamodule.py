@@ -6,8 +6,8 @@ Lightning's DistributedSampler; the samplers here shard by rank themselves (see 
 
 from __future__ import annotations
 
-import lightning.pytorch as pl
 import numpy as np
+import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 

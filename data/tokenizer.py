@@ -32,6 +32,8 @@ class Tokenizer:
         self._sp = processor
         self.path = path
         self.vocab_size: int = processor.get_piece_size()
+        # The special ids the model and the decoders use come from here (trained in as PAD_ID, ..., EOS_ID below).
+        self.pad_id, self.bos_id, self.eos_id = processor.pad_id(), processor.bos_id(), processor.eos_id()
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Tokenizer:
@@ -48,9 +50,9 @@ class Tokenizer:
         out = []
         for seq in ids:
             seq = [int(i) for i in seq]
-            if EOS_ID in seq:
-                seq = seq[: seq.index(EOS_ID)]
-            out.append([i for i in seq if i not in (PAD_ID, BOS_ID)])
+            if self.eos_id in seq:
+                seq = seq[: seq.index(self.eos_id)]
+            out.append([i for i in seq if i not in (self.pad_id, self.bos_id)])
         return self._sp.decode(out)
 
 

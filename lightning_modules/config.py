@@ -57,6 +57,10 @@ class ModelConfig:
     """LayerNorm epsilon (tensor2tensor's value)."""
     pad_id: int = 0
     """Id of the padding token: masked in attention and ignored by the loss."""
+    kernels: Literal["auto", "reference", "cpu"] = "auto"
+    """How attention and dropout are computed (same functions, different speed; `lightning_modules/kernels.py`):
+    'reference' = PyTorch's SDPA and nn.Dropout, 'cpu' = the routes measured faster on CPUs, 'auto' = 'reference'
+    where CUDA is available, else 'cpu'. Not a departure from the paper: results differ only in rounding."""
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layers", "d_model", "d_ff", "n_heads", "max_len"):
@@ -83,6 +87,11 @@ class ModelConfig:
             self.positions in ("sinusoidal", "learned"),
             "model.positions",
             f"must be 'sinusoidal' or 'learned', got {self.positions!r}",
+        )
+        _check(
+            self.kernels in ("auto", "reference", "cpu"),
+            "model.kernels",
+            f"must be 'auto', 'reference' or 'cpu', got {self.kernels!r}",
         )
         _check(0 <= self.pad_id < self.vocab_size, "model.pad_id", f"must be an id < vocab_size, got {self.pad_id}")
 

@@ -96,6 +96,34 @@ def _strip(ids: list[int], eos_id: int, pad_id: int) -> list[int]:
     return [i for i in ids if i != pad_id]
 
 
+def _start(bsz: int, k: int, max_steps: int, bos_id: int, pad_id: int, device) -> tuple[Tensor, ...]:
+    """The k live beams of each sentence (only the first alive: all start identical) and k empty finished slots."""
+    alive_seq = torch.full((bsz, k, 1), bos_id, dtype=torch.long, device=device)  # (B, k, t+1)
+    alive_score = torch.zeros(bsz, k, device=device)
+    alive_score[:, 1:] = float("-inf")  # all beams start identical: keep one alive at t = 0
+    fin_seq = torch.full((bsz, k, max_steps + 1), pad_id, dtype=torch.long, device=device)
+    fin_score = torch.full((bsz, k), float("-inf"), device=device)  # length-normalised
+    return alive_seq, alive_score, fin_seq, fin_score
+
+
+def _candidates(logits: Tensor, alive_score: Tensor, allowed: _Vocabulary, at_limit: Tensor) -> tuple[Tensor, ...]:
+    """The 2k best extensions of each sentence's k beams, (B', 2k) scores, parent beams and tokens: at most k of
+    them end in eos, so k live ones always remain."""
+    k, vocab = logits.shape[1:]
+    # score + log_softmax(logits) = logits + (score - logsumexp): one pass over the vocabulary fewer.
+    offset = alive_score - torch.logsumexp(logits, dim=-1)  # (B', k)
+    cand = allowed.restrict(logits + offset.unsqueeze(-1), at_limit)
+    top_score, top_idx = cand.view(-1, k * vocab).topk(2 * k, dim=1)  # (B', 2k)
+    return top_score, top_idx // vocab, top_idx % vocab
+
+
+def _merge_finished(fin_seq: Tensor, fin_score: Tensor, new_seq: Tensor, new_score: Tensor, k: int):
+    """The k best of the finished hypotheses and the newly finished ones (length-normalised scores)."""
+    fin_score, keep = torch.cat([fin_score, new_score], 1).topk(k, dim=1)  # of (B, 3k)
+    fin_seq = torch.cat([fin_seq, new_seq], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, fin_seq.size(2)))
+    return fin_seq, fin_score
+
+
 @torch.no_grad()
 def beam_search(
     model: Transformer,
@@ -116,11 +144,7 @@ def beam_search(
     best_possible_lp = length_penalty(max_len, alpha)  # (B,) penalty at the longest allowed output
 
     cache = model.new_cache()
-    alive_seq = torch.full((bsz, k, 1), bos_id, dtype=torch.long, device=device)  # (B, k, t+1)
-    alive_score = torch.zeros(bsz, k, device=device)
-    alive_score[:, 1:] = float("-inf")  # all beams start identical: keep one alive at t = 0
-    fin_seq = torch.full((bsz, k, max_steps + 1), pad_id, dtype=torch.long, device=device)
-    fin_score = torch.full((bsz, k), float("-inf"), device=device)  # length-normalised
+    alive_seq, alive_score, fin_seq, fin_score = _start(bsz, k, max_steps, bos_id, pad_id, device)
     sentence_done = torch.zeros(bsz, dtype=torch.bool, device=device)
     batch_offset = (torch.arange(bsz, device=device) * k).unsqueeze(1)  # (B, 1)
     active = torch.arange(bsz, device=device)  # sentences still searching: finished ones leave the batch
@@ -132,21 +156,15 @@ def beam_search(
     for t in range(max_steps):
         logits = model.decode(alive_seq[:, :, -1].reshape(-1, 1), memory, src_mask, cache, start=t)
         logits = logits[:, -1].float().view(-1, k, vocab)  # (B', k, V)
-        # score + log_softmax(logits) = logits + (score - logsumexp): one pass over the vocabulary fewer.
-        offset = alive_score - torch.logsumexp(logits, dim=-1)  # (B', k)
-        cand = allowed.restrict(logits + offset.unsqueeze(-1), (t + 1 >= max_len).unsqueeze(1))
-        top_score, top_idx = cand.view(-1, k * vocab).topk(2 * k, dim=1)  # (B', 2k): at most k of them end in eos
-        top_beam, top_tok = top_idx // vocab, top_idx % vocab
+        top_score, top_beam, top_tok = _candidates(logits, alive_score, allowed, (t + 1 >= max_len).unsqueeze(1))
 
         # Finish: eos candidates ranked within the top k, length-normalised, merged with the finished set.
         is_eos = top_tok == eos_id
         finishing = is_eos & rank_ok & ~sentence_done.unsqueeze(1)
         if bool(finishing.any()):  # most steps have no eos among the top k: nothing to merge
-            new_fin = torch.where(finishing, top_score, float("-inf"))
-            new_fin = new_fin / length_penalty(t + 1, alpha)
+            new_fin = torch.where(finishing, top_score, float("-inf")) / length_penalty(t + 1, alpha)
             new_fin_seq = F.pad(_extend(alive_seq, top_beam, top_tok), (0, fin_seq.size(2) - (t + 2)), value=pad_id)
-            fin_score, keep = torch.cat([fin_score, new_fin], 1).topk(k, dim=1)  # of (B, 3k)
-            fin_seq = torch.cat([fin_seq, new_fin_seq], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, fin_seq.size(2)))
+            fin_seq, fin_score = _merge_finished(fin_seq, fin_score, new_fin_seq, new_fin, k)
 
         # Continue: the k best candidates that do not end in eos.
         live = torch.where(is_eos, float("-inf"), top_score)

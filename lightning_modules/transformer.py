@@ -1,8 +1,8 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017), section 3.
 
 Plain PyTorch, built from one `ModelConfig`. Shapes use B = batch, S = source length, T = target length,
-h = heads. Attention runs through `F.scaled_dot_product_attention` on GPUs (fused flash / memory-efficient kernels)
-and for long sequences on CPUs; short CPU sequences take two batched matmuls (`attention`), which is faster there.
+h = heads. Attention and dropout are PyTorch's (`F.scaled_dot_product_attention`, `nn.Dropout`) unless
+`ModelConfig.kernels` picks the faster CPU routes of `kernels.py`; the choice is made once, in `Transformer`.
 Incremental decoding keeps per-layer key/value caches (`KVCache`), used by greedy and beam search.
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from data.errors import AblateError
 from lightning_modules.config import ModelConfig
+from lightning_modules.kernels import Kernels, kernels_for
 
 
 class SelfAttentionCache:
@@ -25,10 +25,11 @@ class SelfAttentionCache:
     appending a position writes one slot instead of concatenating (copying) the whole prefix. Beam search reorders
     the rows at every step; `select` writes them straight into a new buffer with one free slot, so the next append
     copies nothing else. Per step and tensor (128 rows, h=8, 45 positions, d=8): index_select + cat 80 us before,
-    index_select into the new buffer 50 us.
+    index_select into the new buffer 50 us. `gather_rows` is the kernels' way of writing the selected rows.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, gather_rows) -> None:
+        self.gather_rows = gather_rows
         self.k: Tensor | None = None
         self.v: Tensor | None = None
         self.length = 0
@@ -56,136 +57,14 @@ class SelfAttentionCache:
             prefix = old[:, :, : self.length]
             if rows is None:
                 buffer[:, :, : self.length] = prefix
-            elif buffer.device.type == "cpu":  # measured on CPU only: elsewhere the plain two-copy form
-                torch.index_select(prefix, 0, rows, out=buffer[:, :, : self.length])
             else:
-                buffer[:, :, : self.length] = prefix.index_select(0, rows)
+                self.gather_rows(prefix, rows, buffer[:, :, : self.length])
         return buffer
 
 
 # Per decoder layer: {"self": SelfAttentionCache, "cross": {"k": Tensor, "v": Tensor}} (cross-attention's keys and
 # values are computed from the source once, one row per sentence).
 KVCache = list[dict]
-
-
-MATMUL_ATTENTION_MAX_SCORES = 96 * 96
-"""On CPU, attention with at most this many scores per head (query length x key length) runs as batched matmuls
-(`MatmulAttention`) instead of SDPA. PyTorch's CPU flash kernel pays a fixed cost per (batch, head, query block)
-that dominates short sequences; the two meet near 100 tokens, beyond which the flash kernel's memory traffic wins.
-0 sends everything to SDPA (`ablate bench` does so to show the effect on the whole step: `profile.cpu_choices`)."""
-
-
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
-    """softmax(Q K^T / sqrt(d_k)) V (equation 1) over (B, h, L, d) tensors; mask (B, 1, 1, S) True = attend.
-
-    F.scaled_dot_product_attention on GPUs and for long sequences; `MatmulAttention` on CPU for short ones (see
-    MATMUL_ATTENTION_MAX_SCORES). Both compute the same function and differ only in rounding.
-    """
-    length, keys = q.size(-2), k.size(-2)
-    if q.is_cuda or length * keys > MATMUL_ATTENTION_MAX_SCORES:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
-    bias = None  # additive: -inf where a query may not attend, broadcast to (B, h, L, S)
-    if mask is not None:
-        bias = torch.zeros(mask.shape, device=q.device).masked_fill_(~mask, float("-inf"))
-    if causal:  # -inf above the diagonal, aligned as SDPA's is_causal: query i sees keys 0..i
-        future = torch.full((length, keys), float("-inf"), device=q.device).triu_(1)
-        bias = future if bias is None else future + bias
-    if dropout_p or not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
-        # Decoding (no gradient: plain matmuls are faster than MatmulAttention's reshapes for one or a few queries),
-        # or attention dropout (not in the paper's recipe): autograd around our dropout.
-        scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2))
-        weights = torch.softmax(scores if bias is None else scores.add_(bias), dim=-1)
-        return torch.matmul(dropout(weights, dropout_p), v)
-    return MatmulAttention.apply(q, k, v, bias)
-
-
-def _bmm(a: Tensor, b: Tensor) -> Tensor:
-    """a @ b for (n, r, m) @ (n, m, c). When c < r it returns (b^T a^T)^T: MKL's batched GEMM is slow for narrow
-    outputs, e.g. attention weights (536, 30, 30) times values (536, 30, 8) take 292 us directly and 120 us
-    transposed (2 threads). The result may be a transposed view."""
-    if b.size(-1) < a.size(-2):
-        return torch.bmm(b.transpose(1, 2), a.transpose(1, 2)).transpose(1, 2)
-    return torch.bmm(a, b)
-
-
-class MatmulAttention(torch.autograd.Function):
-    """softmax(Q K^T / sqrt(d_k) + bias) V with a hand-written backward, for short sequences on CPU.
-
-    Why not autograd over matmul/softmax/matmul: its backward computes dQ = dS K and dV = P^T dO as GEMMs with
-    d_k-wide outputs, the slow shape for MKL when heads are small (`_bmm`). Here every product takes the faster
-    orientation. Forward + backward of a tiny-preset self-attention layer (h=8, d_k=8, 17 tokens, projections
-    included): SDPA 10.3 ms, autograd over matmuls 7.8 ms, this 5.8 ms; at d_k=64 it matches SDPA.
-    """
-
-    @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:
-        batch, heads, length, d_k = q.shape
-        keys, d_v = k.size(2), v.size(3)
-        q3, k3, v3 = (t.reshape(batch * heads, t.size(2), t.size(3)) for t in (q, k, v))
-        scale = d_k**-0.5
-        scores = _bmm(q3, k3.transpose(1, 2)).mul_(scale)
-        if bias is not None:
-            scores = scores.view(batch, heads, length, keys).add_(bias).view(batch * heads, length, keys)
-        weights = torch.softmax(scores, dim=-1)
-        ctx.save_for_backward(q3, k3, v3, weights)
-        ctx.scale = scale
-        return _bmm(weights, v3).reshape(batch, heads, length, d_v)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out: Tensor):
-        q3, k3, v3, weights = ctx.saved_tensors
-        batch, heads, length, d_v = grad_out.shape
-        grad3 = grad_out.reshape(batch * heads, length, d_v)
-        grad_v = _bmm(weights.transpose(1, 2), grad3)  # P^T dO
-        grad_weights = _bmm(grad3, v3.transpose(1, 2))  # dO V^T
-        grad_scores = torch._softmax_backward_data(grad_weights, weights, -1, weights.dtype).mul_(ctx.scale)
-        grad_q = _bmm(grad_scores, k3)  # dS K
-        grad_k = _bmm(grad_scores.transpose(1, 2), q3)  # dS^T Q
-
-        def unfold(t: Tensor) -> Tensor:
-            return t.reshape(batch, heads, t.size(1), t.size(2))
-
-        return unfold(grad_q), unfold(grad_k), unfold(grad_v), None
-
-
-DROPOUT_LEVELS = 1 << 15
-"""CPU dropout draws 15-bit uniform integers: p is rounded to a multiple of 1/32768 (0.1 -> 0.100006)."""
-
-
-def dropout(x: Tensor, p: float) -> Tensor:
-    """Training-mode dropout: each element kept with probability 1 - p and scaled by 1 / (1 - p), as nn.Dropout.
-
-    On CUDA it is F.dropout (a fused kernel). On CPU it draws 4 masks per 64-bit random integer instead of one
-    uniform float per element: PyTorch's CPU generator is sequential and F.dropout's `bernoulli_` spends 5.8 ns per
-    element on this machine (forward + backward of a (124, 17, 64) dropout: 0.92 ms through F.dropout, 0.57 ms
-    with `torch.rand`, 0.31 ms here; the tiny preset runs 17 of them per training step). Each int64 from
-    `random_()` holds 63 random bits; viewed as four int16 and masked to 15 bits, they are four independent
-    uniform draws from [0, 32768), and an element is kept when its draw is >= round(p * 32768).
-    """
-    if p == 0.0:
-        return x
-    if x.is_cuda or p == 1.0:
-        return F.dropout(x, p, training=True)
-    dropped = round(p * DROPOUT_LEVELS)
-    n = x.numel()
-    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()
-    keep = draws.view(torch.int16)[:n].view(x.shape).bitwise_and_(DROPOUT_LEVELS - 1) >= dropped
-    return x * keep.to(x.dtype).mul_(DROPOUT_LEVELS / (DROPOUT_LEVELS - dropped))
-
-
-class Dropout(nn.Module):
-    """nn.Dropout through `dropout`."""
-
-    def __init__(self, p: float) -> None:
-        super().__init__()
-        self.p = p
-
-    def forward(self, x: Tensor) -> Tensor:
-        return dropout(x, self.p) if self.training else x
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}"
 
 
 class MultiHeadAttention(nn.Module):
@@ -195,7 +74,7 @@ class MultiHeadAttention(nn.Module):
     W_O is h*d_v x d_model.
     """
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels) -> None:
         super().__init__()
         self.h, self.d_k, self.d_v = cfg.n_heads, cfg.head_dim_k, cfg.head_dim_v
         self.w_q = nn.Linear(cfg.d_model, self.h * self.d_k)
@@ -203,6 +82,7 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(cfg.d_model, self.h * self.d_v)
         self.w_o = nn.Linear(self.h * self.d_v, cfg.d_model)
         self.p_attn = cfg.p_drop_attn
+        self.attention = kernels.attention  # equation 1: softmax(Q K^T / sqrt(d_k)) V
 
     def _heads(self, x: Tensor, d: int) -> Tensor:
         return x.unflatten(-1, (self.h, d)).transpose(1, 2)  # (B, L, h*d) -> (B, h, L, d)
@@ -235,19 +115,19 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(k, v)
             elif cache is not None:  # read at every decoding step: contiguous once rather than reshaped every time
                 cache["k"], cache["v"] = k, v = k.contiguous(), v.contiguous()
-        out = attention(q, k, v, mask, causal, self.p_attn if self.training else 0.0)  # (B, h, k*T, d_v)
+        out = self.attention(q, k, v, mask, causal, self.p_attn if self.training else 0.0)  # (B, h, k*T, d_v)
         return self.w_o(out.transpose(1, 2).flatten(2)).reshape(rows, length, -1)  # (B*k, T, d_model)
 
 
 class FeedForward(nn.Module):
     """Section 3.3: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, inner width d_ff."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels) -> None:
         super().__init__()
         self.net = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_ff),
             nn.ReLU(),
-            Dropout(cfg.p_drop_relu),
+            kernels.dropout(cfg.p_drop_relu),
             nn.Linear(cfg.d_ff, cfg.d_model),
         )
 
@@ -262,12 +142,12 @@ class Residual(nn.Module):
     The unused LayerNorm is an Identity, so forward has no branch on the choice.
     """
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels) -> None:
         super().__init__()
         pre = cfg.norm == "pre"
         self.norm_in = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if pre else nn.Identity()
         self.norm_out = nn.Identity() if pre else nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
-        self.dropout = Dropout(cfg.p_drop)
+        self.dropout = kernels.dropout(cfg.p_drop)
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
         return self.norm_out(x + self.dropout(sublayer(self.norm_in(x))))
@@ -276,10 +156,10 @@ class Residual(nn.Module):
 class EncoderLayer(nn.Module):
     """Section 3.1: self-attention, then a position-wise feed-forward network."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels) -> None:
         super().__init__()
-        self.self_attn, self.ffn = MultiHeadAttention(cfg), FeedForward(cfg)
-        self.res_attn, self.res_ffn = Residual(cfg), Residual(cfg)
+        self.self_attn, self.ffn = MultiHeadAttention(cfg, kernels), FeedForward(cfg, kernels)
+        self.res_attn, self.res_ffn = Residual(cfg, kernels), Residual(cfg, kernels)
 
     def forward(self, x: Tensor, src_mask: Tensor | None) -> Tensor:
         x = self.res_attn(x, lambda h: self.self_attn(h, h, mask=src_mask))
@@ -289,10 +169,11 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Section 3.1: masked self-attention, encoder-decoder attention, feed-forward network."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels) -> None:
         super().__init__()
-        self.self_attn, self.cross_attn, self.ffn = MultiHeadAttention(cfg), MultiHeadAttention(cfg), FeedForward(cfg)
-        self.res_self, self.res_cross, self.res_ffn = Residual(cfg), Residual(cfg), Residual(cfg)
+        self.self_attn, self.cross_attn = MultiHeadAttention(cfg, kernels), MultiHeadAttention(cfg, kernels)
+        self.ffn = FeedForward(cfg, kernels)
+        self.res_self, self.res_cross, self.res_ffn = (Residual(cfg, kernels) for _ in range(3))
 
     def forward(
         self, y: Tensor, memory: Tensor, src_mask: Tensor | None, cache: dict[str, dict[str, Tensor]] | None = None
@@ -348,11 +229,11 @@ class LearnedPositions(nn.Module):
 class Embedding(nn.Module):
     """Section 3.4: token embedding times sqrt(d_model), plus positions, then dropout P_drop (section 5.4)."""
 
-    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding, positions: nn.Module) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels, tokens: nn.Embedding, positions: nn.Module) -> None:
         super().__init__()
         self.tokens, self.positions = tokens, positions
         self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
-        self.dropout = Dropout(cfg.p_drop)
+        self.dropout = kernels.dropout(cfg.p_drop)
 
     def forward(self, ids: Tensor, start: int = 0) -> Tensor:
         x = self.tokens(ids) * self.scale  # (B, L, d_model)
@@ -362,16 +243,18 @@ class Embedding(nn.Module):
 class Transformer(nn.Module):
     """The full model: Encoder (N layers), Decoder (N layers), shared embeddings and pre-softmax projection."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels | None = None) -> None:
+        """`kernels` overrides cfg.kernels (the benchmark builds variants that way)."""
         super().__init__()
         self.cfg = cfg
+        self.kernels = kernels = kernels or kernels_for(cfg.kernels)  # the one place the kernels are chosen
         positions = PositionalEncoding if cfg.positions == "sinusoidal" else LearnedPositions
         src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
         tgt_tokens = src_tokens if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, cfg.d_model, cfg.pad_id)
-        self.src_embed = Embedding(cfg, src_tokens, positions(cfg))
-        self.tgt_embed = Embedding(cfg, tgt_tokens, positions(cfg))
-        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))
+        self.src_embed = Embedding(cfg, kernels, src_tokens, positions(cfg))
+        self.tgt_embed = Embedding(cfg, kernels, tgt_tokens, positions(cfg))
+        self.encoder = nn.ModuleList(EncoderLayer(cfg, kernels) for _ in range(cfg.n_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg, kernels) for _ in range(cfg.n_layers))
         # Pre-norm leaves the last residual stream un-normalised: add the final LayerNorm there (and only there).
         final_norm = (lambda: nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)) if cfg.norm == "pre" else nn.Identity
         self.encoder_norm, self.decoder_norm = final_norm(), final_norm()
@@ -423,7 +306,7 @@ class Transformer(nn.Module):
 
     def new_cache(self) -> KVCache:
         """An empty key/value cache for incremental decoding."""
-        return [{"self": SelfAttentionCache(), "cross": {}} for _ in self.decoder]
+        return [{"self": SelfAttentionCache(self.kernels.gather_rows), "cross": {}} for _ in self.decoder]
 
     @staticmethod
     def reorder_cache(cache: KVCache, order: Tensor) -> None:

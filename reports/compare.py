@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ablations import ledger
 from data.errors import AblateError
 from reports.results import Record, read_record, read_study_json
 from reports.significance import check_pair, paired_test, read_lines
@@ -32,14 +33,12 @@ def resolve_run(spec: str, out_dir: str | Path | None = None) -> Record:
     if seed_text and not seed_text.isdigit():
         raise AblateError(f"'{spec}': the seed after '@' must be an integer, e.g. {row}@0")
     if seed_text:
-        candidates = [out / "records" / f"{row}__seed{int(seed_text)}.json"]
+        candidates = [ledger.record_path(out, row, int(seed_text))]
     else:
-        candidates = sorted(
-            (out / "records").glob(f"{row}__seed*.json"), key=lambda p: int(p.stem.rpartition("seed")[2] or 0)
-        )
+        candidates = ledger.record_paths(out, row)
     records = [read_record(p, out) for p in candidates if p.is_file()]
     if not records:
-        known = sorted({p.stem.partition("__seed")[0] for p in (out / "records").glob("*__seed*.json")})
+        known = ledger.recorded_rows(out)
         declared = [r["name"] for r in meta["rows"]]
         what = "that seed has no record yet" if row in declared or row in known else "no such row"
         raise AblateError(

@@ -1,10 +1,15 @@
-"""The paper's Table 3 (Vaswani et al., 2017), shipped as package data (`reports/paper_table3.csv`)."""
+"""The paper's Table 3 (Vaswani et al., 2017): its numbers as the built-in study `table3` states them.
+
+`ablations/studies/table3.yaml` is their one home (each row's `paper:` entry); it is read here as package data, not
+through the study code, so reports stay independent of training code. A results directory's study.json carries the
+same numbers per row; this is the fallback for one written before it did."""
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from importlib import resources
+
+import yaml
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,21 +28,18 @@ class PaperRow:
     """Parameters x10^6, where the paper gives them."""
 
 
-def _number(text: str) -> float | None:
-    return float(text) if text.strip() else None
-
-
 def load_paper_table() -> dict[str, PaperRow]:
-    """Row name -> the paper's numbers for it."""
-    text = resources.files("reports").joinpath("paper_table3.csv").read_text(encoding="utf-8")
-    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    """Row name -> the paper's numbers for it (rows of table3.yaml that have a `paper` entry)."""
+    text = resources.files("ablations").joinpath("studies/table3.yaml").read_text(encoding="utf-8")
+    rows = yaml.safe_load(text)["rows"]
     return {
-        r["row"]: PaperRow(
-            row=r["row"],
+        r["name"]: PaperRow(
+            row=r["name"],
             group=r["group"],
-            ppl=_number(r["PPL_dev"]),
-            bleu=_number(r["BLEU_dev"]),
-            params_m=_number(r["params_M"]),
+            ppl=r["paper"].get("ppl"),
+            bleu=r["paper"].get("bleu"),
+            params_m=r["paper"].get("params_m"),
         )
-        for r in csv.DictReader(lines)
+        for r in rows
+        if r.get("paper")
     }

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ablations import ledger
+from ablations.ledger import State
 from data.errors import AblateError
 
-State = Literal["complete", "failed", "pruned", "running", "pending"]
 FINISHED_STATES = ("complete", "failed", "pruned")
 
 
@@ -211,8 +212,6 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
 
     `storage` overrides study.json's storage URL (which keeps no PostgreSQL password).
     """
-    from reports.optuna_states import read_trial_states
-
     out_dir = Path(out_dir)
     meta = read_study_json(out_dir)
     rows = [
@@ -225,10 +224,8 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         )
         for r in meta["rows"]
     ]
-    seeds = [int(s) for s in meta.get("seeds") or [0]]
-
     records: dict[tuple[str, int], Record] = {}
-    for path in sorted((out_dir / "records").glob("*.json")):
+    for path in ledger.record_paths(out_dir):
         record = read_record(path, out_dir)
         records[(record.row, record.seed)] = record
 
@@ -239,8 +236,24 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         optuna, note = read_trial_states(url, meta.get("optuna_study") or meta["study"], out_dir)
         if note:
             notes.append(note)
+    notes += _add_undeclared_rows(rows, records, optuna)
+    seeds = [int(s) for s in meta.get("seeds") or [0]]
+    seeds = sorted(set(seeds) | {seed for _, seed in records} | {seed for _, seed in optuna})
+    return StudyResults(
+        out_dir=out_dir,
+        study=meta["study"],
+        preset=str(meta.get("preset") or ""),
+        seeds=seeds,
+        rows=rows,
+        status=_status(out_dir, rows, seeds, meta.get("seeds") or [], records, optuna),
+        meta=meta,
+        notes=notes,
+    )
 
-    # Rows found only in records or Optuna (study.json older than the sweep) are shown after the declared ones.
+
+def _add_undeclared_rows(rows: list[RowSpec], records: dict, optuna: dict) -> list[str]:
+    """Rows found only in records or Optuna (study.json older than the sweep) are shown after the declared ones."""
+    notes = []
     known = {r.name for r in rows}
     for row, _ in sorted(set(records) | set(optuna)):
         if row not in known:
@@ -255,8 +268,13 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
             )
             known.add(row)
             notes.append(f"row '{row}' has trials but is not in study.json; shown last")
-    seeds = sorted(set(seeds) | {seed for _, seed in records} | {seed for _, seed in optuna})
+    return notes
 
+
+def _status(
+    out_dir: Path, rows: list[RowSpec], seeds: list[int], declared: list[int], records: dict, optuna: dict
+) -> dict[tuple[str, int], TrialStatus]:
+    """Each row x seed's state: its record if there is one, else its Optuna trial's, else pending (declared seeds)."""
     status: dict[tuple[str, int], TrialStatus] = {}
     for spec in rows:
         for seed in seeds:
@@ -265,22 +283,37 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
                 record = records[key]
                 status[key] = TrialStatus(state=record.state, reason=record.reason, record=record)
             elif key in optuna and optuna[key].state == "complete":
-                reason = f"complete in Optuna but no record was written (records/{spec.name}__seed{seed}.json)"
-                status[key] = TrialStatus(state="failed", reason=reason)
+                missing = ledger.record_path(out_dir, spec.name, seed).relative_to(out_dir)
+                status[key] = TrialStatus(
+                    state="failed", reason=f"complete in Optuna but no record was written ({missing})"
+                )
             elif key in optuna:
                 status[key] = optuna[key]
-            elif seed in (meta.get("seeds") or [seed]):
+            elif seed in (declared or [seed]):
                 status[key] = TrialStatus(state="pending")
-    return StudyResults(
-        out_dir=out_dir,
-        study=meta["study"],
-        preset=str(meta.get("preset") or ""),
-        seeds=seeds,
-        rows=rows,
-        status=status,
-        meta=meta,
-        notes=notes,
-    )
+    return status
+
+
+def read_trial_states(
+    storage: str | None, study_name: str, out_dir: Path
+) -> tuple[dict[tuple[str, int], TrialStatus], str | None]:
+    """(row, seed) -> the state of the trial that speaks for it (`ledger.resolve`), read from the Optuna storage
+    without creating anything, and a one-line note if the storage could not be read. Records say how finished trials
+    ended; only the storage knows the trials still queued or in flight."""
+    from ablations.storage import load_trials
+
+    fallback = "states come from the records only (rows without a record are shown as pending)"
+    if not storage:
+        return {}, f"study.json names no Optuna storage: {fallback}"
+    try:
+        trials = load_trials(storage, study_name, out_dir)
+    except Exception as err:  # any storage problem (missing file, driver, server, unknown study) gives the fallback
+        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return {}, f"Optuna storage {storage} could not be opened ({detail}): {fallback}"
+    return {
+        key: TrialStatus(state=ledger.trial_state(trial), reason=trial.user_attrs.get("reason"))
+        for key, trial in ledger.resolve(trials).items()
+    }, None
 
 
 def resolve_out_dir(study_or_out: str | Path, *, preset: str | None = None, runs_dir: str | Path = "runs") -> Path:

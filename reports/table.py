@@ -1,7 +1,7 @@
 """Table 3 rebuilt from a results directory: one `ReportRow` per study row, numbers over seeds, the paper beside ours.
 
 This module computes; `reports.formats` only formats. Every number here comes from the trial records (mean and
-sample standard deviation over the complete seeds), the paper's from `reports/paper_table3.csv`.
+sample standard deviation over the complete seeds), the paper's from `ablations/studies/table3.yaml`.
 """
 
 from __future__ import annotations

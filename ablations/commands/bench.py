@@ -16,7 +16,7 @@ targets. On CUDA: bf16 autocast, fused Adam, a check of the fused SDPA kernels, 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ablations.bench import BenchConfig
+    from benchmarks.bench import BenchConfig
 
     d = BenchConfig()
     parser = argparse.ArgumentParser(prog="ablate bench", description=DESCRIPTION)
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from ablations.bench import BenchConfig, format_report, run_bench
+    from benchmarks.bench import BenchConfig, format_report, run_bench
 
     args = build_parser().parse_args(argv)
     peers = tuple(p.strip() for p in args.vs.split(",") if p.strip() and p.strip() != "none")

@@ -18,26 +18,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--watch", type=float, default=0, metavar="SECONDS", help="refresh every SECONDS until done")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
-    import optuna
-
     from ablations import progress
-    from reports.optuna_states import open_storage
+    from ablations.storage import load_trials
     from reports.results import read_study_json
 
     out = Path(args.out)
     spec = read_study_json(out)
     url = args.storage or spec["storage"]
-    try:  # read-only: a wrong path must not create an empty journal whose rows all look pending
-        study = optuna.load_study(study_name=spec["optuna_study"], storage=open_storage(url, out))
-    except (FileNotFoundError, KeyError) as err:
-        raise AblateError(
-            f"{out}: no study {spec['optuna_study']!r} in {url} ({err}): has the sweep started? "
-            "Pass --storage if it runs elsewhere"
-        ) from None
     keys = [(row["name"], seed) for row in spec["rows"] for seed in spec["seeds"]]
     title = f"{spec['study']} ({spec['preset']})"
     while True:
-        rows = progress.collect(study, keys)
+        try:  # read-only: a wrong path must not create an empty journal whose rows all look pending
+            trials = load_trials(url, spec["optuna_study"], out)
+        except (FileNotFoundError, KeyError) as err:
+            raise AblateError(
+                f"{out}: no study {spec['optuna_study']!r} in {url} ({err}): has the sweep started? "
+                "Pass --storage if it runs elsewhere"
+            ) from None
+        rows = progress.collect(trials, keys)
         if args.json:
             print(json.dumps([r.__dict__ for r in rows], indent=2))
         else:

@@ -7,9 +7,6 @@ checkpoint). Run it on another machine with the same --storage postgresql://... 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,8 +14,6 @@ from typing import Any
 
 from ablations.presets import PRESETS
 from data.errors import AblateError
-
-DDP_ENV = "ABLATE_DDP_TRIAL"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,8 +86,9 @@ def parse_sets(items: list[str], overrides_file: str | None) -> dict[str, dict[s
 
 
 def make_plan(args: argparse.Namespace):
+    from ablations.storage import storage_url
     from ablations.studies import load_study
-    from ablations.sweep import Plan, storage_url
+    from ablations.sweep import Plan
 
     study = load_study(args.study)
     preset = args.preset or study.default_preset or "tiny"
@@ -138,173 +134,26 @@ def _devices(value: str | None) -> int | str | None:
 
 
 def main(argv: list[str]) -> int:
-    if os.environ.get(DDP_ENV) and os.environ.get("LOCAL_RANK", "0") != "0":
-        return _ddp_rank()
+    from ablations import runner
+
     args = build_parser().parse_args(argv)
     plan = make_plan(args)
+    relaunched = runner.ddp_rank(plan.out)
+    if relaunched is not None:
+        return relaunched
     if args.worker:
-        from ablations.sweep import work
-
-        _set_threads(int(os.environ.get("ABLATE_WORKERS", "1")))
-        work(plan)
-        return 0
-    return coordinate(plan, args, argv)
-
-
-def coordinate(plan, args: argparse.Namespace, argv: list[str]) -> int:
-    """Prepare data once, queue the rows, run the workers, show progress, then write the report."""
-    from ablations import progress
-    from ablations.sweep import enqueue, load_or_create, open_storage, recover_dead, sync_records, work
-
-    t0 = time.time()
-    plan.out.mkdir(parents=True, exist_ok=True)
-    _prepare_data(plan)
-    storage = open_storage(plan.storage)
-    study = load_or_create(storage, plan.name)
-    recover_dead(study)
-    queued = enqueue(plan, study)
-    sync_records(plan, study)
-    keys = [(row.name, seed) for row, seed in plan.keys()]
-    workers = args.workers or _default_workers(plan)
-    print(
-        f"sweep {plan.study.name} at preset {plan.preset}: {len(plan.study.rows)} rows x {len(plan.seeds)} seeds = "
-        f"{len(keys)} trials ({queued} newly queued), {workers} worker(s) here\n"
-        f"  storage {plan.storage if not plan.storage.startswith('postgresql') else plan.describe()['storage']}\n"
-        f"  output  {plan.out}",
-        file=sys.stderr,
-    )
-    title = f"{plan.study.name} ({plan.preset})"
-
-    def show(study_now) -> None:
-        rows = progress.collect(study_now, keys)
-        print(f"[sweep] {progress.summary_line(rows, workers)}", file=sys.stderr, flush=True)
-
-    if workers == 1:
-        work(plan, on_trial_end=show)
-    else:
-        _run_workers(plan, study, argv, workers, keys, title)
-        work(plan, on_trial_end=show)  # anything a crashed worker left behind
-    synced = sync_records(plan, study)
-    rows = progress.collect(study, keys)
-    _print_table(progress.render(rows, workers, title))
-    if synced:
-        print(f"{synced} record(s) from other machines written to {plan.out / 'records'}", file=sys.stderr)
+        return runner.work_here(plan)
+    started = time.time()
+    runner.coordinate(plan, args.workers, argv)
     if not args.no_report:
         _report(plan)
-    _print_next_steps(plan, time.time() - t0)
+    runner.print_next_steps(plan, time.time() - started)
     return 0
 
 
-def _prepare_data(plan) -> None:
-    """Build the corpus, tokenizer and encoded caches once, before any worker starts (workers then only read)."""
-    from ablations.tracking import write_text_atomic
-    from data.prepare import prepare
-
-    seen = set()
-    for row in plan.study.rows:
-        data_cfg = plan.run_config(row, 0).data
-        if data_cfg in seen:
-            continue
-        seen.add(data_cfg)
-        corpus = prepare(data_cfg, progress=True)
-        refs = plan.out / "refs" / "valid.txt"
-        if not refs.exists():
-            write_text_atomic(refs, "\n".join(corpus.references("valid")) + "\n")
-
-
-def _default_workers(plan) -> int:
-    """One worker per GPU; on a CPU, one single-thread worker per core. Measured on the 2-core
-    machine (tiny preset): two 1-thread workers train 42k tokens/s together, one 2-thread process 30k."""
-    import torch
-
-    run = plan.run_config(plan.study.rows[0], 0)
-    gpus = torch.cuda.device_count()
-    if gpus:
-        return gpus if gpus > 1 and run.hardware.devices in (1, "1") else 1
-    single_process = run.hardware.devices in (1, "1", "auto") and run.hardware.num_nodes == 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, len(plan.keys()))) if single_process else 1
-
-
-def _set_threads(workers: int) -> None:
-    """Share the CPU cores between local workers (each trial otherwise starts one thread per core)."""
-    if workers <= 1:
-        return
-    import torch
-
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
-
-
-def _run_workers(plan, study, argv: list[str], n: int, keys, title: str) -> None:
-    """Start n worker processes (one GPU each when there are GPUs) and show the live table until they finish."""
-    import torch
-
-    from ablations import progress
-    from ablations.sweep import recover_dead
-
-    logs = plan.out / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    gpus = torch.cuda.device_count()
-    procs = []
-    for i in range(n):
-        env = {**os.environ, "ABLATE_WORKERS": str(n), "PYTHONUNBUFFERED": "1"}
-        if gpus > 1:
-            env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
-        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *argv, "--worker"]
-        with open(logs / f"worker-{i}.log", "ab") as log:
-            procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
-    print(f"  {n} workers started; their logs: {logs}/worker-*.log", file=sys.stderr)
-    live = _live(title)
-    try:
-        while any(p.poll() is None for p in procs):
-            recover_dead(study)
-            rows = progress.collect(study, keys)
-            live(progress.render(rows, n, title), progress.summary_line(rows, n))
-            time.sleep(3)
-    finally:
-        live(None, None)
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-
-
-def _live(title: str):
-    """A refreshing rich table on a terminal; a summary line whenever it changes otherwise (CI logs, files)."""
-    if sys.stderr.isatty():
-        from rich.console import Console
-        from rich.live import Live
-
-        live = Live(console=Console(stderr=True), refresh_per_second=1)
-        live.start()
-
-        def update(table, line):
-            if table is None:
-                live.stop()
-            else:
-                live.update(table)
-
-        return update
-    last = [""]
-
-    def update_plain(table, line):
-        if line and line != last[0]:
-            last[0] = line
-            print(f"[sweep] {line}", file=sys.stderr, flush=True)
-
-    return update_plain
-
-
-def _print_table(table) -> None:
-    from rich.console import Console
-
-    Console(stderr=True, width=140).print(table)
-
-
 def _report(plan) -> None:
-    try:
-        from reports.build import build_report
-    except ImportError:  # pragma: no cover - reports ship with the package
-        return
+    from reports.build import build_report
+
     try:
         written = build_report(plan.out, wandb=True)
     except AblateError as err:
@@ -316,29 +165,3 @@ def _report(plan) -> None:
     files = [str(path) for key, path in written.items() if not key.startswith("plot:")]
     plots = sum(key.startswith("plot:") for key in written)
     print(f"report: {', '.join(files)} (+{plots} plot files)", file=sys.stderr)
-
-
-def _print_next_steps(plan, seconds: float) -> None:
-    wandb_dir = plan.out / "trials"
-    print(
-        f"sweep finished in {seconds / 60:.1f} min. Next:\n"
-        f"  ablate report {plan.out}                       # rebuild the table (md, tex, csv, json, html)\n"
-        f"  wandb sync {wandb_dir}/*/wandb/offline-run-*    # upload the offline W&B runs\n"
-        f"  optuna-dashboard {_dashboard_arg(plan.storage)}  # browse the study",
-        file=sys.stderr,
-    )
-
-
-def _dashboard_arg(url: str) -> str:
-    return url[len("journal:") :] if url.startswith("journal:") else url
-
-
-def _ddp_rank() -> int:
-    """A rank Lightning relaunched for plain DDP: train the trial rank 0 is running, then leave."""
-    from ablations.config import build_run_config
-    from ablations.train import train
-
-    spec = json.loads(os.environ[DDP_ENV])
-    run = build_run_config(spec["run"])
-    train(run, Path(spec["trial_dir"]), name=spec["name"], group=spec["group"], wandb_id=spec.get("wandb_id"))
-    return 0

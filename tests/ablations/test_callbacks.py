@@ -3,12 +3,12 @@ and stops a trial that its pruner (not Optuna's default) rejects."""
 
 from __future__ import annotations
 
-import lightning.pytorch as pl
 import optuna
+import pytorch_lightning as pl
 import torch
 
 from ablations.callbacks import StepPruning
-from ablations.sweep import open_storage
+from ablations.storage import open_storage
 
 
 class Scored(pl.LightningModule):

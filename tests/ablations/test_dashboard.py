@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from ablations.storage import Queue, storage_url
 from ablations.studies import load_study
-from ablations.sweep import Plan, enqueue, load_or_create, open_storage, storage_url
+from ablations.sweep import Plan, enqueue
 
 pytest.importorskip("optuna_dashboard")
 
@@ -41,8 +42,7 @@ def test_dashboard_serves_the_sweep_storage(tmp_path):
     study = load_study("table3")
     out = tmp_path / "out"
     plan = Plan(study=study, preset="smoke", seeds=[0], out=out, storage=storage_url(None, out), name="table3-smoke")
-    optuna_study = load_or_create(open_storage(plan.storage), plan.name)
-    assert enqueue(plan, optuna_study) == len(study.rows)
+    assert enqueue(plan, Queue.open(plan.storage, plan.name)) == len(study.rows)
     port = free_port()
     exe = shutil.which("optuna-dashboard", path=str(Path(sys.executable).parent)) or "optuna-dashboard"
     journal = plan.storage.removeprefix("journal:")

@@ -349,7 +349,7 @@ def test_the_progress_view_shows_each_rows_state_and_dev_bleu(finished, sweeps):
     study = optuna.load_study(
         study_name=OPTUNA_NAME, storage=sweeps.storage(f"journal:{finished.out / 'optuna.journal'}")
     )
-    rows = progress.collect(study, [(row, 0) for row in ROWS])
+    rows = progress.collect(study.get_trials(), [(row, 0) for row in ROWS])
     assert [(r.row, r.state) for r in rows] == [("ok1", "complete"), ("nan", "failed"), ("ok2", "complete")]
     for r in rows:
         record = finished.records_before[f"{r.row}__seed0"]

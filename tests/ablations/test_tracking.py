@@ -7,7 +7,8 @@ import json
 import pytest
 
 from ablations.config import TrackingConfig, build_run_config
-from ablations.tracking import wandb_mode, write_json_atomic
+from ablations.ledger import write_json_atomic
+from ablations.tracking import wandb_mode
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-pl = pytest.importorskip("lightning.pytorch")
+pl = pytest.importorskip("pytorch_lightning")
 torch = pytest.importorskip("torch")
 
 from data.datamodule import TranslationDataModule  # noqa: E402

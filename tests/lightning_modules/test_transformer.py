@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 from data.errors import AblateError, ConfigError
-from lightning_modules import transformer as transformer_module
+from lightning_modules import kernels as kernels_module
 from lightning_modules.config import ModelConfig, TrainConfig, paper_lr
 from lightning_modules.decoding import beam_search, greedy_search
-from lightning_modules.module import LabelSmoothedNLL, label_smoothed_nll
-from lightning_modules.transformer import Dropout, SelfAttentionCache, Transformer
+from lightning_modules.kernels import CpuDropout as Dropout
+from lightning_modules.kernels import LabelSmoothedNLL, kernels_for
+from lightning_modules.module import label_smoothed_nll
+from lightning_modules.transformer import SelfAttentionCache, Transformer
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -37,18 +40,16 @@ VARIANTS = [
 ]
 
 
-@pytest.fixture(params=["matmul", "sdpa"])
-def attention_path(request, monkeypatch):
-    """Run the test through both attention implementations (CPU picks matmuls for short sequences, SDPA else)."""
-    if request.param == "sdpa":
-        monkeypatch.setattr(transformer_module, "MATMUL_ATTENTION_MAX_SCORES", 0)
+@pytest.fixture(params=["cpu", "reference"])
+def kernels(request):
+    """Run the test through both kernel choices (CPU: matmuls for short sequences; reference: SDPA, nn.Dropout)."""
     return request.param
 
 
 @pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "base")
-def test_no_causal_leakage(overrides, attention_path):
+def test_no_causal_leakage(overrides, kernels):
     """Changing target tokens after position t leaves the logits at positions <= t unchanged."""
-    model = model_for(tiny(**overrides))
+    model = model_for(tiny(**overrides, kernels=kernels))
     src = torch.randint(4, 50, (2, 9))
     tgt = torch.randint(4, 50, (2, 8))
     t = 4
@@ -61,9 +62,9 @@ def test_no_causal_leakage(overrides, attention_path):
 
 
 @pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "base")
-def test_padding_invariance(overrides, attention_path):
+def test_padding_invariance(overrides, kernels):
     """Adding a longer sentence (so the others get padded) leaves the other sentences' outputs unchanged."""
-    model = model_for(tiny(**overrides))
+    model = model_for(tiny(**overrides, kernels=kernels))
     src = torch.randint(4, 50, (2, 6))
     tgt = torch.randint(4, 50, (2, 5))
     long_src, long_tgt = torch.randint(4, 50, (1, 11)), torch.randint(4, 50, (1, 9))
@@ -76,8 +77,8 @@ def test_padding_invariance(overrides, attention_path):
 
 
 @pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "base")
-def test_cached_incremental_decoding_equals_full(overrides, attention_path):
-    model = model_for(tiny(**overrides))
+def test_cached_incremental_decoding_equals_full(overrides, kernels):
+    model = model_for(tiny(**overrides, kernels=kernels))
     src = torch.nn.functional.pad(torch.randint(4, 50, (3, 7)), (0, 2), value=PAD)
     src[0, -2:] = torch.tensor([11, 12])  # one sentence unpadded, two padded
     tgt = torch.randint(4, 50, (3, 6))
@@ -89,7 +90,7 @@ def test_cached_incremental_decoding_equals_full(overrides, attention_path):
     torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
 
 
-def test_matmul_attention_equals_sdpa_in_outputs_and_gradients(monkeypatch):
+def test_matmul_attention_equals_sdpa_in_outputs_and_gradients():
     """The CPU matmul path and SDPA compute the same function: logits and every gradient agree on a padded batch
     (self, causal and cross-attention, d_k != d_v)."""
     cfg = tiny(d_k=3, d_v=5)
@@ -97,9 +98,8 @@ def test_matmul_attention_equals_sdpa_in_outputs_and_gradients(monkeypatch):
     src[0, -3:] = torch.tensor([11, 12, 13])
     tgt = torch.randint(4, 50, (3, 8))
     results = []
-    for limit in (transformer_module.MATMUL_ATTENTION_MAX_SCORES, 0):
-        monkeypatch.setattr(transformer_module, "MATMUL_ATTENTION_MAX_SCORES", limit)
-        model = model_for(cfg).train()  # p_drop = 0: deterministic, but the training path
+    for kernels in ("cpu", "reference"):
+        model = model_for(replace(cfg, kernels=kernels)).train()  # p_drop = 0: deterministic, but the training path
         logits = model(src, tgt)
         logits.square().mean().backward()
         results.append((logits.detach(), {n: p.grad for n, p in model.named_parameters()}))
@@ -115,7 +115,7 @@ def test_dropout_keeps_one_minus_p_and_rescales(p):
     """Our CPU dropout has nn.Dropout's distribution (p rounded to 1/32768): kept elements scaled by 1/(1-p), the
     rest zero, keep rate 1 - p, unbiased; the gradient is the same mask; eval mode and p = 0 are the identity."""
     torch.manual_seed(0)
-    p_eff = round(p * transformer_module.DROPOUT_LEVELS) / transformer_module.DROPOUT_LEVELS
+    p_eff = round(p * kernels_module.DROPOUT_LEVELS) / kernels_module.DROPOUT_LEVELS
     layer = Dropout(p).train()
     x = (torch.rand(400, 501) + 1.0).requires_grad_()  # never 0 before dropout; numel not a multiple of 4
     y = layer(x)
@@ -142,11 +142,12 @@ def test_dropout_masks_are_independent_across_positions():
     assert abs(both - 0.25) < 0.003
 
 
-def test_self_attention_cache_matches_concatenation_through_appends_and_reorders():
+@pytest.mark.parametrize("kernels", ["cpu", "reference"])
+def test_self_attention_cache_matches_concatenation_through_appends_and_reorders(kernels):
     """The growing buffers return exactly what concatenating and index-selecting would, through appends of one and
     several positions, beam reorders (with repeated rows) and rows leaving."""
     torch.manual_seed(0)
-    cache, ref_k, ref_v = SelfAttentionCache(), None, None
+    cache, ref_k, ref_v = SelfAttentionCache(kernels_for(kernels).gather_rows), None, None
     rows = 6
     for step in range(40):
         new = 3 if step == 0 else 1
@@ -229,6 +230,24 @@ def test_label_smoothed_loss_closed_form():
     # agrees with PyTorch's own definition of label smoothing
     ref = torch.nn.functional.cross_entropy(logits[:2], target[:2], label_smoothing=eps, reduction="none")
     torch.testing.assert_close(loss[:2], ref)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_label_smoothed_loss_equals_torch_cross_entropy(eps):
+    """The custom loss is F.cross_entropy(label_smoothing=eps, ignore_index=pad) per token, and its NLL is the
+    unsmoothed cross-entropy: values and gradients (the custom one is kept only for memory, see module.py)."""
+    torch.manual_seed(0)
+    logits = torch.randn(64, 300, requires_grad=True)
+    target = torch.randint(0, 300, (64,))
+    target[::7] = 0  # padding
+    loss, nll = label_smoothed_nll(logits, target, eps, pad_id=0)
+    ref_loss = torch.nn.functional.cross_entropy(logits, target, label_smoothing=eps, ignore_index=0, reduction="none")
+    ref_nll = torch.nn.functional.cross_entropy(logits, target, ignore_index=0, reduction="none")
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(nll, ref_nll)
+    grad = torch.autograd.grad(loss.sum() + nll.sum(), logits)[0]
+    ref_grad = torch.autograd.grad(ref_loss.sum() + ref_nll.sum(), logits)[0]
+    torch.testing.assert_close(grad, ref_grad)
 
 
 def _autograd_label_smoothed_nll(logits, target, eps, pad_id):
@@ -323,3 +342,12 @@ def test_learned_positions_reject_sequences_longer_than_max_len():
         model(torch.randint(4, 50, (1, 9)), torch.randint(4, 50, (1, 3)))
     sinusoidal = model_for(tiny(max_len=8))
     assert sinusoidal(torch.randint(4, 50, (1, 20)), torch.randint(4, 50, (1, 3))).shape == (1, 3, 50)
+
+
+def test_kernels_are_chosen_once_when_the_model_is_built():
+    """`model.kernels` picks PyTorch's operators or the CPU routes for the whole model; 'auto' follows CUDA."""
+    reference, cpu = Transformer(tiny(kernels="reference", p_drop=0.1)), Transformer(tiny(kernels="cpu", p_drop=0.1))
+    assert reference.kernels.name == "reference" and type(reference.src_embed.dropout) is torch.nn.Dropout
+    assert cpu.kernels.name == "cpu" and type(cpu.src_embed.dropout) is Dropout
+    assert Transformer(tiny()).kernels.name == ("reference" if torch.cuda.is_available() else "cpu")
+    cpu.load_state_dict(reference.state_dict())  # same parameters: only the computation differs

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from ablations.bench import BenchConfig, run_bench, train_flops
-from ablations.bench_peers import check_peer
 from ablations.commands.bench import main
+from benchmarks.bench import BenchConfig, run_bench, train_flops
+from benchmarks.peers import check_peer
 from data.errors import AblateError
 from lightning_modules.config import ModelConfig
 

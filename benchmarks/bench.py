@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from data.errors import AblateError
+from data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from lightning_modules.config import ModelConfig
 
 PEAK_BF16_FLOPS: list[tuple[str, float]] = [
@@ -42,8 +43,6 @@ PEAK_BF16_FLOPS: list[tuple[str, float]] = [
     ("L4", 121e12),
 ]
 """Dense bf16 tensor-core peak FLOP/s by device-name substring (first match wins; vendor data sheets)."""
-
-BOS_ID, EOS_ID = 2, 3  # data.tokenizer's ids (imported lazily there, with sentencepiece)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -344,47 +343,31 @@ CPU_CHOICES: dict[str, tuple[str, ...]] = {
     "pytorch_defaults": ("attention", "dropout", "adam"),
 }
 """Variants of our training step on CPU, each undoing some of our CPU choices: SDPA for all attention (instead of
-MatmulAttention for short sequences), F.dropout (instead of masks from 15-bit draws), Adam's default for-loop
-implementation (instead of the fused kernel). `pytorch_defaults` undoes all three."""
-
-
-@contextlib.contextmanager
-def _undone(choices: tuple[str, ...]):
-    """Temporarily route our model through PyTorch's defaults for the named choices (module globals that the
-    model reads at call time)."""
-    import torch.nn.functional as F
-
-    from lightning_modules import transformer
-
-    saved = transformer.MATMUL_ATTENTION_MAX_SCORES, transformer.dropout
-    if "attention" in choices:
-        transformer.MATMUL_ATTENTION_MAX_SCORES = 0
-    if "dropout" in choices:
-        transformer.dropout = lambda x, p: F.dropout(x, p, training=True)
-    try:
-        yield
-    finally:
-        transformer.MATMUL_ATTENTION_MAX_SCORES, transformer.dropout = saved
+MatmulAttention for short sequences), nn.Dropout (instead of masks from 15-bit draws), Adam's default for-loop
+implementation (instead of the fused kernel). `pytorch_defaults` undoes all three. Each variant is the model built
+with other kernels (`kernels_for(..., reference_parts=...)`), nothing patched at run time."""
 
 
 def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, cfg: ModelConfig, precision, device):
     """Median step time of our model with each of our CPU choices undone (CPU_CHOICES), same weights and batches,
     variants interleaved step by step; `speedup` is each variant's step time over ours (paired by batch)."""
-    import copy
+    from lightning_modules.kernels import kernels_for
+    from lightning_modules.transformer import Transformer
 
     variants = {}
     for name, choices in CPU_CHOICES.items():
-        trainee = make_trainee(name, copy.deepcopy(ours.module), device, False, fused="adam" not in choices)
-        variants[name] = (trainee, choices)
+        kernels = kernels_for("cpu", reference_parts=tuple(c for c in choices if c != "adam"))
+        module = Transformer(cfg, kernels=kernels)  # the same model and weights through other kernels
+        module.load_state_dict(ours.module.state_dict())
+        variants[name] = (make_trainee(name, module, device, False, fused="adam" not in choices), choices)
     measured = batches[bench.warmup :] or batches
     for r in range(2 + min(len(measured), 15)):
         batch = measured[r % len(measured)]
-        for trainee, choices in variants.values():
-            with _undone(choices):
-                start = time.perf_counter()
-                float(train_step(trainee, batch, cfg, precision, device).detach())
-                if r >= 2:
-                    trainee.times.append(time.perf_counter() - start)
+        for trainee, _ in variants.values():
+            start = time.perf_counter()
+            float(train_step(trainee, batch, cfg, precision, device).detach())
+            if r >= 2:
+                trainee.times.append(time.perf_counter() - start)
     ours_times = variants["ours"][0].times
     return {
         name: {
@@ -399,7 +382,7 @@ def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, cfg: Mod
 def lightning_step_times(run, steps: int, device, precision: str, compile_model: bool) -> list[float]:
     """Seconds between consecutive batch ends when `TranslationModule` trains through the Lightning Trainer on the
     same data module (so the same first batches): data collation, Lightning's loop, logging and the step."""
-    import lightning.pytorch as pl
+    import pytorch_lightning as pl
 
     from data.datamodule import TranslationDataModule
     from lightning_modules.module import TranslationModule
@@ -412,7 +395,8 @@ def lightning_step_times(run, steps: int, device, precision: str, compile_model:
             stamps.append(time.perf_counter())
 
     pl.seed_everything(run.train.seed, verbose=False)
-    module = TranslationModule(run.model, replace(run.train, compile=compile_model, max_steps=steps))
+    train = replace(run.train, compile=compile_model, max_steps=steps)
+    module = TranslationModule(run.model, train, bos_id=BOS_ID, eos_id=EOS_ID)
     trainer = pl.Trainer(
         accelerator=device.type,
         devices=1,
@@ -574,7 +558,8 @@ def _mean_length(out) -> float:
     if not isinstance(out, list):
         rows = out.tolist()
         out = [
-            [i for i in (row[: row.index(EOS_ID)] if EOS_ID in row else row) if i not in (0, BOS_ID)] for row in rows
+            [i for i in (row[: row.index(EOS_ID)] if EOS_ID in row else row) if i not in (PAD_ID, BOS_ID)]
+            for row in rows
         ]
     return sum(len(row) for row in out) / max(1, len(out))
 
@@ -698,19 +683,11 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     """Measure everything `ablate bench` reports; returns the JSON-ready result."""
     import torch
 
-    from ablations.bench_peers import build_peer, check_peer
-    from ablations.studies import load_study
+    from benchmarks.peers import build_peer
     from lightning_modules.transformer import Transformer
 
     say = progress or (lambda message: None)
-    extra = {"data": {"corpus": bench.corpus}} if bench.corpus else {}
-    run = load_study(bench.study).run_config(bench.row, bench.preset, seed=bench.seed, **extra)
-    device = resolve_device(bench.device)
-    precision = resolve_precision(bench.precision, device)
-    if bench.threads:
-        torch.set_num_threads(bench.threads)
-    for name in bench.peers:
-        check_peer(name, run.model)
+    run, device, precision = setup(bench)
     say("preparing data")
     batches, src, data = load_inputs(run, bench, device)
     cfg = replace(run.model, vocab_size=data["vocab_size"])
@@ -726,15 +703,7 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     figures = [batch_figures(b, cfg) for b in batches]
     measured = [figures[i] for i in trainees[0].batch_ids]
     info = device_info(device)
-    training: dict[str, dict[str, Any]] = {}
-    for t in trainees:
-        training[t.name] = {
-            "params": sum(p.numel() for p in t.module.parameters()),
-            **throughput(t.times, [figures[i] for i in t.batch_ids], info["peak_bf16_flops"]),
-            "first_step_s": t.first_step_s,
-            "step_times_s": t.times,  # in batch order, the same batches for every system: ratios pair them
-            "memory": memory_profile(t, batches[t.batch_ids[0]], cfg, precision, device),
-        }
+    training = {t.name: training_figures(t, batches, figures, cfg, precision, device, info) for t in trainees}
     ours = trainees[0]
     breakdown = step_breakdown(ours, [batches[i] for i in ours.batch_ids[:10]], cfg, precision, device)
     profile: dict[str, Any] = {"train_step_ms": {**breakdown, "collate": data["collate_ms"]["median"]}}
@@ -743,44 +712,25 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
         profile["cpu_choices"] = cpu_choices(ours, batches, bench, cfg, precision, device)
     if bench.lightning:
         say("training through the Lightning Trainer")
-        intervals = lightning_step_times(run, bench.warmup + bench.repeats, device, precision, bench.compile)
-        # Interval j runs from the end of batch j to the end of batch j + 1 (its data loading included).
-        timed = [(seconds, j + 1) for j, seconds in enumerate(intervals) if j + 1 >= bench.warmup]
-        training["ours_lightning"] = throughput(
-            [seconds for seconds, _ in timed], [figures[i % len(figures)] for _, i in timed], info["peak_bf16_flops"]
-        )
+        training["ours_lightning"] = lightning_figures(run, bench, device, precision, figures, info)
         profile["lightning_overhead_ms"] = 1000 * (
             training["ours_lightning"]["step_time_s"]["median"] - training["ours"]["step_time_s"]["median"]
         )
     cuda = sdpa_check(ours, batches[0], precision, device) if device.type == "cuda" else None
 
     say(f"decoding {src.size(0)} sentences: beam {bench.beam_size} and greedy")
-    for t in trainees:
-        t.module.eval()
-    hf = next((t.module for t in trainees if t.name == "hf"), None)
-    decoding = run_decoding(ours.module, hf, src, bench, run, precision, device)
-    with torch.inference_mode(), autocast(device, precision), contextlib.ExitStack() as stack:
-        if bench.full_length:
-            stack.enter_context(hold_back_eos(ours.module, None))
-        profile["beam_search"] = beam_bookkeeping(ours.module, src, bench, run, device)
+    decoding, profile["beam_search"] = decoding_figures(trainees, src, bench, run, precision, device)
 
     overhead = None
     if bench.overhead:
         say(f"per-trial overhead: ablate train --preset {bench.trial_preset} in fresh processes")
         overhead = trial_overhead(bench)
 
-    src_tokens, tgt_tokens, flops = (sum(column) for column in zip(*measured, strict=True))
     result = {
         "date": time.strftime("%Y-%m-%d"),
         "config": {**asdict(bench), "precision": precision, "device": device.type},
         "device": info,
-        "model": {
-            **cfg.resolved(),
-            "params": training["ours"]["params"],
-            "train_flops_per_tgt_token": flops / tgt_tokens,
-            "train_flops_per_token": flops / (tgt_tokens + src_tokens),
-            "tgt_tokens_per_batch": tgt_tokens / len(measured),
-        },
+        "model": model_figures(cfg, training["ours"]["params"], measured),
         "data": data,
         "training": training,
         "decoding": decoding,
@@ -791,6 +741,71 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     result["ratios"] = ratios(result)
     result["targets"] = targets(result)
     return result
+
+
+def setup(bench: BenchConfig):
+    """The benchmarked run's config, device and precision; the peers are checked before any work."""
+    import torch
+
+    from ablations.studies import load_study
+    from benchmarks.peers import check_peer
+
+    extra = {"data": {"corpus": bench.corpus}} if bench.corpus else {}
+    run = load_study(bench.study).run_config(bench.row, bench.preset, seed=bench.seed, **extra)
+    device = resolve_device(bench.device)
+    if bench.threads:
+        torch.set_num_threads(bench.threads)
+    for name in bench.peers:
+        check_peer(name, run.model)
+    return run, device, resolve_precision(bench.precision, device)
+
+
+def decoding_figures(trainees: list[Trainee], src, bench: BenchConfig, run, precision: str, device):
+    """Beam and greedy decoding speed of ours (and HF's), and where our beam search spends its time."""
+    import torch
+
+    for t in trainees:
+        t.module.eval()
+    ours = trainees[0].module
+    hf = next((t.module for t in trainees if t.name == "hf"), None)
+    decoding = run_decoding(ours, hf, src, bench, run, precision, device)
+    with torch.inference_mode(), autocast(device, precision), contextlib.ExitStack() as stack:
+        if bench.full_length:
+            stack.enter_context(hold_back_eos(ours, None))
+        return decoding, beam_bookkeeping(ours, src, bench, run, device)
+
+
+def training_figures(t: Trainee, batches, figures, cfg: ModelConfig, precision, device, info) -> dict[str, Any]:
+    """One system's training throughput, step times and peak memory."""
+    return {
+        "params": sum(p.numel() for p in t.module.parameters()),
+        **throughput(t.times, [figures[i] for i in t.batch_ids], info["peak_bf16_flops"]),
+        "first_step_s": t.first_step_s,
+        "step_times_s": t.times,  # in batch order, the same batches for every system: ratios pair them
+        "memory": memory_profile(t, batches[t.batch_ids[0]], cfg, precision, device),
+    }
+
+
+def lightning_figures(run, bench: BenchConfig, device, precision: str, figures, info) -> dict[str, Any]:
+    """Throughput of our training through the Lightning Trainer, on the same first batches."""
+    intervals = lightning_step_times(run, bench.warmup + bench.repeats, device, precision, bench.compile)
+    # Interval j runs from the end of batch j to the end of batch j + 1 (its data loading included).
+    timed = [(seconds, j + 1) for j, seconds in enumerate(intervals) if j + 1 >= bench.warmup]
+    return throughput(
+        [seconds for seconds, _ in timed], [figures[i % len(figures)] for _, i in timed], info["peak_bf16_flops"]
+    )
+
+
+def model_figures(cfg: ModelConfig, params: int, measured: list[tuple[int, int, float]]) -> dict[str, Any]:
+    """The benchmarked configuration, its size and its training FLOPs per token."""
+    src_tokens, tgt_tokens, flops = (sum(column) for column in zip(*measured, strict=True))
+    return {
+        **cfg.resolved(),
+        "params": params,
+        "train_flops_per_tgt_token": flops / tgt_tokens,
+        "train_flops_per_token": flops / (tgt_tokens + src_tokens),
+        "tgt_tokens_per_batch": tgt_tokens / len(measured),
+    }
 
 
 def sdpa_check(ours: Trainee, batch: dict, precision: str, device) -> dict[str, Any]:
@@ -888,21 +903,39 @@ def format_report(result: dict[str, Any]) -> str:
         "",
         f"{'training':<16} {'tgt tok/s':>10} {'tok/s':>10} {'step ms':>8} {'IQR ms':>7} {'peak MB':>8} {'GFLOP/s':>8}",
     ]
-    for name, t in result["training"].items():
-        step = t["step_time_s"]
-        mem = t.get("memory", {}).get("peak_mb")
-        gflops = t.get("model_flops_per_s")
-        lines.append(
-            f"{name:<16} {_num(t['tgt_tokens_per_s'], '{:,.0f}'):>10} {_num(t['tokens_per_s'], '{:,.0f}'):>10} "
-            f"{step['median'] * 1000:>8.1f} {step['iqr'] * 1000:>7.1f} {_num(mem, '{:.1f}'):>8} "
-            f"{_num(gflops and gflops / 1e9, '{:.1f}'):>8}"
-        )
+    lines += [_training_line(name, t) for name, t in result["training"].items()]
     lines += ["", f"{'decoding':<16} {'sent/s':>10} {'median s':>9} {'steps':>6} {'out len':>8}"]
     for name, d in result["decoding"].items():
         lines.append(
             f"{name:<16} {d['sentences_per_s']:>10.1f} {d['time_s']['median']:>9.3f} {d['decoder_steps']:>6} "
             f"{d['mean_output_tokens']:>8.1f}"
         )
+    lines += _profile_lines(result)
+    lines += ["", "ratios ours/peer: " + ", ".join(f"{k} {_num(v, '{:.2f}x')}" for k, v in result["ratios"].items())]
+    lines.append(
+        "targets: "
+        + ", ".join(
+            f"{k} {'met' if t['met'] else 'NOT met' if t['met'] is not None else 'not measured'}"
+            for k, t in result["targets"].items()
+        )
+    )
+    return "\n".join(lines)
+
+
+def _training_line(name: str, t: dict[str, Any]) -> str:
+    step = t["step_time_s"]
+    mem = t.get("memory", {}).get("peak_mb")
+    gflops = t.get("model_flops_per_s")
+    return (
+        f"{name:<16} {_num(t['tgt_tokens_per_s'], '{:,.0f}'):>10} {_num(t['tokens_per_s'], '{:,.0f}'):>10} "
+        f"{step['median'] * 1000:>8.1f} {step['iqr'] * 1000:>7.1f} {_num(mem, '{:.1f}'):>8} "
+        f"{_num(gflops and gflops / 1e9, '{:.1f}'):>8}"
+    )
+
+
+def _profile_lines(result: dict[str, Any]) -> list[str]:
+    """Padding, per-trial overhead, our step's breakdown, the CPU kernels' effect, beam search, CUDA checks."""
+    lines = []
     data = result["data"]
     lines += [
         "",
@@ -935,15 +968,7 @@ def format_report(result: dict[str, Any]) -> str:
     )
     if result["cuda"]:
         lines.append(f"cuda: {json.dumps(result['cuda'])}")
-    lines += ["", "ratios ours/peer: " + ", ".join(f"{k} {_num(v, '{:.2f}x')}" for k, v in result["ratios"].items())]
-    lines.append(
-        "targets: "
-        + ", ".join(
-            f"{k} {'met' if t['met'] else 'NOT met' if t['met'] is not None else 'not measured'}"
-            for k, t in result["targets"].items()
-        )
-    )
-    return "\n".join(lines)
+    return lines
 
 
 def _num(value: float | None, fmt: str) -> str:

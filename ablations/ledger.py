@@ -1,0 +1,193 @@
+"""The results ledger: one home for how a sweep's results are named, written, read and resolved.
+
+A results directory OUT holds, per row x seed of a study (the *key*, `<row>__seed<seed>`):
+    OUT/records/<key>.json   the trial's record (config, metrics, curves, state), written atomically
+    OUT/hyps/<key>.txt       its dev hypotheses, one per line
+The Optuna storage holds the trials; several trials can share a key (a retry after a dead worker, a duplicate
+claim by two racing coordinators, a `--retry-failed` rerun). `resolve` is the one rule that says which trial speaks
+for a key; sweep, status, tune, compare and reports all go through it. A copy of each record also travels in its
+trial's user attributes (`pack`/`unpack`), so a coordinator on another machine can rebuild OUT.
+
+No torch, Lightning, W&B or Optuna import here: reports import this module (Optuna objects are duck-typed).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+State = Literal["complete", "failed", "pruned", "pending", "running"]
+
+SEPARATOR = "__seed"
+_STATES: dict[str, State] = {
+    "WAITING": "pending",
+    "RUNNING": "running",
+    "COMPLETE": "complete",
+    "FAIL": "failed",
+    "PRUNED": "pruned",
+}
+_PRIORITY: tuple[State, ...] = ("failed", "pruned", "complete", "pending", "running")
+"""Among the trials of one key that are not superseded, which speaks for it: the highest here, then the latest."""
+DUPLICATE_REASON = "duplicate of an earlier trial of the same row"
+RETRIED_REASON = "worker died (no heartbeat): retried"
+
+
+# ------------------------------------------------------------------------------------------------------------ keys
+def key_of(row: str, seed: int) -> str:
+    """The key of a row x seed: the stem of its record and hypotheses files and the name of its trial directory."""
+    return f"{row}{SEPARATOR}{seed}"
+
+
+def parse_key(stem: str) -> tuple[str, int] | None:
+    """(row, seed) of a key, or None if `stem` is not one."""
+    row, sep, seed = stem.rpartition(SEPARATOR)
+    return (row, int(seed)) if sep and row and seed.isdigit() else None
+
+
+def record_path(out: Path, row: str, seed: int) -> Path:
+    return Path(out) / "records" / f"{key_of(row, seed)}.json"
+
+
+def hypotheses_path(out: Path, row: str, seed: int) -> Path:
+    return Path(out) / "hyps" / f"{key_of(row, seed)}.txt"
+
+
+def record_paths(out: Path, row: str | None = None) -> list[Path]:
+    """Record files in OUT (of one row if given), ordered by row then seed."""
+    found = [(parse_key(p.stem), p) for p in (Path(out) / "records").glob("*.json")]
+    keyed = [(key, p) for key, p in found if key is not None and (row is None or key[0] == row)]
+    return [p for _, p in sorted(keyed, key=lambda kp: kp[0])]
+
+
+def recorded_rows(out: Path) -> list[str]:
+    """Rows that have at least one record in OUT, sorted."""
+    return sorted({key[0] for key in (parse_key(p.stem) for p in record_paths(out)) if key})
+
+
+# --------------------------------------------------------------------------------------------- writing, reading
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one (temp file + os.replace)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, indent=2, sort_keys=False, default=str)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Same as write_json_atomic, for plain text (hypothesis files)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(out: Path, record: dict[str, Any]) -> Path:
+    """Write a trial's record (it names its row and seed) to OUT/records/<key>.json; returns the path."""
+    path = record_path(out, record["row"], int(record["seed"]))
+    write_json_atomic(path, record)
+    return path
+
+
+def read_record(out: Path, row: str, seed: int) -> dict[str, Any] | None:
+    """The record of a row x seed as written, or None if there is none. Reports check its fields themselves."""
+    path = record_path(out, row, seed)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def pack(record: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The record as stored in Optuna: train curve thinned to at most 200 points, hypotheses gzip+base64 inline."""
+    packed = dict(record)
+    curves = dict(record.get("curves") or {})
+    train = curves.get("train") or []
+    if len(train) > 200:
+        stride = -(-len(train) // 200)
+        curves["train"] = train[::stride] + ([train[-1]] if (len(train) - 1) % stride else [])
+    packed["curves"] = curves
+    hyp = record.get("hypotheses")
+    hyp_file = Path(out) / hyp if hyp else None
+    if hyp_file is not None and hyp_file.is_file():
+        packed["hypotheses_gz"] = base64.b64encode(gzip.compress(hyp_file.read_bytes())).decode("ascii")
+    return packed
+
+
+def unpack(packed: dict[str, Any], out: Path) -> bool:
+    """Write a record copied from Optuna (and its hypotheses) into OUT unless OUT has it. True if written."""
+    record = dict(packed)
+    if record_path(out, record["row"], int(record["seed"])).exists():
+        return False
+    hypotheses = record.pop("hypotheses_gz", None)
+    if hypotheses and record.get("hypotheses"):
+        write_text_atomic(Path(out) / record["hypotheses"], gzip.decompress(base64.b64decode(hypotheses)).decode())
+    write_record(out, record)
+    return True
+
+
+# ------------------------------------------------------------------------------------------------ trial states
+def trial_key(trial: Any) -> tuple[str, int] | None:
+    """(row, seed) of an Optuna trial of a sweep (its user attributes), None for a tuning trial."""
+    attrs = trial.user_attrs
+    return (str(attrs["row"]), int(attrs["seed"])) if "row" in attrs and "seed" in attrs else None
+
+
+def trial_state(trial: Any) -> State:
+    return _STATES.get(trial.state.name, "pending")
+
+
+def superseded(trial: Any) -> bool:
+    """A trial that another one replaces by design: failed as dead and retried, or closed as a duplicate."""
+    attrs = trial.user_attrs
+    return bool(attrs.get("retried")) or str(attrs.get("reason") or "").startswith("duplicate")
+
+
+def resolve(trials: Iterable[Any]) -> dict[tuple[str, int], Any]:
+    """(row, seed) -> the trial that speaks for it. Superseded trials (retried, duplicates) count only when a key has
+    nothing else; then a live trial wins over a finished one, a complete one over a failed one, and among equals the
+    latest (highest number)."""
+    best: dict[tuple[str, int], tuple[tuple[bool, int, int], Any]] = {}
+    for trial in trials:
+        key = trial_key(trial)
+        if key is None:
+            continue
+        rank = (not superseded(trial), _PRIORITY.index(trial_state(trial)), trial.number)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, trial)
+    return {key: trial for key, (_, trial) in best.items()}
+
+
+__all__ = [
+    "State",
+    "key_of",
+    "parse_key",
+    "record_path",
+    "hypotheses_path",
+    "record_paths",
+    "write_record",
+    "read_record",
+    "write_json_atomic",
+    "write_text_atomic",
+    "pack",
+    "unpack",
+    "trial_key",
+    "trial_state",
+    "resolve",
+]

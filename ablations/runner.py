@@ -1,0 +1,188 @@
+"""Running a sweep on this machine: data prepared once, rows queued, worker processes, the live view, the report.
+
+`ablate sweep` parses its arguments into a `Plan` (commands/sweep.py) and calls `coordinate`; a worker process
+(`--worker`) calls `sweep.work`; a rank that Lightning relaunched for plain DDP calls `ddp_rank`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ablations import progress
+from ablations.storage import Queue, recover_dead
+from ablations.sweep import Plan, TrialSpec, enqueue, sync_records, work
+
+
+def coordinate(plan: Plan, workers: int | None, argv: list[str]) -> None:
+    """Prepare data once, queue the rows, run the workers, show progress and the final table. (The report is the
+    command's: reports build on ablations, not the other way round.)"""
+    plan.out.mkdir(parents=True, exist_ok=True)
+    prepare_data(plan)
+    queue = Queue.open(plan.storage, plan.name)
+    recover_dead(queue)
+    queued = enqueue(plan, queue)
+    sync_records(plan, queue)
+    keys = [(row.name, seed) for row, seed in plan.keys()]
+    workers = workers or default_workers(plan)
+    storage = plan.storage if not plan.storage.startswith("postgresql") else plan.describe()["storage"]
+    print(
+        f"sweep {plan.study.name} at preset {plan.preset}: {len(plan.study.rows)} rows x {len(plan.seeds)} seeds = "
+        f"{len(keys)} trials ({queued} newly queued), {workers} worker(s) here\n"
+        f"  storage {storage}\n"
+        f"  output  {plan.out}",
+        file=sys.stderr,
+    )
+    title = f"{plan.study.name} ({plan.preset})"
+
+    def show(queue_now: Queue) -> None:
+        rows = progress.collect(queue_now.trials(), keys)
+        print(f"[sweep] {progress.summary_line(rows, workers)}", file=sys.stderr, flush=True)
+
+    if workers > 1:
+        run_workers(plan, queue, argv, workers, keys, title)
+    work(plan, on_trial_end=show)  # with several workers: anything a crashed one left behind
+    synced = sync_records(plan, queue)
+    print_table(progress.render(progress.collect(queue.trials(), keys), workers, title))
+    if synced:
+        print(f"{synced} record(s) from other machines written to {plan.out / 'records'}", file=sys.stderr)
+
+
+def work_here(plan: Plan) -> int:
+    """A worker process started by `run_workers`: share the cores, claim and run trials until none are left."""
+    set_threads(int(os.environ.get("ABLATE_WORKERS", "1")))
+    work(plan)
+    return 0
+
+
+def prepare_data(plan: Plan) -> None:
+    """Build the corpus, tokenizer and encoded caches once, before any worker starts (workers then only read)."""
+    from ablations.ledger import write_text_atomic
+    from data.prepare import prepare
+
+    seen = set()
+    for row in plan.study.rows:
+        data_cfg = plan.run_config(row, 0).data
+        if data_cfg in seen:
+            continue
+        seen.add(data_cfg)
+        corpus = prepare(data_cfg, progress=True)
+        refs = plan.out / "refs" / "valid.txt"
+        if not refs.exists():
+            write_text_atomic(refs, "\n".join(corpus.references("valid")) + "\n")
+
+
+def default_workers(plan: Plan) -> int:
+    """One worker per GPU; on a CPU, one single-thread worker per core. Measured on the 2-core machine (tiny
+    preset): two 1-thread workers train 42k tokens/s together, one 2-thread process 30k."""
+    import torch
+
+    run = plan.run_config(plan.study.rows[0], 0)
+    gpus = torch.cuda.device_count()
+    if gpus:
+        return gpus if gpus > 1 and run.hardware.devices in (1, "1") else 1
+    single_process = run.hardware.devices in (1, "1", "auto") and run.hardware.num_nodes == 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, len(plan.keys()))) if single_process else 1
+
+
+def set_threads(workers: int) -> None:
+    """Share the CPU cores between local workers (each trial otherwise starts one thread per core)."""
+    if workers <= 1:
+        return
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
+def run_workers(plan: Plan, queue: Queue, argv: list[str], n: int, keys, title: str) -> None:
+    """Start n worker processes (one GPU each when there are GPUs) and show the live table until they finish."""
+    import torch
+
+    logs = plan.out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    gpus = torch.cuda.device_count()
+    procs = []
+    for i in range(n):
+        env = {**os.environ, "ABLATE_WORKERS": str(n), "PYTHONUNBUFFERED": "1"}
+        if gpus > 1:
+            env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
+        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *argv, "--worker"]
+        with open(logs / f"worker-{i}.log", "ab") as log:
+            procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+    print(f"  {n} workers started; their logs: {logs}/worker-*.log", file=sys.stderr)
+    live = live_view(title)
+    try:
+        while any(p.poll() is None for p in procs):
+            recover_dead(queue)
+            rows = progress.collect(queue.trials(), keys)
+            live(progress.render(rows, n, title), progress.summary_line(rows, n))
+            time.sleep(3)
+    finally:
+        live(None, None)
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+
+
+def live_view(title: str):
+    """A refreshing rich table on a terminal; a summary line whenever it changes otherwise (CI logs, files)."""
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.live import Live
+
+        live = Live(console=Console(stderr=True), refresh_per_second=1)
+        live.start()
+
+        def update(table, line):
+            if table is None:
+                live.stop()
+            else:
+                live.update(table)
+
+        return update
+    last = [""]
+
+    def update_plain(table, line):
+        if line and line != last[0]:
+            last[0] = line
+            print(f"[sweep] {line}", file=sys.stderr, flush=True)
+
+    return update_plain
+
+
+def print_table(table) -> None:
+    from rich.console import Console
+
+    Console(stderr=True, width=140).print(table)
+
+
+def print_next_steps(plan: Plan, seconds: float) -> None:
+    wandb_dir = plan.out / "trials"
+    dashboard = plan.storage.removeprefix("journal:")
+    print(
+        f"sweep finished in {seconds / 60:.1f} min. Next:\n"
+        f"  ablate report {plan.out}                       # rebuild the table (md, tex, csv, json, html)\n"
+        f"  wandb sync {wandb_dir}/*/wandb/offline-run-*    # upload the offline W&B runs\n"
+        f"  optuna-dashboard {dashboard}  # browse the study",
+        file=sys.stderr,
+    )
+
+
+def ddp_rank(out: Path) -> int | None:
+    """If this process is a rank that Lightning relaunched for plain DDP (a child of rank 0, LOCAL_RANK > 0), train
+    the trial rank 0 is running (TRIAL_DIR/trial.json) and return 0; else None."""
+    if os.environ.get("LOCAL_RANK", "0") == "0":
+        return None
+    spec = TrialSpec.find_for_parent(out)
+    if spec is None:
+        return None
+    from ablations.config import build_run_config
+    from ablations.train import train
+
+    run = build_run_config(spec.run)
+    train(run, Path(spec.trial_dir), name=spec.name, group=spec.group, wandb_id=spec.wandb_id)
+    return 0

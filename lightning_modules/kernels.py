@@ -1,0 +1,253 @@
+"""Kernels: how the model's attention, dropout and decoding cache are computed, chosen once when it is built.
+
+`transformer.py` is the paper's model written with PyTorch's own operators (`F.scaled_dot_product_attention`,
+`nn.Dropout`). This module holds the faster routes measured on CPUs, behind one switch, `ModelConfig.kernels`:
+
+- "reference": PyTorch's operators. The GPU path (fused flash / memory-efficient SDPA, fused dropout).
+- "cpu": batched-matmul attention with a hand-written backward for short sequences (`MatmulAttention`), dropout
+  masks from 15-bit draws (`cpu_dropout`), cache rows gathered straight into their new buffer.
+- "auto" (the default): "reference" where a CUDA GPU is visible, else "cpu".
+
+Both compute the same functions and differ only in rounding and in which random numbers dropout draws.
+`ablate bench` (benchmarks/bench.py: `cpu_choices`) measures the "cpu" route against the reference one.
+The label-smoothed loss (`LabelSmoothedNLL`) saves memory on every device and is chosen in `module.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+KernelChoice = Literal["auto", "reference", "cpu"]
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The three device-specific operations the model delegates; built by `kernels_for`."""
+
+    name: str
+    """'reference' or 'cpu' ('auto' resolved)."""
+    attention: Callable[[Tensor, Tensor, Tensor, Tensor | None, bool, float], Tensor]
+    """softmax(Q K^T / sqrt(d_k)) V over (B, h, L, d) tensors; mask (B, 1, 1, S) True = attend."""
+    dropout: Callable[[float], nn.Module]
+    """A dropout layer with probability p (training mode drops, eval mode is the identity)."""
+    gather_rows: Callable[[Tensor, Tensor, Tensor], None]
+    """gather_rows(prefix, rows, out): out[:] = prefix.index_select(0, rows) (beam search's cache reorder)."""
+
+
+def kernels_for(choice: KernelChoice, reference_parts: tuple[str, ...] = ()) -> Kernels:
+    """Resolve the config switch: 'auto' takes the reference kernels when CUDA is available, the CPU ones else.
+
+    `reference_parts` (names of Kernels fields: 'attention', 'dropout', 'gather_rows') swaps single parts back to
+    the reference ones: `ablate bench` measures what each CPU kernel buys on its own that way."""
+    if choice == "auto":
+        choice = "reference" if torch.cuda.is_available() else "cpu"
+    reference = Kernels("reference", sdpa_attention, nn.Dropout, _gather_copy)
+    if choice == "reference":
+        return reference
+    if choice != "cpu":
+        raise ValueError(f"unknown kernels {choice!r}: use 'auto', 'reference' or 'cpu'")
+    cpu = Kernels("cpu", cpu_attention, CpuDropout, _gather_into)
+    return replace(cpu, **{part: getattr(reference, part) for part in reference_parts})
+
+
+# ----------------------------------------------------------------------------------------------------- reference
+def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
+    """Equation 1 through F.scaled_dot_product_attention (flash / memory-efficient kernels on GPUs)."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
+
+
+def _gather_copy(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
+    out.copy_(prefix.index_select(0, rows))
+
+
+# ----------------------------------------------------------------------------------------------------------- CPU
+MATMUL_ATTENTION_MAX_SCORES = 96 * 96
+"""On CPU, attention with at most this many scores per head (query length x key length) runs as batched matmuls
+(`MatmulAttention`) instead of SDPA. PyTorch's CPU flash kernel pays a fixed cost per (batch, head, query block)
+that dominates short sequences; the two meet near 100 tokens, beyond which the flash kernel's memory traffic wins."""
+
+
+def cpu_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
+    """Equation 1 on CPU: SDPA for long sequences, batched matmuls for short ones (MATMUL_ATTENTION_MAX_SCORES)."""
+    length, keys = q.size(-2), k.size(-2)
+    if length * keys > MATMUL_ATTENTION_MAX_SCORES:
+        return sdpa_attention(q, k, v, mask, causal, dropout_p)
+    bias = None  # additive: -inf where a query may not attend, broadcast to (B, h, L, S)
+    if mask is not None:
+        bias = torch.zeros(mask.shape, device=q.device).masked_fill_(~mask, float("-inf"))
+    if causal:  # -inf above the diagonal, aligned as SDPA's is_causal: query i sees keys 0..i
+        future = torch.full((length, keys), float("-inf"), device=q.device).triu_(1)
+        bias = future if bias is None else future + bias
+    if dropout_p or not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+        # Decoding (no gradient: plain matmuls are faster than MatmulAttention's reshapes for one or a few queries),
+        # or attention dropout (not in the paper's recipe): autograd around our dropout.
+        scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2))
+        weights = torch.softmax(scores if bias is None else scores.add_(bias), dim=-1)
+        return torch.matmul(cpu_dropout(weights, dropout_p), v)
+    return MatmulAttention.apply(q, k, v, bias)
+
+
+def _bmm(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b for (n, r, m) @ (n, m, c). When c < r it returns (b^T a^T)^T: MKL's batched GEMM is slow for narrow
+    outputs, e.g. attention weights (536, 30, 30) times values (536, 30, 8) take 292 us directly and 120 us
+    transposed (2 threads). The result may be a transposed view."""
+    if b.size(-1) < a.size(-2):
+        return torch.bmm(b.transpose(1, 2), a.transpose(1, 2)).transpose(1, 2)
+    return torch.bmm(a, b)
+
+
+class MatmulAttention(torch.autograd.Function):
+    """softmax(Q K^T / sqrt(d_k) + bias) V with a hand-written backward, for short sequences on CPU.
+
+    Why not autograd over matmul/softmax/matmul: its backward computes dQ = dS K and dV = P^T dO as GEMMs with
+    d_k-wide outputs, the slow shape for MKL when heads are small (`_bmm`). Here every product takes the faster
+    orientation. Forward + backward of a tiny-preset self-attention layer (h=8, d_k=8, 17 tokens, projections
+    included): SDPA 10.3 ms, autograd over matmuls 7.8 ms, this 5.8 ms; at d_k=64 it matches SDPA.
+    """
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:
+        batch, heads, length, d_k = q.shape
+        keys, d_v = k.size(2), v.size(3)
+        q3, k3, v3 = (t.reshape(batch * heads, t.size(2), t.size(3)) for t in (q, k, v))
+        scale = d_k**-0.5
+        scores = _bmm(q3, k3.transpose(1, 2)).mul_(scale)  # (B*h, L, S)
+        if bias is not None:
+            scores = scores.view(batch, heads, length, keys).add_(bias).view(batch * heads, length, keys)
+        weights = torch.softmax(scores, dim=-1)
+        ctx.save_for_backward(q3, k3, v3, weights)
+        ctx.scale = scale
+        return _bmm(weights, v3).reshape(batch, heads, length, d_v)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        q3, k3, v3, weights = ctx.saved_tensors
+        batch, heads, length, d_v = grad_out.shape
+        grad3 = grad_out.reshape(batch * heads, length, d_v)
+        grad_v = _bmm(weights.transpose(1, 2), grad3)  # P^T dO
+        grad_weights = _bmm(grad3, v3.transpose(1, 2))  # dO V^T
+        grad_scores = torch._softmax_backward_data(grad_weights, weights, -1, weights.dtype).mul_(ctx.scale)
+        grad_q = _bmm(grad_scores, k3)  # dS K
+        grad_k = _bmm(grad_scores.transpose(1, 2), q3)  # dS^T Q
+
+        def unfold(t: Tensor) -> Tensor:
+            return t.reshape(batch, heads, t.size(1), t.size(2))
+
+        return unfold(grad_q), unfold(grad_k), unfold(grad_v), None
+
+
+DROPOUT_LEVELS = 1 << 15
+"""CPU dropout draws 15-bit uniform integers: p is rounded to a multiple of 1/32768 (0.1 -> 0.100006)."""
+
+
+def cpu_dropout(x: Tensor, p: float) -> Tensor:
+    """Training-mode dropout: each element kept with probability 1 - p and scaled by 1 / (1 - p), as nn.Dropout.
+
+    It draws 4 masks per 64-bit random integer instead of one uniform float per element: PyTorch's CPU generator
+    is sequential and F.dropout's `bernoulli_` spends 5.8 ns per element on this machine (forward + backward of a
+    (124, 17, 64) dropout: 0.92 ms through F.dropout, 0.57 ms with `torch.rand`, 0.31 ms here; the tiny preset runs
+    17 of them per training step). Each int64 from `random_()` holds 63 random bits; viewed as four int16 and masked
+    to 15 bits, they are four independent uniform draws from [0, 32768), and an element is kept when its draw is
+    >= round(p * 32768).
+    """
+    if p == 0.0:
+        return x
+    if p == 1.0:
+        return F.dropout(x, p, training=True)
+    dropped = round(p * DROPOUT_LEVELS)
+    n = x.numel()
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()
+    keep = draws.view(torch.int16)[:n].view(x.shape).bitwise_and_(DROPOUT_LEVELS - 1) >= dropped
+    return x * keep.to(x.dtype).mul_(DROPOUT_LEVELS / (DROPOUT_LEVELS - dropped))
+
+
+class CpuDropout(nn.Module):
+    """nn.Dropout through `cpu_dropout`."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return cpu_dropout(x, self.p) if self.training else x
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def _gather_into(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
+    """index_select written straight into the new cache buffer: one copy instead of two (measured on CPU only)."""
+    torch.index_select(prefix, 0, rows, out=out)
+
+
+# ------------------------------------------------------------------------------------------- label-smoothed loss
+class LabelSmoothedNLL(torch.autograd.Function):
+    """Per-token label-smoothed cross-entropy and unsmoothed NLL with a hand-written backward that never
+    materialises log-probabilities. Equals F.cross_entropy(label_smoothing=eps, ignore_index=pad) (tested).
+
+    Why not log_softmax + gather + mean under autograd (or F.cross_entropy(label_smoothing=...)): those keep a
+    float32 (N, V) log-probability tensor for backward and build three more (N, V) tensors in it (the gather's
+    scatter, the mean's expansion, their sum). Here forward keeps only the logits (which the output layer has
+    anyway) and per-row log-sum-exp and mean; backward writes the gradient in one pass,
+    d loss_i / d z_ik = (g_i + h_i) softmax_ik - eps g_i / V - [k = y_i] ((1 - eps) g_i + h_i), for upstream
+    gradients g (loss) and h (nll). Rows are processed in chunks, so float32 temporaries stay bounded for bf16
+    logits. N=2000, V=37000 on CPU: memory above the logits 855 MB -> 355 MB (fp32) and 855 -> 233 MB (bf16);
+    forward + backward 397 -> 343 ms.
+    """
+
+    CHUNK = 1 << 24
+    """Elements of (rows x V) per chunk of float32 temporaries (64 MB)."""
+
+    @staticmethod
+    def _rows(vocab: int) -> int:
+        return max(1, LabelSmoothedNLL.CHUNK // max(vocab, 1))
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, target: Tensor, eps: float, pad_id: int) -> tuple[Tensor, Tensor]:
+        n, vocab = logits.shape
+        acc = torch.promote_types(logits.dtype, torch.float32)  # float32 sums for bf16 logits
+        lse = torch.empty(n, dtype=acc, device=logits.device)
+        mean = torch.empty_like(lse)
+        rows = LabelSmoothedNLL._rows(vocab)
+        for i in range(0, n, rows):
+            chunk = logits[i : i + rows].to(acc)
+            torch.logsumexp(chunk, dim=-1, out=lse[i : i + rows])
+            torch.mean(chunk, dim=-1, out=mean[i : i + rows])
+        keep = (target != pad_id).to(acc)
+        nll = (lse - logits.gather(-1, target.unsqueeze(-1)).squeeze(-1).to(acc)) * keep
+        loss = (1.0 - eps) * nll + eps * (lse - mean) * keep
+        ctx.save_for_backward(logits, target, lse, keep)
+        ctx.eps = eps
+        return loss, nll
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_loss: Tensor | None, grad_nll: Tensor | None):
+        logits, target, lse, keep = ctx.saved_tensors
+        eps, (n, vocab) = ctx.eps, logits.shape
+        g = grad_loss.to(lse.dtype) * keep if grad_loss is not None else torch.zeros_like(lse)
+        h = grad_nll.to(lse.dtype) * keep if grad_nll is not None else torch.zeros_like(lse)
+        softmax_weight, at_target, uniform = g + h, (1.0 - eps) * g + h, eps * g / vocab
+        rows = LabelSmoothedNLL._rows(vocab)
+        grad = None
+        for i in range(0, n, rows):
+            part = slice(i, i + rows)
+            z = logits[part] - lse[part, None]  # a new float32 (or float64) tensor: logits are never modified
+            z.exp_().mul_(softmax_weight[part, None]).sub_(uniform[part, None])
+            z.scatter_add_(-1, target[part, None], -at_target[part, None])
+            if rows >= n and z.dtype == logits.dtype:
+                return z, None, None, None  # one chunk in the logits' dtype: z is the whole gradient
+            if grad is None:
+                grad = torch.empty_like(logits)
+            grad[part] = z
+        return grad, None, None, None
+
+
+__all__ = ["KernelChoice", "Kernels", "kernels_for", "LabelSmoothedNLL", "MatmulAttention", "CpuDropout"]

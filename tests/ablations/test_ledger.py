@@ -1,0 +1,79 @@
+"""The results ledger: the key format, record files, the copy kept in Optuna, and which trial speaks for a key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+
+from ablations import ledger
+
+
+@dataclass
+class FakeTrial:
+    """What the ledger reads of an Optuna FrozenTrial: number, state (by name) and user attributes."""
+
+    number: int
+    state_name: str
+    user_attrs: dict = field(default_factory=dict)
+
+    @property
+    def state(self):
+        return SimpleNamespace(name=self.state_name)
+
+
+def trial(number: int, state: str, row: str = "A1", seed: int = 0, **attrs) -> FakeTrial:
+    return FakeTrial(number, state, {"row": row, "seed": seed, **attrs})
+
+
+def test_keys_round_trip_and_name_the_files(tmp_path):
+    assert ledger.key_of("B1", 2) == "B1__seed2"
+    assert ledger.parse_key("B1__seed2") == ("B1", 2)
+    assert ledger.parse_key("my__row__seed10") == ("my__row", 10)
+    assert ledger.parse_key("notakey") is None and ledger.parse_key("A1__seedx") is None
+    assert ledger.record_path(tmp_path, "B1", 2) == tmp_path / "records" / "B1__seed2.json"
+
+
+def test_records_are_written_listed_and_read_back(tmp_path):
+    for row, seed in (("B1", 10), ("A1", 0), ("B1", 2)):
+        ledger.write_record(tmp_path, {"row": row, "seed": seed, "state": "complete"})
+    (tmp_path / "records" / "stray.json").write_text("{}")
+    assert [p.stem for p in ledger.record_paths(tmp_path)] == ["A1__seed0", "B1__seed2", "B1__seed10"]
+    assert [p.stem for p in ledger.record_paths(tmp_path, "B1")] == ["B1__seed2", "B1__seed10"]
+    assert ledger.recorded_rows(tmp_path) == ["A1", "B1"]
+    assert ledger.read_record(tmp_path, "B1", 2) == {"row": "B1", "seed": 2, "state": "complete"}
+    assert ledger.read_record(tmp_path, "C1", 0) is None
+
+
+def test_the_copy_in_optuna_rebuilds_a_missing_record_and_its_hypotheses(tmp_path):
+    here, there = tmp_path / "here", tmp_path / "there"
+    ledger.write_text_atomic(here / "hyps" / "A1__seed0.txt", "ein\nzwei\n")
+    record = {"row": "A1", "seed": 0, "hypotheses": "hyps/A1__seed0.txt", "curves": {"train": list(range(1000))}}
+    packed = ledger.pack(record, here)
+    assert len(packed["curves"]["train"]) <= 201 and packed["curves"]["train"][-1] == 999
+    assert ledger.unpack(packed, there) is True
+    assert (there / "hyps" / "A1__seed0.txt").read_text() == "ein\nzwei\n"
+    assert "hypotheses_gz" not in ledger.read_record(there, "A1", 0)
+    assert ledger.unpack(packed, there) is False  # never overwrites a record
+
+
+@pytest.mark.parametrize(
+    ("trials", "speaks"),
+    [
+        ([trial(0, "FAIL", retried=True, reason=ledger.RETRIED_REASON), trial(1, "WAITING")], 1),  # a retry
+        ([trial(0, "COMPLETE"), trial(1, "PRUNED", reason=ledger.DUPLICATE_REASON)], 0),  # a duplicate claim
+        ([trial(0, "FAIL"), trial(1, "PRUNED", reason=ledger.DUPLICATE_REASON)], 0),  # duplicates never speak
+        ([trial(0, "FAIL"), trial(1, "RUNNING")], 1),  # --retry-failed: the rerun
+        ([trial(0, "FAIL"), trial(1, "FAIL")], 1),  # among equals, the latest
+        ([trial(0, "COMPLETE"), trial(1, "FAIL")], 0),  # complete beats failed
+        ([trial(0, "FAIL", retried=True)], 0),  # a superseded trial still speaks when it is all there is
+    ],
+)
+def test_one_rule_says_which_trial_speaks_for_a_key(trials, speaks):
+    assert ledger.resolve(trials)[("A1", 0)].number == speaks
+
+
+def test_tuning_trials_have_no_key():
+    assert ledger.resolve([FakeTrial(0, "COMPLETE", {"host": "x"})]) == {}
+    assert ledger.trial_state(trial(0, "WAITING")) == "pending"
