@@ -173,10 +173,7 @@ def claims_to_data(claims: list[Claim]) -> list[dict[str, Any]]:
             "id": c.id,
             "text": c.text,
             "section": c.section,
-            "compare": [
-                {k: v for k, v in vars(x).items() if v is not None and not (k == "against" and v is None)}
-                for x in c.compare
-            ],
+            "compare": [{k: v for k, v in vars(x).items() if v is not None} for x in c.compare],
         }
         for c in claims
     ]
