@@ -7,8 +7,12 @@ hardware and tracking (below). No torch import here: the CLI's help and study va
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
+import re
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -83,65 +87,77 @@ class RunConfig:
 
 def build_run_config(*layers: dict[str, dict[str, Any]]) -> RunConfig:
     """Merge layers of {section: {field: value}} (later layers win) and build the config, checking each value's
-    type against its field, so a bad value fails here with the field's name."""
+    type against its field (jsonargparse, as on the command line), so a bad value fails here with the field's name."""
     merged: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     for layer in layers:
-        for section, values in (layer or {}).items():
-            if section not in SECTIONS:
-                raise ConfigError(f"unknown config section {section!r}; use one of {', '.join(SECTIONS)}")
-            merged[section].update(values or {})
+        for section, values in _checked(json.dumps(layer or {}, sort_keys=True, default=str)).items():
+            merged[section].update(values)
     if "vocab_size" in merged["data"] or "vocab_size" not in merged["model"]:
         # One vocabulary: the model's embedding size follows the tokenizer's.
         merged["model"]["vocab_size"] = merged["data"].get("vocab_size", DataConfig.vocab_size)
-    built = {}
-    for section, cls in SECTIONS.items():
-        hints = typing.get_type_hints(cls)
-        known = {f.name for f in dataclasses.fields(cls)}
-        for key, value in merged[section].items():
+    return RunConfig(**{section: cls(**merged[section]) for section, cls in SECTIONS.items()})
+
+
+def add_sections(parser: Any, sections: Iterable[str] = tuple(SECTIONS)) -> None:
+    """Add --SECTION.FIELD for every field of the named sections to a jsonargparse parser, with the field's
+    docstring as help and null (unset) as default: an unset field keeps the value of the layers below it."""
+    for section in sections:
+        cls = SECTIONS[section]
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        parser.add_class_arguments(cls, section, help=f"{doc} Unset (null) fields keep the study row's value.")
+    parser.set_defaults({f"{s}.{f.name}": None for s in sections for f in dataclasses.fields(SECTIONS[s])})
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked(layer: str) -> dict[str, dict[str, Any]]:
+    """check_sections of a layer given as JSON, remembered: a study resolves the same preset and row layers for every
+    seed and preset, and a jsonargparse check takes about 20 ms. The values are immutable (numbers, strings,
+    tuples), so sharing them is safe; the dicts are copied."""
+    return check_sections(json.loads(layer))
+
+
+@functools.cache
+def _checker() -> Any:
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(prog="config", exit_on_error=False, print_config=None)
+    add_sections(parser)
+    return parser
+
+
+def check_sections(layer: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Check a {section: {field: value}} layer against the fields' type annotations and return it with values
+    converted (a tuple for a list, a float for an int). jsonargparse does the checking, the same as for command-line
+    values, so study files and the command line accept the same things. Raises ConfigError naming the field."""
+    import argparse
+
+    for section, values in layer.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"unknown config section {section!r}; use one of {', '.join(SECTIONS)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"section {section!r} must map field names to values, got {values!r}")
+        known = {f.name for f in dataclasses.fields(SECTIONS[section])}
+        for key in values:
             if key not in known:
                 raise ConfigError(f"unknown field {section}.{key}; {section} fields are {', '.join(sorted(known))}")
-            merged[section][key] = _coerce(f"{section}.{key}", value, hints[key])
-        built[section] = cls(**merged[section])
-    return RunConfig(**built)
+    try:
+        checked = _checker().parse_object({s: dict(v) for s, v in layer.items()})
+    except argparse.ArgumentError as err:
+        given = {f"{s}.{k}": v for s, values in layer.items() for k, v in values.items()}
+        raise ConfigError(describe_error(err, given)) from None
+    return {s: {k: checked[s][k] for k in values} for s, values in layer.items()}
 
 
-def _coerce(name: str, value: Any, hint: Any) -> Any:
-    """Accept `value` if it fits the annotation (ints for floats, lists for tuples); else a ConfigError naming it."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        for option in args:
-            try:
-                return _coerce(name, value, option)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{name}: {value!r} is not a valid {_describe(hint)}")
-    if hint is type(None):
-        if value is None:
-            return None
-    elif origin is Literal:
-        if value in args:
-            return value
-        raise ConfigError(f"{name}: must be one of {', '.join(repr(a) for a in args)}, got {value!r}")
-    elif origin is tuple:
-        if isinstance(value, list | tuple) and len(value) == len(args):
-            return tuple(_coerce(name, v, a) for v, a in zip(value, args, strict=True))
-    elif hint is bool:
-        if isinstance(value, bool):
-            return value
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-    elif hint is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif hint is str:
-        if isinstance(value, str):
-            return value
-    else:
-        return value
-    raise ConfigError(f"{name}: must be {_describe(hint)}, got {value!r}")
+def describe_error(err: Exception, given: dict[str, Any] | None = None) -> str:
+    """jsonargparse's error on one line, in our words when it names a config field: "model.norm: must be one of
+    'post', 'pre', got 'mid'". `given`: the values as written ({"model.norm": ...}), to quote the one that failed."""
+    message = " ".join(str(err).split())
+    found = re.match(r'Parser key "(\w+)\.(\w+)": .*(?:Got|Given) value: (.*)$', message)
+    if found is None or found.group(1) not in SECTIONS:
+        return message
+    section, name, got = found.groups()
+    hint = typing.get_type_hints(SECTIONS[section])[name]
+    return f"{section}.{name}: must be {_describe(hint)}, got {(given or {}).get(f'{section}.{name}', got)!r}"
 
 
 def _describe(hint: Any) -> str:
@@ -149,6 +165,8 @@ def _describe(hint: Any) -> str:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(hint))
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return " or ".join(_describe(a) for a in typing.get_args(hint))
+    if typing.get_origin(hint) is tuple:
+        return f"a list of {len(typing.get_args(hint))} values"
     if hint is type(None):
         return "null"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(hint, str(hint))

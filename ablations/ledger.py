@@ -4,7 +4,7 @@ A results directory OUT holds, per row x seed of a study (the *key*, `<row>__see
     OUT/records/<key>.json   the trial's record (config, metrics, curves, state), written atomically
     OUT/hyps/<key>.txt       its dev hypotheses, one per line
 The Optuna storage holds the trials; several trials can share a key (a retry after a dead worker, a duplicate
-claim by two racing coordinators, a `--retry-failed` rerun). `resolve` is the one rule that says which trial speaks
+claim by two racing coordinators, a `--retry_failed` rerun). `resolve` is the one rule that says which trial speaks
 for a key; sweep, status, tune, compare and reports all go through it. A copy of each record also travels in its
 trial's user attributes (`pack`/`unpack`), so a coordinator on another machine can rebuild OUT.
 

@@ -107,7 +107,7 @@ def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float:
 
 
 def _write_best(job: TuneJob, study) -> dict[str, Any]:
-    """best.yaml (overrides to pass to `ablate sweep --overrides`) and best.json; returns the summary."""
+    """best.yaml (overrides to pass to `ablate sweep --config`) and best.json; returns the summary."""
     import yaml
     from optuna.trial import TrialState
 

@@ -95,7 +95,7 @@ class BenchConfig:
         for name in ("warmup", "repeats", "decode_sentences", "decode_repeats", "beam_size"):
             minimum = 0 if name == "warmup" else 1
             if getattr(self, name) < minimum:
-                raise AblateError(f"--{name.replace('_', '-')} must be >= {minimum}, got {getattr(self, name)}")
+                raise AblateError(f"--{name} must be >= {minimum}, got {getattr(self, name)}")
 
 
 # ------------------------------------------------------------------------------------------------------ helpers

@@ -207,7 +207,7 @@ def _encode_split(tok: Tokenizer, pairs: Pairs, split: str, cfg: DataConfig, out
     if not kept:
         raise AblateError(
             f"no {split} pair is left of {len(pairs.src)} ({too_long} longer than max_len={cfg.max_len} subwords, "
-            f"{empty} with an empty side): raise --max-len or pass --truncate"
+            f"{empty} with an empty side): raise --data.max_len or pass --data.truncate true"
         )
     for side, ids, lens in (("src", src_ids, src_len), ("tgt", tgt_ids, tgt_len)):
         np.save(out / f"{split}.{side}.npy", np.concatenate(ids) if ids else np.zeros(0, dtype))

@@ -77,7 +77,7 @@ class DirectorySource:
 
     def _digest(self, path: Path) -> str:
         if not path.is_file():
-            raise AblateError(f"missing file {path}: create it or pass another --data directory")
+            raise AblateError(f"missing file {path}: create it or pass another --data.corpus directory")
         return file_digest(path, self.memo_dir)
 
     def read(self) -> dict[str, Pairs]:
@@ -96,21 +96,21 @@ class DirectorySource:
 def _pick_pair(directory: Path, src: str | None, tgt: str | None) -> tuple[str, str]:
     """The language pair to read, checked against the `train.*` files that are there."""
     if not directory.is_dir():
-        raise AblateError(f"--data {directory}: no such directory (expected train/valid/test.<lang> files)")
+        raise AblateError(f"--data.corpus {directory}: no such directory (expected train/valid/test.<lang> files)")
     langs = sorted(path.suffix[1:] for path in directory.glob("train.*") if path.suffix[1:] and path.is_file())
     if src is None or tgt is None:
         others = [lang for lang in langs if lang not in (src, tgt)]
         if len(langs) == 2 and (src or tgt) and len(others) == 1:
             return (src, others[0]) if src else (others[0], tgt)
         raise AblateError(
-            f"{directory} holds train files for languages {', '.join(langs) or 'none'}: pass --src and --tgt "
-            "(e.g. --src de --tgt en)"
+            f"{directory} holds train files for languages {', '.join(langs) or 'none'}: pass --data.src and --data.tgt "
+            "(e.g. --data.src de --data.tgt en)"
         )
     if src not in langs or tgt not in langs:
         found = ", ".join(f"{a}-{b}" for i, a in enumerate(langs) for b in langs[i + 1 :]) or "none"
         raise AblateError(
             f"{directory} has no {src}-{tgt} pair (no train.{src if src not in langs else tgt}); "
-            f"pairs there: {found}; pass --src/--tgt from those languages"
+            f"pairs there: {found}; pass --data.src/--data.tgt from those languages"
         )
     return src, tgt
 
@@ -121,7 +121,7 @@ def read_lines(path: Path, *, strip: bool = True) -> list[str]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise AblateError(f"missing file {path}: create it or pass another --data") from None
+        raise AblateError(f"missing file {path}: create it or pass another --data.corpus") from None
     except OSError as err:
         raise AblateError(f"cannot read {path}: {err.strerror}") from None
     if raw.startswith(b"\xef\xbb\xbf"):
@@ -149,7 +149,7 @@ class TsvSource:
 
     def __init__(self, path: Path, src: str | None, tgt: str | None, memo_dir: Path) -> None:
         if not path.is_file():
-            raise AblateError(f"missing file {path}: pass an existing .tsv file or a directory with --data")
+            raise AblateError(f"missing file {path}: pass an existing .tsv file or a directory with --data.corpus")
         self.name = str(path)
         self.path = path
         self.memo_dir = memo_dir
@@ -228,7 +228,7 @@ class HubSource:
     def __init__(self, spec: str, src: str | None, tgt: str | None, root: Path) -> None:
         self.dataset, _, config = spec.removeprefix("hub:").partition(":")
         if not self.dataset:
-            raise AblateError(f"--data {spec}: name a dataset, e.g. hub:wmt14 or hub:wmt/wmt14:de-en")
+            raise AblateError(f"--data.corpus {spec}: name a dataset, e.g. hub:wmt14 or hub:wmt/wmt14:de-en")
         self.src_lang, self.tgt_lang = src or self.DEFAULT_PAIR[0], tgt or self.DEFAULT_PAIR[1]
         pair = (self.src_lang, self.tgt_lang)
         self.config = config or "-".join(sorted(pair, key=lambda lang: lang == "en"))
@@ -253,7 +253,7 @@ class HubSource:
             f"hub:{self.dataset} {why}: install the [hub] extra (pip install 'ablate[hub]') on a machine with network, "
             f"or download {self.dataset} {s}-{t} as plain text (one sentence a line: train.{s} train.{t} valid.{s} "
             f"valid.{t} test.{s} test.{t}, e.g. `sacrebleu -t {short_name} -l {s}-{t} --echo src > test.{s}`) into "
-            f"{self.local} and rerun, or into any directory and pass --data DIR --src {s} --tgt {t}"
+            f"{self.local} and rerun, or into any directory and pass --data.corpus DIR --data.src {s} --data.tgt {t}"
         )
 
     def _download(self) -> None:
@@ -301,7 +301,8 @@ class GettextSource:
     /usr/share/locale), English msgid -> LANG msgstr, read and cleaned by `data.gettext_corpus`.
 
     Valid and test are each the sources whose hash falls in a fixed 2.5% of the hash range, so a pair's split never
-    changes when packages are installed or removed. `--src LANG --tgt en` reads the same pairs the other way round.
+    changes when packages are installed or removed. `--data.src LANG --data.tgt en` reads the same pairs the other way
+    round.
     A pair's "line" is its position in its split, which is sorted by source.
     """
 
@@ -313,7 +314,7 @@ class GettextSource:
         self.lang, _, root = spec.removeprefix("gettext:").partition(":")
         self.root = Path(root or self.DEFAULT_ROOT).expanduser()
         if not self.lang or "/" in self.lang:
-            raise AblateError(f"--data {spec}: name a language directory of {self.root}, e.g. gettext:de")
+            raise AblateError(f"--data.corpus {spec}: name a language directory of {self.root}, e.g. gettext:de")
         self.name = spec
         self.reverse = (src, tgt) == (self.lang, "en")
         if self.reverse:
@@ -322,8 +323,9 @@ class GettextSource:
             self.src_lang, self.tgt_lang = "en", self.lang
         else:
             raise AblateError(
-                f"--data {spec} pairs English with {self.lang}, not {src or 'en'}-{tgt or self.lang}: leave out --src "
-                f"and --tgt (or pass --src {self.lang} --tgt en for the other direction), or use gettext:{tgt or src}"
+                f"--data.corpus {spec} pairs English with {self.lang}, not {src or 'en'}-{tgt or self.lang}: leave out "
+                f"--data.src and --data.tgt (or pass --data.src {self.lang} --data.tgt en for the other direction), "
+                f"or use gettext:{tgt or src}"
             )
         self.directory = self.root / self.lang / "LC_MESSAGES"
 
@@ -332,7 +334,7 @@ class GettextSource:
         files = sorted({path.resolve() for path in self.directory.glob("*.mo") if path.is_file()})
         if not files:
             raise AblateError(
-                f"--data {self.name}: no catalogues in {self.directory}/*.mo; languages with the most there: "
+                f"--data.corpus {self.name}: no catalogues in {self.directory}/*.mo; languages with the most there: "
                 f"{_richest(self.root) or 'none (is ' + str(self.root) + ' a locale directory?)'}"
             )
         return files
@@ -347,8 +349,8 @@ class GettextSource:
         total = sum(len(pairs) for pairs in splits.values())
         if total < self.MIN_PAIRS or not all(splits.values()):
             raise AblateError(
-                f"--data {self.name}: only {total} pairs after cleaning (at least {self.MIN_PAIRS} needed): pick a "
-                f"language with more catalogues, e.g. {_richest(self.root, exclude=self.lang)}"
+                f"--data.corpus {self.name}: only {total} pairs after cleaning (at least {self.MIN_PAIRS} needed): "
+                f"pick a language with more catalogues, e.g. {_richest(self.root, exclude=self.lang)}"
             )
         out = {}
         for split, pairs in splits.items():
@@ -380,5 +382,5 @@ def resolve(cfg: DataConfig) -> Source:
     if path.suffix == ".tsv":
         return TsvSource(path, cfg.src, cfg.tgt, root)
     if path.is_file():
-        raise AblateError(f"--data {path}: a file must end in .tsv (source<TAB>target); or pass a directory")
+        raise AblateError(f"--data.corpus {path}: a file must end in .tsv (source<TAB>target); or pass a directory")
     return DirectorySource(path, cfg.src, cfg.tgt, root)

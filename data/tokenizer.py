@@ -86,7 +86,7 @@ def train_bytes(sentences: Iterable[str], *, vocab_size: int, model_type: str) -
             need = int(too_low.group(2)) + 4
             raise ConfigError(
                 f"data.vocab_size={vocab_size} is smaller than the corpus's {too_low.group(2)} distinct characters: "
-                f"use --vocab-size {need} or more"
+                f"use --data.vocab_size {need} or more"
             ) from None
         match = _TOO_HIGH.search(str(err))
         if match is None:
@@ -94,6 +94,6 @@ def train_bytes(sentences: Iterable[str], *, vocab_size: int, model_type: str) -
         limit = int(match.group(2))
         raise ConfigError(
             f"data.vocab_size={vocab_size} is too large for this training corpus (SentencePiece allows at most "
-            f"{limit} here): use --vocab-size {limit} or less, or more training text"
+            f"{limit} here): use --data.vocab_size {limit} or less, or more training text"
         ) from None
     return model.getvalue()

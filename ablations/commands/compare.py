@@ -6,12 +6,13 @@ A and B are record files (OUT/records/<row>__seed<s>.json), or rows of one resul
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from ablations.commands.options import command_parser, options, parse, print_config
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ablate compare", description=__doc__)
+
+def build_parser():
+    parser = command_parser("ablate compare", __doc__)
     parser.add_argument("run_a", metavar="A", help="record file, or row / row@seed of --out")
     parser.add_argument("run_b", metavar="B", help="record file, or row / row@seed of --out")
     parser.add_argument("--out", default=None, metavar="OUT", help="results directory the row names refer to")
@@ -21,7 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
+    if args.print_config:
+        return print_config(options(args))
     from reports.compare import compare_runs, plot_comparison, resolve_run
 
     a = resolve_run(args.run_a, args.out)

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-import argparse
 import json
+from typing import Any
 
+from ablations.commands.options import command_parser, options, overrides, parse, print_config
+from ablations.config import SECTIONS
 from ablations.presets import PRESETS
 
 
-def parameter_table(study_name: str, preset: str, vocab_size: int | None = None) -> list[dict]:
-    """One dict per row: row, group, N, d_model, d_ff, h, d_k, d_v, params, paper_params_m."""
+def parameter_table(
+    study_name: str, preset: str, vocab_size: int | None = None, extra: dict[str, dict[str, Any]] | None = None
+) -> list[dict]:
+    """One dict per row: row, group, N, d_model, d_ff, h, d_k, d_v, params, paper_params_m. `extra`: section
+    overrides applied to every row (the command line's)."""
     import torch
 
     from ablations.studies import load_study
     from lightning_modules.transformer import Transformer
 
     study = load_study(study_name)
-    extra = {"data": {"vocab_size": vocab_size}} if vocab_size is not None else {}
+    extra = {section: dict(values) for section, values in (extra or {}).items()}
+    if vocab_size is not None:
+        extra.setdefault("data", {})["vocab_size"] = vocab_size
     rows = []
     for row in study.rows:
         cfg = study.run_config(row, preset, **extra).model
@@ -41,13 +48,15 @@ def parameter_table(study_name: str, preset: str, vocab_size: int | None = None)
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ablate params", description=__doc__)
+    parser = command_parser("ablate params", __doc__, sections=SECTIONS)
     parser.add_argument("study", nargs="?", default="table3", help="built-in study name or study YAML file")
     parser.add_argument("--preset", default="paper", choices=list(PRESETS))
-    parser.add_argument("--vocab-size", type=int, default=None, help="shared vocabulary (default: the preset's)")
     parser.add_argument("--json", action="store_true", help="print a JSON list of {row, params, ...}")
-    args = parser.parse_args(argv)
-    rows = parameter_table(args.study, args.preset, args.vocab_size)
+    args = parse(parser, argv)
+    extra = overrides(args)  # e.g. --data.vocab_size 37000 (the shared vocabulary; default: the preset's)
+    if args.print_config:
+        return print_config({**options(args), **extra})
+    rows = parameter_table(args.study, args.preset, extra=extra)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

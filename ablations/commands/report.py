@@ -6,21 +6,22 @@ optionally logs the table and plots to W&B. Reads results only: no training code
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+
+from ablations.commands.options import command_parser, options, parse, print_config
 
 FORMATS_HELP = "comma-separated formats among md,tex,csv,json,html (default: all)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ablate report", description=__doc__)
+def build_parser():
+    parser = command_parser("ablate report", __doc__)
     parser.add_argument(
         "study_or_out",
         metavar="STUDY_OR_OUT",
         help="a results directory (the OUT of `ablate sweep`), or a study name looked up as RUNS_DIR/<study>-<preset>",
     )
     parser.add_argument("--preset", default=None, help="with a study name: which preset's results (default: newest)")
-    parser.add_argument("--runs-dir", default="runs", help="where study names are looked up (default: runs)")
+    parser.add_argument("--runs_dir", default="runs", help="where study names are looked up (default: runs)")
     parser.add_argument("--out", default=None, metavar="REPORT_DIR", help="where to write (default: OUT/report)")
     parser.add_argument("--format", default="md,tex,csv,json,html", help=FORMATS_HELP)
     parser.add_argument(
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="Optuna storage URL to read pending/running trials from (default: study.json's, which keeps no password)",
     )
-    parser.add_argument("--no-plots", action="store_true", help="skip the plots (the HTML page then has none)")
+    parser.add_argument("--no_plots", action="store_true", help="skip the plots (the HTML page then has none)")
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the significance test")
     parser.add_argument("--quiet", action="store_true", help="do not print the Markdown table")
     parser.add_argument(
@@ -46,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
+    if args.print_config:
+        return print_config(options(args))
     from reports.build import build_report, parse_formats
     from reports.results import resolve_out_dir
 

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
+from ablations.commands.options import command_parser, options, parse, print_config
 from data.errors import AblateError
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ablate status", description=__doc__)
+    parser = command_parser("ablate status", __doc__)
     parser.add_argument("out", help="the sweep's output directory (holds study.json)")
     parser.add_argument("--storage", default=None, help="storage URL, if study.json's is redacted (PostgreSQL)")
     parser.add_argument("--watch", type=float, default=0, metavar="SECONDS", help="refresh every SECONDS until done")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
+    if args.print_config:
+        return print_config(options(args))
     from ablations import progress
     from ablations.storage import load_trials
     from reports.results import read_study_json

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
+from argparse import SUPPRESS
 
+from ablations.commands.options import command_parser, options, parse, print_config
 from ablations.presets import PRESETS
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ablate studies", description=__doc__)
-    parser.add_argument("files", nargs="*", help="study YAML files to validate")
-    args = parser.parse_args(argv)
+    parser = command_parser("ablate studies", __doc__)
+    parser.add_argument("files", nargs="*", default=SUPPRESS, help="study YAML files to validate")
+    args = parse(parser, argv)
+    if args.print_config:
+        return print_config(options(args))
     from ablations.studies import builtin_studies, load_study
 
-    if args.files:
+    if getattr(args, "files", None):
         for path in args.files:
             study = load_study(path)
             print(f"{path}: ok ({len(study.rows)} rows, {study.seeds} seed(s), scale {study.scale})")

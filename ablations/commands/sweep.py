@@ -6,25 +6,26 @@ checkpoint). Run it on another machine with the same --storage postgresql://... 
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
+from argparse import SUPPRESS
 from pathlib import Path
-from typing import Any
 
+from ablations.commands.options import command_parser, options, overrides, parse, print_config
+from ablations.config import SECTIONS
 from ablations.presets import PRESETS
 from data.errors import AblateError
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ablate sweep", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def build_parser():
+    p = command_parser("ablate sweep", __doc__, sections=SECTIONS)
     p.add_argument("study", help="built-in study (table3) or a study YAML file")
     p.add_argument("--preset", choices=list(PRESETS), default=None, help="size preset (default: the study's, or tiny)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per row (default: the study's)")
     p.add_argument(
         "--storage",
         default=None,
-        help="Optuna storage URL (default: a journal file in --out);\n"
+        help="Optuna storage URL (default: a journal file in --out); "
         "postgresql://user:pw@host/db shares the study with workers on other machines",
     )
     p.add_argument(
@@ -35,91 +36,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default=None, help="output directory (default runs/<study>-<preset>)")
     p.add_argument("--name", default=None, help="Optuna study name (default <study>-<preset>)")
-    p.add_argument("--data", default=None, help="corpus: builtin, a directory of train/valid/test.{src,tgt}, a .tsv")
-    p.add_argument("--src", default=None, help="source language suffix (with --data DIR)")
-    p.add_argument("--tgt", default=None, help="target language suffix (with --data DIR)")
-    p.add_argument("--devices", default=None, help="devices per trial, passed to Lightning (e.g. 2: DDP)")
-    p.add_argument("--num-nodes", type=int, default=None, help="nodes per trial (Lightning DDP)")
-    p.add_argument("--strategy", default=None, help="Lightning strategy per trial: auto, ddp, ddp_spawn, ...")
-    p.add_argument("--accelerator", default=None, help="cpu, gpu or auto")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override a field for every row, e.g. --set train.max_steps=200 (repeatable)",
-    )
-    p.add_argument(
-        "--overrides",
-        default=None,
-        metavar="FILE.yaml",
-        help="sections applied to every row, e.g. the best.yaml written by `ablate tune`",
-    )
-    p.add_argument("--retry-failed", action="store_true", help="run failed trials again (default: keep their result)")
-    p.add_argument("--no-report", action="store_true", help="do not build the report at the end")
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--retry_failed", action="store_true", help="run failed trials again (default: keep their result)")
+    p.add_argument("--no_report", action="store_true", help="do not build the report at the end")
+    p.add_argument("--worker", action="store_true", help=SUPPRESS)
     return p
 
 
-def parse_sets(items: list[str], overrides_file: str | None) -> dict[str, dict[str, Any]]:
-    """--set section.field=value (values parsed as YAML scalars) and an overrides YAML, as section layers."""
-    import yaml
-
-    from ablations.config import SECTIONS
-
-    layer: dict[str, dict[str, Any]] = {}
-    if overrides_file:
-        path = Path(overrides_file)
-        if not path.is_file():
-            raise AblateError(f"{path}: overrides file not found")
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if not isinstance(loaded, dict) or not set(loaded) <= set(SECTIONS):
-            raise AblateError(f"{path}: expected a mapping of sections ({', '.join(SECTIONS)}) to fields")
-        layer = {k: dict(v) for k, v in loaded.items()}
-    for item in items:
-        name, eq, value = item.partition("=")
-        section, dot, key = name.partition(".")
-        if not eq or not dot or section not in SECTIONS:
-            raise AblateError(f"--set {item!r}: write SECTION.FIELD=VALUE with SECTION one of {', '.join(SECTIONS)}")
-        layer.setdefault(section, {})[key] = yaml.safe_load(value)
-    return layer
-
-
-def make_plan(args: argparse.Namespace):
+def make_plan(ns):
     from ablations.storage import storage_url
     from ablations.studies import load_study
     from ablations.sweep import Plan
 
-    study = load_study(args.study)
-    preset = args.preset or study.default_preset or "tiny"
-    seeds = study.seeds if args.seeds is None else args.seeds
+    study = load_study(ns.study)
+    preset = ns.preset or study.default_preset or "tiny"
+    seeds = study.seeds if ns.seeds is None else ns.seeds
     if seeds < 1:
         raise AblateError(f"--seeds must be >= 1, got {seeds}")
-    extra = parse_sets(args.set, args.overrides)
-    hardware = {
-        k: v
-        for k, v in {
-            "devices": _devices(args.devices),
-            "num_nodes": args.num_nodes,
-            "strategy": args.strategy,
-            "accelerator": args.accelerator,
-        }.items()
-        if v is not None
-    }
-    data = {k: v for k, v in {"corpus": args.data, "src": args.src, "tgt": args.tgt}.items() if v is not None}
-    for section, values in (("hardware", hardware), ("data", data)):
-        if values:
-            extra.setdefault(section, {}).update(values)
-    out = Path(args.out or f"runs/{study.name}-{preset}")
+    out = Path(ns.out or f"runs/{study.name}-{preset}")
     plan = Plan(
         study=study,
         preset=preset,
         seeds=list(range(seeds)),
         out=out,
-        storage=storage_url(args.storage, out),
-        name=args.name or f"{study.name}-{preset}",
-        extra=extra,
-        retry_failed=args.retry_failed,
+        storage=storage_url(ns.storage, out),
+        name=ns.name or f"{study.name}-{preset}",
+        extra=overrides(ns),
+        retry_failed=ns.retry_failed,
     )
     for row in study.rows:  # every row with the command-line settings must build before anything runs
         try:
@@ -129,23 +71,21 @@ def make_plan(args: argparse.Namespace):
     return plan
 
 
-def _devices(value: str | None) -> int | str | None:
-    return int(value) if value is not None and value.isdigit() else value
-
-
 def main(argv: list[str]) -> int:
     from ablations import runner
 
-    args = build_parser().parse_args(argv)
-    plan = make_plan(args)
+    ns = parse(build_parser(), argv)
+    plan = make_plan(ns)
+    if ns.print_config:
+        return print_config({**options(ns), "worker": None, **plan.extra})
     relaunched = runner.ddp_rank(plan.out)
     if relaunched is not None:
         return relaunched
-    if args.worker:
+    if ns.worker:
         return runner.work_here(plan)
     started = time.time()
-    runner.coordinate(plan, args.workers, argv)
-    if not args.no_report:
+    runner.coordinate(plan, ns.workers, argv)
+    if not ns.no_report:
         _report(plan)
     runner.print_next_steps(plan, time.time() - started)
     return 0

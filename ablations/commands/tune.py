@@ -1,23 +1,22 @@
 """`ablate tune STUDY --row R --trials N`: search the study's search_space for one row (TPE, pruned per validation).
 
-The best values land in OUT/best.yaml; apply them to a whole study with `ablate sweep STUDY --overrides OUT/best.yaml`.
+The best values land in OUT/best.yaml; apply them to a whole study with `ablate sweep STUDY --config OUT/best.yaml`.
 Running the same command again continues the search up to --trials.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from ablations.commands.options import command_parser, options, overrides, parse, print_config
+from ablations.config import SECTIONS
 from ablations.presets import PRESETS
 from data.errors import AblateError
 
 
-def main(argv: list[str]) -> int:
-    from ablations.commands.sweep import parse_sets
-
-    p = argparse.ArgumentParser(prog="ablate tune", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def build_parser():
+    p = command_parser("ablate tune", __doc__, sections=SECTIONS)
     p.add_argument("study", help="built-in study (table3) or a study YAML file with a search_space")
     p.add_argument("--row", default="base", help="row to tune (default base)")
     p.add_argument("--trials", type=int, default=20, help="trials in total (default 20)")
@@ -25,11 +24,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--storage", default=None, help="Optuna storage URL (default: a journal file in --out)")
     p.add_argument("--out", default=None, help="output directory (default runs/<study>-<preset>-tune-<row>)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the training runs")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="fixed overrides")
-    args = p.parse_args(argv)
+    return p
 
+
+def main(argv: list[str]) -> int:
+    args = parse(build_parser(), argv)
+    extra = overrides(args)
+    if args.print_config:
+        return print_config({**options(args), **extra})
+    from ablations.storage import storage_url
     from ablations.studies import load_study
-    from ablations.sweep import storage_url
     from ablations.tune import TuneJob, run_tune
 
     study = load_study(args.study)
@@ -53,7 +57,7 @@ def main(argv: list[str]) -> int:
         out=out,
         storage=storage_url(args.storage, out),
         name=name,
-        extra=parse_sets(args.set, None),
+        extra=extra,
         seed=args.seed,
     )
     summary = run_tune(job)
@@ -62,5 +66,5 @@ def main(argv: list[str]) -> int:
         return 1
     params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary["params"].items())
     print(f"best of {summary['trials']} trials: trial {summary['best']}, dev BLEU {summary['bleu']:.2f}: {params}")
-    print(f"apply to a sweep: ablate sweep {args.study} --preset {preset} --overrides {out / 'best.yaml'}")
+    print(f"apply to a sweep: ablate sweep {args.study} --preset {preset} --config {out / 'best.yaml'}")
     return 0

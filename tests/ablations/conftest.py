@@ -26,7 +26,7 @@ SWEEP_TIMEOUT_S = 300
 
 @dataclass
 class Sweeps:
-    """Runs `python -m ablations.cli sweep STUDY --out OUT --no-report ...` as a real process and reads back the
+    """Runs `python -m ablations.cli sweep STUDY --out OUT --no_report ...` as a real process and reads back the
     storage and the files it writes. Every sweep runs with W&B offline and one shared, warm data cache."""
 
     env: dict[str, str]
@@ -39,7 +39,7 @@ class Sweeps:
         cli = [sys.executable, "-m", "ablations.cli", "sweep"]
         # One worker unless a test asks for more (the default, one per core, would vary with the machine).
         workers = () if any(a == "--workers" or a.startswith("--workers=") for a in args) else ("--workers", "1")
-        return [*cli, str(self.study(study)), "--out", str(out), "--no-report", *workers, *args]
+        return [*cli, str(self.study(study)), "--out", str(out), "--no_report", *workers, *args]
 
     def run(self, study: str | Path, out: Path, *args: str, timeout: float = SWEEP_TIMEOUT_S):
         """Run a sweep to its end; returns the CompletedProcess (stdout and stderr as text)."""

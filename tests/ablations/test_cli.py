@@ -33,8 +33,8 @@ def test_help_lists_every_command_without_importing_torch():
         (["train", "--model.norm", "sandwich"], "model.norm"),
         (["sweep", "table3", "--set", "model.d_model=-1"], "model.d_model: must be a positive integer"),
         (["sweep", "nosuchstudy"], "no study 'nosuchstudy'"),
-        (["params", "table3", "--preset", "paper", "--vocab-size", "0"], "vocab_size"),
-        (["data", "prepare", "--data", "/nonexistent/dir"], "/nonexistent/dir"),
+        (["params", "table3", "--preset", "paper", "--data.vocab_size", "0"], "vocab_size"),
+        (["data", "prepare", "--data.corpus", "/nonexistent/dir"], "/nonexistent/dir"),
         (["report", "/nonexistent/out"], "/nonexistent/out"),
     ],
 )
@@ -63,16 +63,17 @@ def test_status_reads_without_creating_anything(tmp_path, capsys, seen):
 
 
 def test_params_json_has_every_row():
-    result = ablate("params", "table3", "--preset", "paper", "--vocab-size", "37000", "--json")
+    result = ablate("params", "table3", "--preset", "paper", "--data.vocab_size", "37000", "--json")
     rows = json.loads(result.stdout)
     assert [r["row"] for r in rows][:2] == ["base", "A1"] and len(rows) == 21
     assert next(r for r in rows if r["row"] == "base")["params"] == 63_082_496
 
 
 def test_data_prepare_json_with_every_kind_of_flag(tmp_path):
-    args = ["data", "prepare", "--cache-dir", str(tmp_path), "--vocab-size", "300", "--builtin-lexicon", "0.05"]
-    args += ["--builtin-max-words", "12", "--builtin-train", "800", "--builtin-valid", "20", "--builtin-test", "20"]
-    result = ablate(*args, "--truncate", "--json")
+    args = ["data", "prepare", "--data.cache_dir", str(tmp_path), "--data.vocab_size", "300"]
+    args += ["--data.builtin_lexicon", "0.05", "--data.builtin_max_words", "12", "--data.builtin_train", "800"]
+    args += ["--data.builtin_valid", "20", "--data.builtin_test", "20"]
+    result = ablate(*args, "--data.truncate", "true", "--json")
     assert result.returncode == 0, result.stderr
     stats = json.loads(result.stdout)
     assert stats["splits"]["train"]["pairs"] == 800 and stats["vocab_size"] == 300 and stats["truncate"] is True

@@ -64,7 +64,7 @@ def test_the_copy_in_optuna_rebuilds_a_missing_record_and_its_hypotheses(tmp_pat
         ([trial(0, "FAIL", retried=True, reason=ledger.RETRIED_REASON), trial(1, "WAITING")], 1),  # a retry
         ([trial(0, "COMPLETE"), trial(1, "PRUNED", reason=ledger.DUPLICATE_REASON)], 0),  # a duplicate claim
         ([trial(0, "FAIL"), trial(1, "PRUNED", reason=ledger.DUPLICATE_REASON)], 0),  # duplicates never speak
-        ([trial(0, "FAIL"), trial(1, "RUNNING")], 1),  # --retry-failed: the rerun
+        ([trial(0, "FAIL"), trial(1, "RUNNING")], 1),  # --retry_failed: the rerun
         ([trial(0, "FAIL"), trial(1, "FAIL")], 1),  # among equals, the latest
         ([trial(0, "COMPLETE"), trial(1, "FAIL")], 0),  # complete beats failed
         ([trial(0, "FAIL", retried=True)], 0),  # a superseded trial still speaks when it is all there is

@@ -128,7 +128,7 @@ def test_retry_failed_runs_the_failed_row_again(finished, sweeps, tmp_path):
     error_log = out / "trials" / "nan__seed0" / "error.log"
     error_log_mtime = error_log.stat().st_mtime_ns
 
-    result = sweeps.run(STUDY, out, "--retry-failed")
+    result = sweeps.run(STUDY, out, "--retry_failed")
 
     assert result.returncode == 0, result.stderr[-3000:]
     trials = by_key(sweeps.trials(out, OPTUNA_NAME))
@@ -265,7 +265,7 @@ def test_load_study_names_what_is_wrong(sweeps, name):
 def test_a_bad_study_or_setting_exits_2_with_one_line_before_anything_runs(sweeps, tmp_path, capsys, args, expected):
     out = tmp_path / "out"
     study, *rest = args
-    rc = cli.main(["sweep", str(sweeps.study(study)), "--out", str(out), "--no-report", *rest])
+    rc = cli.main(["sweep", str(sweeps.study(study)), "--out", str(out), "--no_report", *rest])
     captured = capsys.readouterr()
     assert rc == 2
     lines = captured.err.strip().splitlines()

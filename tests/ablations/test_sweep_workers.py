@@ -261,7 +261,8 @@ def test_a_ddp_trial_on_two_cpu_processes_records_one_result(sweeps, tmp_path):
     from optuna.trial import TrialState
 
     out = tmp_path / "out"
-    result = sweeps.run("sweep_ddp.yaml", out, "--devices", "2", "--strategy", "ddp_spawn", "--accelerator", "cpu")
+    ddp = ["--hardware.devices", "2", "--hardware.strategy", "ddp_spawn", "--hardware.accelerator", "cpu"]
+    result = sweeps.run("sweep_ddp.yaml", out, *ddp)
 
     assert result.returncode == 0, result.stderr[-3000:]
     trials = sweeps.trials(out, "sweep-ddp-smoke")

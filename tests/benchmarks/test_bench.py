@@ -26,9 +26,9 @@ MINUTE = [
     "1",
     "--repeats",
     "2",
-    "--decode-sentences",
+    "--decode_sentences",
     "3",
-    "--decode-repeats",
+    "--decode_repeats",
     "1",
 ]
 SHORT_TRIAL = ("--train.max_steps", "2", "--train.val_every", "2", "--train.val_max_sentences", "2")
@@ -78,7 +78,7 @@ def _fields(result: dict, peers: list[str]) -> None:
 
 
 def test_cli_json_has_every_figure_against_torch(capsys):
-    assert main([*MINUTE, "--vs", "torch", "--no-overhead", "--no-lightning", "--json"]) == 0
+    assert main([*MINUTE, "--vs", "torch", "--overhead", "false", "--lightning", "false", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     _fields(result, ["torch"])
     assert result["overhead"] is None and "ours_lightning" not in result["training"]

@@ -15,14 +15,14 @@ def flags(small_sizes):
     """`prepare` arguments for the small built-in corpus in the given cache directory."""
 
     def build(cache, *extra: str) -> list[str]:
-        sizes = [f"--{name.replace('_', '-')}={value}" for name, value in small_sizes.items()]
+        sizes = [f"--data.{name}={value}" for name, value in small_sizes.items()]
         return [
             "prepare",
-            "--cache-dir",
+            "--data.cache_dir",
             str(cache),
-            "--vocab-size",
+            "--data.vocab_size",
             "400",
-            "--tokens-per-batch",
+            "--data.tokens_per_batch",
             "1024",
             *sizes,
             *extra,
@@ -44,7 +44,8 @@ def test_prepare_json_prints_the_statistics(tmp_path, capsys, flags):
 
 def test_prepare_text_on_a_directory(tmp_path, capsys, write_parallel_dir, flags):
     data = write_parallel_dir(tmp_path / "d")
-    assert main(flags(tmp_path / "c", "--data", str(data), "--src", "de", "--tgt", "en", "--truncate")) == 0
+    corpus = ["--data.corpus", str(data), "--data.src", "de", "--data.tgt", "en"]
+    assert main(flags(tmp_path / "c", *corpus, "--data.truncate", "true")) == 0
     captured = capsys.readouterr()
     assert "de -> en" in captured.out and "length-bucketed (ours)" in captured.out and "random batching" in captured.out
     assert "encoding splits" in captured.err  # progress goes to stderr
@@ -52,9 +53,9 @@ def test_prepare_text_on_a_directory(tmp_path, capsys, write_parallel_dir, flags
 
 def test_bad_input_raises_ablate_error(tmp_path, flags):
     with pytest.raises(AblateError, match="no such directory"):
-        main(flags(tmp_path, "--data", str(tmp_path / "missing"), "--src", "de", "--tgt", "en"))
+        main(flags(tmp_path, "--data.corpus", str(tmp_path / "missing"), "--data.src", "de", "--data.tgt", "en"))
     with pytest.raises(AblateError, match="max_len"):
-        main(flags(tmp_path, "--max-len", "1000"))
+        main(flags(tmp_path, "--data.max_len", "1000"))
 
 
 def test_dispatcher_turns_bad_input_into_one_line_and_exit_2(tmp_path, capsys, flags):
@@ -63,6 +64,7 @@ def test_dispatcher_turns_bad_input_into_one_line_and_exit_2(tmp_path, capsys, f
     data.mkdir()
     (data / "train.de").write_text("ein Satz\nzwei Sätze\n")
     (data / "train.en").write_text("one sentence\n")
-    assert cli.main(["data", *flags(tmp_path / "c", "--data", str(data), "--src", "de", "--tgt", "en")]) == 2
+    corpus = ["--data.corpus", str(data), "--data.src", "de", "--data.tgt", "en"]
+    assert cli.main(["data", *flags(tmp_path / "c", *corpus)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("ablate data: error: missing file") and "Traceback" not in err

@@ -62,7 +62,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path, small_config, write_parallel
 def test_vocabulary_too_large_says_which_value_works(tmp_path, small_config, write_parallel_dir, fails):
     data = write_parallel_dir(tmp_path / "d", sizes=(20, 5, 5))
     message = fails(small_config(tmp_path / "c", corpus=str(data), src="de", tgt="en", vocab_size=5000), "5000")
-    limit = int(message.split("--vocab-size ")[1].split()[0])
+    limit = int(message.split("--data.vocab_size ")[1].split()[0])
     assert 50 < limit < 5000
     prepare(small_config(tmp_path / "c", corpus=str(data), src="de", tgt="en", vocab_size=limit))  # and it works
 
@@ -72,7 +72,7 @@ def test_vocabulary_smaller_than_the_alphabet_says_which_value_works(tmp_path, s
 
 
 def test_every_pair_filtered_is_an_error_not_an_empty_epoch(tmp_path, small_config, fails):
-    message = fails(small_config(tmp_path, max_len=2), "max_len=2", "--truncate")
+    message = fails(small_config(tmp_path, max_len=2), "max_len=2", "--data.truncate true")
     assert "no train pair is left of 600" in message
 
 
@@ -85,7 +85,7 @@ def test_missing_language_flags_are_inferred_or_asked_for(tmp_path, small_config
     data = write_parallel_dir(tmp_path / "d")
     corpus = prepare(small_config(tmp_path / "c", corpus=str(data), src="de"))
     assert (corpus.src_lang, corpus.tgt_lang) == ("de", "en")
-    fails(small_config(tmp_path / "c2", corpus=str(data)), "pass --src and --tgt")
+    fails(small_config(tmp_path / "c2", corpus=str(data)), "pass --data.src and --data.tgt")
 
 
 @pytest.mark.parametrize(
@@ -132,7 +132,7 @@ def test_hub_without_datasets_says_what_to_download_and_where(tmp_path, monkeypa
     monkeypatch.setattr(builtins, "__import__", no_datasets)
     message = fails(
         small_config(tmp_path / "c", corpus="hub:wmt14"), "pip install 'ablate[hub]'", "train.de", "test.en",
-        str(tmp_path / "c" / "hub" / "wmt14-de-en"), "--data DIR --src de --tgt en",
+        str(tmp_path / "c" / "hub" / "wmt14-de-en"), "--data.corpus DIR --data.src de --data.tgt en",
     )  # fmt: skip
     assert "Traceback" not in message
 

@@ -232,7 +232,7 @@ def test_a_users_claims_file_is_judged_in_every_format(tmp_path):
         "  - {id: wide-helps, text: Wider is better, compare: [{row: big, metric: chrf, expect: higher}]}\n"
         "  - {id: one-head, text: One head is better, compare: [{row: A1, metric: bleu, expect: higher}]}\n",
     )
-    done = _run("report", str(out), "--claims", str(claims), "--no-plots", "--samples", "200", cwd=Path.cwd())
+    done = _run("report", str(out), "--claims", str(claims), "--no_plots", "--samples", "200", cwd=Path.cwd())
     assert done.returncode == 0, done.stderr
     report = out / "report"
     doc = json.loads((report / "table3-smoke.json").read_text())
@@ -263,7 +263,7 @@ def test_verdicts_follow_the_numbers_once_rows_are_at_their_plateau(tmp_path):
         "  - {id: one-head, text: t, compare: [{row: A1, metric: bleu, expect: higher}]}\n"
         "  - {id: positions, text: t, compare: [{row: E1, metric: bleu, expect: same, margin: 0.01}]}\n",
     )
-    done = _run("report", str(out), "--claims", str(claims), "--no-plots", "--samples", "200", cwd=Path.cwd())
+    done = _run("report", str(out), "--claims", str(claims), "--no_plots", "--samples", "200", cwd=Path.cwd())
     assert done.returncode == 0, done.stderr
     doc = json.loads((out / "report" / "table3-smoke.json").read_text())
     verdicts = {c["claim"]: c["verdict"] for c in doc["claims"]}
@@ -282,7 +282,7 @@ def test_verdicts_follow_the_numbers_once_rows_are_at_their_plateau(tmp_path):
 )
 def test_bad_claims_file_exits_2_with_one_line(tmp_path, text, message):
     out = _results(tmp_path)
-    done = _run("report", str(out), "--claims", str(write(tmp_path, text)), "--no-plots", cwd=Path.cwd())
+    done = _run("report", str(out), "--claims", str(write(tmp_path, text)), "--no_plots", cwd=Path.cwd())
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in done.stderr

@@ -33,7 +33,7 @@ def test_report_by_study_name_writes_every_format(runs, capsys):
 def test_report_picks_the_preset_or_the_newest(runs, tmp_path, capsys):
     time.sleep(0.01)
     make_study(runs / "table3-tiny", rows=ROWS[:2], seeds=(0,), storage=None)
-    assert ablate(["report", "table3", "--format", "csv", "--no-plots", "--quiet"]) == 0
+    assert ablate(["report", "table3", "--format", "csv", "--no_plots", "--quiet"]) == 0
     assert (runs / "table3-tiny" / "report" / "table3-smoke.csv").is_file()  # newest dir; preset 'smoke' inside
     assert ablate(["report", "table3", "--preset", "smoke", "--format", "md", "--out", "rep", "--quiet"]) == 0
     assert (tmp_path / "rep" / "table3-smoke.md").is_file()

@@ -1,0 +1,125 @@
+"""One command line for every command: a jsonargparse parser built from the config sections.
+
+Every command takes `--config FILE.yaml` (any of its options, and the sections) and `--print_config` (print the
+command's effective configuration as YAML, in the form `--config` reads back, and exit). Commands that build
+models also take `--SECTION.FIELD VALUE` for every field of every section (model, train, data, hardware,
+tracking), with the field's docstring as help; a field left unset keeps the study row's value at the preset.
+`--set SECTION.FIELD=VALUE` is the same override in one word, kept for scripts.
+
+jsonargparse checks each value against its field's type annotation, on the command line and in study files alike
+(`ablations.config.check_sections`), so there is no hand-written type coercion.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from data.errors import AblateError
+
+_PLUMBING = ("config", "print_config", "set", "__path__")
+
+
+def command_parser(prog: str, description: str, *, sections: Iterable[str] = ()):
+    """A parser with --config and --print_config, plus the overrides of the named config sections."""
+    import argparse
+
+    from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter
+
+    class Formatter(DefaultHelpFormatter, argparse.RawDescriptionHelpFormatter):
+        """jsonargparse's help, with the description's paragraphs kept as written."""
+
+    parser = ArgumentParser(
+        prog=prog, description=description, exit_on_error=False, print_config=None, formatter_class=Formatter
+    )
+    parser.add_argument("--config", action=ActionConfigFile, help="a YAML file with any of the options below")
+    parser.add_argument(
+        "--print_config", action="store_true", help="print the effective configuration as YAML (for --config) and exit"
+    )
+    sections = list(sections)
+    if sections:
+        from ablations.config import add_sections
+
+        add_sections(parser, sections)
+        parser.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="SECTION.FIELD=VALUE",
+            help="the same as --SECTION.FIELD VALUE, in one word (repeatable; VALUE is read as YAML)",
+        )
+    return parser
+
+
+def parse(parser, argv: list[str]):
+    """Parse, turning jsonargparse's errors into one-line AblateErrors (exit code 2, no traceback)."""
+    import argparse
+
+    from ablations.config import describe_error
+
+    for i, arg in enumerate(argv):  # name the file in a config error (jsonargparse says "<unicode string>")
+        if arg.startswith("--config"):
+            _check_config_file(arg.partition("=")[2] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else ""))
+    try:
+        return parser.parse_args(argv)
+    except argparse.ArgumentError as err:
+        raise AblateError(describe_error(err)) from None
+
+
+def _check_config_file(path: str) -> None:
+    from pathlib import Path
+
+    if not path or not Path(path).is_file():
+        raise AblateError(f"--config {path}: no such file")
+    try:
+        with open(path, encoding="utf-8") as stream:  # a stream, so that PyYAML's message names the file
+            loaded = yaml.safe_load(stream)
+    except yaml.YAMLError as err:
+        raise AblateError(f"--config {path}: not valid YAML: {' '.join(str(err).split())}") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise AblateError(f"{path}: expected a mapping of options and sections, got {type(loaded).__name__}")
+
+
+def overrides(ns, sections: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The section fields the user set ({section: {field: value}}): --SECTION.FIELD, --config and --set."""
+    from ablations.config import SECTIONS, check_sections
+
+    sections = list(SECTIONS if sections is None else sections)
+    values = ns.as_dict()
+    layer = {s: {k: v for k, v in (values.get(s) or {}).items() if v is not None} for s in sections}
+    for item in values.get("set") or []:
+        name, eq, value = item.partition("=")
+        section, dot, key = name.partition(".")
+        if not eq or not dot or section not in sections:
+            raise AblateError(f"--set {item!r}: write SECTION.FIELD=VALUE with SECTION one of {', '.join(sections)}")
+        layer[section][key] = yaml.safe_load(value)
+    layer = {s: v for s, v in layer.items() if v}
+    try:
+        return check_sections(layer)
+    except AblateError as err:
+        raise AblateError(f"{err} (in the command-line settings)") from None
+
+
+def options(ns) -> dict[str, Any]:
+    """The command's own options (not the sections), for --print_config and for passing on."""
+    from ablations.config import SECTIONS
+
+    return {k: v for k, v in ns.as_dict().items() if k not in _PLUMBING and k not in SECTIONS}
+
+
+def print_config(config: dict[str, Any]) -> int:
+    """Print a configuration as YAML that `--config` reads back, leaving out what is unset."""
+    config = {k: v for k, v in config.items() if v is not None and v != {}}
+    sys.stdout.write(yaml.safe_dump(_plain(config), sort_keys=False))
+    return 0
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
