@@ -681,11 +681,6 @@ def throughput(times: list[float], figures: list[tuple[int, int, float]], peak: 
 
 def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     """Measure everything `ablate bench` reports; returns the JSON-ready result."""
-    import torch
-
-    from benchmarks.peers import build_peer
-    from lightning_modules.transformer import Transformer
-
     say = progress or (lambda message: None)
     run, device, precision = setup(bench)
     say("preparing data")
@@ -693,12 +688,8 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     cfg = replace(run.model, vocab_size=data["vocab_size"])
     run = replace(run, model=cfg)
 
-    torch.manual_seed(bench.seed)
-    modules = {"ours": Transformer(cfg)}
-    for name in bench.peers:
-        modules[name] = build_peer(name, cfg, BOS_ID, EOS_ID)
-    trainees = [make_trainee(name, module, device, bench.compile) for name, module in modules.items()]
-    say(f"training: {bench.warmup} + {bench.repeats} steps each for {', '.join(modules)} on {device.type}")
+    trainees = build_trainees(bench, cfg, device)
+    say(f"training: {bench.warmup} + {bench.repeats} steps each for {', '.join(t.name for t in trainees)} on {device}")
     run_training(trainees, batches, bench, cfg, precision, device)
     figures = [batch_figures(b, cfg) for b in batches]
     measured = [figures[i] for i in trainees[0].batch_ids]
@@ -741,6 +732,20 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     result["ratios"] = ratios(result)
     result["targets"] = targets(result)
     return result
+
+
+def build_trainees(bench: BenchConfig, cfg, device) -> list:
+    """Ours first, then the peers, all initialised from the bench's seed."""
+    import torch
+
+    from benchmarks.peers import build_peer
+    from lightning_modules.transformer import Transformer
+
+    torch.manual_seed(bench.seed)
+    modules = {"ours": Transformer(cfg)}
+    for name in bench.peers:
+        modules[name] = build_peer(name, cfg, BOS_ID, EOS_ID)
+    return [make_trainee(name, module, device, bench.compile) for name, module in modules.items()]
 
 
 def setup(bench: BenchConfig):

@@ -117,11 +117,20 @@ def _candidates(logits: Tensor, alive_score: Tensor, allowed: _Vocabulary, at_li
     return top_score, top_idx // vocab, top_idx % vocab
 
 
-def _merge_finished(fin_seq: Tensor, fin_score: Tensor, new_seq: Tensor, new_score: Tensor, k: int):
-    """The k best of the finished hypotheses and the newly finished ones (length-normalised scores)."""
+def _merge_finished(fin_seq: Tensor, fin_score: Tensor, new_seq: Tensor, new_score: Tensor, k: int, pad_id: int):
+    """The k best of the finished hypotheses and the newly finished ones (length-normalised scores); the new ones
+    are padded to the finished ones' length."""
+    new_seq = F.pad(new_seq, (0, fin_seq.size(2) - new_seq.size(2)), value=pad_id)
     fin_score, keep = torch.cat([fin_score, new_score], 1).topk(k, dim=1)  # of (B, 3k)
     fin_seq = torch.cat([fin_seq, new_seq], 1).gather(1, keep.unsqueeze(-1).expand(-1, -1, fin_seq.size(2)))
     return fin_seq, fin_score
+
+
+def _cannot_improve(alive_score: Tensor, fin_score: Tensor, best_possible_lp: Tensor) -> Tensor:
+    """(B,) True where k hypotheses have finished and the best alive one, even at the most favourable length
+    penalty, scores no better than the worst of them."""
+    bound = alive_score[:, 0] / best_possible_lp
+    return (fin_score[:, -1] > float("-inf")) & (bound <= fin_score[:, -1])
 
 
 @torch.no_grad()
@@ -136,8 +145,7 @@ def beam_search(
     max_len_b: int = 50,
 ) -> list[list[int]]:
     """Batched beam search. Returns the best finished hypothesis per sentence (ids without bos/eos)."""
-    pad_id, k = model.cfg.pad_id, beam_size
-    bsz, device = src.size(0), src.device
+    pad_id, k, vocab, bsz, device = model.cfg.pad_id, beam_size, model.cfg.vocab_size, src.size(0), src.device
     memory, src_mask = model.encode(src)  # one row per sentence: its k beams share it in cross-attention
     max_len = _max_lengths(src, pad_id, max_len_a, max_len_b)  # (B,)
     max_steps = int(max_len.max())
@@ -149,7 +157,6 @@ def beam_search(
     batch_offset = (torch.arange(bsz, device=device) * k).unsqueeze(1)  # (B, 1)
     active = torch.arange(bsz, device=device)  # sentences still searching: finished ones leave the batch
     best = torch.full((bsz, max_steps + 1), pad_id, dtype=torch.long, device=device)
-    vocab = model.cfg.vocab_size
     allowed = _Vocabulary(vocab, pad_id, bos_id, eos_id, device)
     rank_ok = torch.arange(2 * k, device=device).unsqueeze(0) < k
 
@@ -159,24 +166,21 @@ def beam_search(
         top_score, top_beam, top_tok = _candidates(logits, alive_score, allowed, (t + 1 >= max_len).unsqueeze(1))
 
         # Finish: eos candidates ranked within the top k, length-normalised, merged with the finished set.
-        is_eos = top_tok == eos_id
-        finishing = is_eos & rank_ok & ~sentence_done.unsqueeze(1)
+        finishing = (top_tok == eos_id) & rank_ok & ~sentence_done.unsqueeze(1)
         if bool(finishing.any()):  # most steps have no eos among the top k: nothing to merge
             new_fin = torch.where(finishing, top_score, float("-inf")) / length_penalty(t + 1, alpha)
-            new_fin_seq = F.pad(_extend(alive_seq, top_beam, top_tok), (0, fin_seq.size(2) - (t + 2)), value=pad_id)
-            fin_seq, fin_score = _merge_finished(fin_seq, fin_score, new_fin_seq, new_fin, k)
+            new_seq = _extend(alive_seq, top_beam, top_tok)
+            fin_seq, fin_score = _merge_finished(fin_seq, fin_score, new_seq, new_fin, k, pad_id)
 
         # Continue: the k best candidates that do not end in eos.
-        live = torch.where(is_eos, float("-inf"), top_score)
+        live = torch.where(top_tok == eos_id, float("-inf"), top_score)
         alive_score, pick = live.topk(k, dim=1)  # (B, k)
         parent = top_beam.gather(1, pick)  # (B, k)
         alive_seq = _extend(alive_seq, parent, top_tok.gather(1, pick))
         model.reorder_cache(cache, (parent + batch_offset).view(-1))
 
-        # Early termination: nothing alive can beat the worst of the k finished hypotheses.
-        bound = alive_score[:, 0] / best_possible_lp
-        sentence_done |= (fin_score[:, -1] > float("-inf")) & (bound <= fin_score[:, -1])
-        sentence_done |= t + 1 >= max_len
+        # Early termination: nothing alive can beat the worst of the k finished hypotheses, or the length limit.
+        sentence_done |= _cannot_improve(alive_score, fin_score, best_possible_lp) | (t + 1 >= max_len)
         if bool(sentence_done.any()):  # a finished sentence's best hypothesis is final: it leaves the batch
             best[active[sentence_done]] = fin_seq[sentence_done, 0]
             if bool(sentence_done.all()):

@@ -72,6 +72,20 @@ def build_report(
             written[f"plot:{plot.name}"] = plot.png
             written[f"plot:{plot.name}.svg"] = plot.svg
 
+    written.update(_write_formats(table, formats, report_dir, drawn))
+    if wandb:
+        from reports.wandb_log import log_report
+
+        project = str(results.meta.get("wandb_project") or "ablate")
+        run_dir = log_report(table, drawn, project=project, wandb_dir=out_dir)
+        if run_dir is not None:
+            written["wandb"] = run_dir
+    return written
+
+
+def _write_formats(table: ReportTable, formats: Sequence[str], report_dir: Path, drawn: list) -> dict[str, Path]:
+    """Each format's file (and the claims CSV beside the CSV), each written atomically."""
+    written: dict[str, Path] = {}
     stem = report_stem(table)
     for fmt in formats:
         path = report_dir / f"{stem}.{fmt}"
@@ -81,14 +95,6 @@ def build_report(
         if fmt == "csv" and table.claims:
             _write_atomically(report_dir / f"{stem}.claims.csv", to_claims_csv(table))
             written["claims.csv"] = report_dir / f"{stem}.claims.csv"
-
-    if wandb:
-        from reports.wandb_log import log_report
-
-        project = str(results.meta.get("wandb_project") or "ablate")
-        run_dir = log_report(table, drawn, project=project, wandb_dir=out_dir)
-        if run_dir is not None:
-            written["wandb"] = run_dir
     return written
 
 

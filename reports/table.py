@@ -264,68 +264,18 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
     base_spec = results.base
     base_records = results.records(base_spec.name) if base_spec else []
     base_config = _config_of(base_spec, base_records) if base_spec else {}
-
-    rows: list[ReportRow] = []
-    for spec in results.rows:
-        records = results.records(spec.name)
-        config = _config_of(spec, results.records(spec.name, state=None))
-        values = {c.key: _get(config, c.section, c.field) for c in CONFIG_COLUMNS}
-        is_base = base_spec is not None and spec.name == base_spec.name
-        same = {
-            c.key: bool(base_spec) and not is_base and values[c.key] == _get(base_config, c.section, c.field)
-            for c in CONFIG_COLUMNS
-        }
-        params = _mean(records, "params")
-        rows.append(
-            ReportRow(
-                name=spec.name,
-                group=spec.group,
-                config=values,
-                same_as_base=same,
-                other={} if is_base or not base_spec else _other_differences(config, base_config),
-                status={seed: s for (name, seed), s in sorted(results.status.items()) if name == spec.name},
-                ppl=Stat.of(records, "ppl"),
-                bleu=Stat.of(records, "bleu"),
-                chrf=Stat.of(records, "chrf"),
-                convergence=row_convergence(results.records(spec.name, state=None)),
-                params_m=params / 1e6 if params is not None else None,
-                paper=_paper_row(spec) or paper.get(spec.name),
-                wall_time_s=_mean(records, "wall_time_s"),
-                tokens_per_sec=_mean(records, "tokens_per_sec"),
-                devices=sorted({str(r.metrics["device"]) for r in records if r.metrics.get("device")}),
-            )
-        )
-
+    rows = [_report_row(results, spec, base_spec, base_config, paper) for spec in results.rows]
     notes = list(results.notes)
     base_row = next((r for r in rows if base_spec and r.name == base_spec.name), None)
     if base_row is not None:
-        others = {r.name: results.records(r.name) for r in rows if r is not base_row and results.records(r.name)}
-        tests = paired_bootstrap_vs_base(base_records, others, n_samples=n_samples) if base_records else {}
-        for row in rows:
-            if row is base_row:
-                continue
-            row.delta_bleu = _paired_delta(row.bleu, base_row.bleu)
-            row.delta_ppl = _paired_delta(row.ppl, base_row.ppl)
-            row.delta_chrf = _paired_delta(row.chrf, base_row.chrf)
-            row.significance = tests.get(row.name)
-            if row.significance is not None and row.significance.note:
-                notes.append(f"{row.name}: not tested for significance ({row.significance.note})")
-        if not base_records:
-            notes.append(f"the base row '{base_row.name}' has no complete trial yet: no deltas, no significance")
+        notes += _against_base(results, rows, base_row, base_records, n_samples)
     elif results.rows:
         notes.append("the study has no row in group 'base': no deltas, no significance, every cell shown")
-
     verdicts: list[ClaimVerdict] = []
     if base_row is not None and base_records:
-        tests = _row_tests(results, rows, base_row.name, n_samples)
-        for row in rows:
-            row.tests = {metric: tests[(row.name, base_row.name, metric)] for metric in METRICS if row is not base_row}
-        study_claims = claims if claims is not None else _study_claims(results)
-        unconverged = {r.name for r in rows if r.convergence is not None and r.convergence.state != "plateau"}
-        verdicts = judge(study_claims, tests, base_row.name, _paper_numbers(rows), unconverged)
+        verdicts = _verdicts(results, rows, base_row, claims, n_samples)
     elif claims:
         notes.append("claims not judged: the study has no base row with a complete trial")
-
     return ReportTable(
         claims=verdicts,
         chrf_signature=chrf_signature(),
@@ -340,3 +290,62 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         n_samples=n_samples,
     )
+
+
+def _report_row(results: StudyResults, spec, base_spec, base_config: dict, paper: dict) -> ReportRow:
+    """One row: its configuration against the base's, and its metrics over the complete seeds."""
+    records = results.records(spec.name)
+    config = _config_of(spec, results.records(spec.name, state=None))
+    values = {c.key: _get(config, c.section, c.field) for c in CONFIG_COLUMNS}
+    is_base = base_spec is not None and spec.name == base_spec.name
+    same = {
+        c.key: bool(base_spec) and not is_base and values[c.key] == _get(base_config, c.section, c.field)
+        for c in CONFIG_COLUMNS
+    }
+    params = _mean(records, "params")
+    return ReportRow(
+        name=spec.name,
+        group=spec.group,
+        config=values,
+        same_as_base=same,
+        other={} if is_base or not base_spec else _other_differences(config, base_config),
+        status={seed: s for (name, seed), s in sorted(results.status.items()) if name == spec.name},
+        ppl=Stat.of(records, "ppl"),
+        bleu=Stat.of(records, "bleu"),
+        chrf=Stat.of(records, "chrf"),
+        convergence=row_convergence(results.records(spec.name, state=None)),
+        params_m=params / 1e6 if params is not None else None,
+        paper=_paper_row(spec) or paper.get(spec.name),
+        wall_time_s=_mean(records, "wall_time_s"),
+        tokens_per_sec=_mean(records, "tokens_per_sec"),
+        devices=sorted({str(r.metrics["device"]) for r in records if r.metrics.get("device")}),
+    )
+
+
+def _against_base(results: StudyResults, rows: list[ReportRow], base_row: ReportRow, base_records, n_samples: int):
+    """Fill each row's deltas and per-seed significance against the base; return the notes this leaves."""
+    notes = []
+    others = {r.name: results.records(r.name) for r in rows if r is not base_row and results.records(r.name)}
+    tests = paired_bootstrap_vs_base(base_records, others, n_samples=n_samples) if base_records else {}
+    for row in rows:
+        if row is base_row:
+            continue
+        row.delta_bleu = _paired_delta(row.bleu, base_row.bleu)
+        row.delta_ppl = _paired_delta(row.ppl, base_row.ppl)
+        row.delta_chrf = _paired_delta(row.chrf, base_row.chrf)
+        row.significance = tests.get(row.name)
+        if row.significance is not None and row.significance.note:
+            notes.append(f"{row.name}: not tested for significance ({row.significance.note})")
+    if not base_records:
+        notes.append(f"the base row '{base_row.name}' has no complete trial yet: no deltas, no significance")
+    return notes
+
+
+def _verdicts(results: StudyResults, rows: list[ReportRow], base_row: ReportRow, claims, n_samples: int):
+    """Every row tested against the base on every metric (seed and sentence noise), then each claim judged."""
+    tests = _row_tests(results, rows, base_row.name, n_samples)
+    for row in rows:
+        row.tests = {metric: tests[(row.name, base_row.name, metric)] for metric in METRICS if row is not base_row}
+    study_claims = claims if claims is not None else _study_claims(results)
+    unconverged = {r.name for r in rows if r.convergence is not None and r.convergence.state != "plateau"}
+    return judge(study_claims, tests, base_row.name, _paper_numbers(rows), unconverged)
