@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.claims import ClaimVerdict, comparison_text
-from reports.convergence import PLATEAU_BLEU
+from reports.convergence import PLATEAU_BLEU, PLATEAU_PPL
 from reports.significance import ALPHA
 from reports.stats import METRICS
 from reports.table import CONFIG_COLUMNS, ReportRow, ReportTable, Stat
@@ -189,7 +189,8 @@ def legend(table: ReportTable) -> list[str]:
         ]
     lines.append(
         f"chrF: sacreBLEU {table.chrf_signature}. plateau: 'yes' when dev BLEU moved by less than {PLATEAU_BLEU:g} "
-        "between the last two validations of every seed (on the same sentences); 'rising' means train longer, "
+        f"and dev PPL fell by less than {PLATEAU_PPL:.0%} between the last two validations of every seed (on the same "
+        "sentences); 'rising' means train longer, "
         "'diverged' that a seed failed or ended above the uniform guess's perplexity."
     )
     unconverged = [r.name for r in table.rows if r.convergence is not None and r.convergence.state != "plateau"]

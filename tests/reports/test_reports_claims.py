@@ -162,6 +162,17 @@ def test_plateau_flag_on_converged_and_rising_curves():
     assert convergence(record([(400, 1.0)])).state == "unknown"
 
 
+def test_a_model_still_learning_at_bleu_zero_is_not_at_its_plateau():
+    """An untrained model's BLEU sits at 0 while its perplexity falls: flat BLEU alone is no plateau."""
+    learning = record([(30, 0.0), (60, 0.0)])
+    learning.curves["val"][0]["ppl"], learning.curves["val"][1]["ppl"] = 206.2, 191.0  # the smoke preset's base
+    state = convergence(learning)
+    assert state.state == "rising" and state.text == "rising (PPL -7%)" and "train longer" in state.detail
+    settled = record([(3000, 52.2), (3200, 52.9)])
+    settled.curves["val"][0]["ppl"], settled.curves["val"][1]["ppl"] = 1.900, 1.895  # the tiny preset's base
+    assert convergence(settled).state == "plateau"
+
+
 def test_plateau_compares_the_same_sentences():
     """The final validation decodes the whole dev set; its `bleu_tracked` (the subset the periodic ones decode) is
     what the last step is compared on."""
@@ -254,7 +265,7 @@ def test_verdicts_follow_the_numbers_once_rows_are_at_their_plateau(tmp_path):
     for path in (out / "records").glob("*.json"):  # flatten every curve: each row now at its plateau
         rec = json.loads(path.read_text())
         for point in rec["curves"]["val"]:
-            point["bleu"] = rec["metrics"]["bleu"]
+            point["bleu"], point["ppl"] = rec["metrics"]["bleu"], rec["metrics"]["ppl"]
         path.write_text(json.dumps(rec))
     claims = write(
         tmp_path,
