@@ -90,7 +90,7 @@ def build_run_config(*layers: dict[str, dict[str, Any]]) -> RunConfig:
     type against its field (jsonargparse, as on the command line), so a bad value fails here with the field's name."""
     merged: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     for layer in layers:
-        for section, values in _checked(json.dumps(layer or {}, sort_keys=True, default=str)).items():
+        for section, values in check_sections({s: v or {} for s, v in (layer or {}).items()}).items():
             merged[section].update(values)
     if "vocab_size" in merged["data"] or "vocab_size" not in merged["model"]:
         # One vocabulary: the model's embedding size follows the tokenizer's.
@@ -109,11 +109,19 @@ def add_sections(parser: Any, sections: Iterable[str] = tuple(SECTIONS)) -> None
 
 
 @functools.lru_cache(maxsize=1024)
-def _checked(layer: str) -> dict[str, dict[str, Any]]:
-    """check_sections of a layer given as JSON, remembered: a study resolves the same preset and row layers for every
-    seed and preset, and a jsonargparse check takes about 20 ms. The values are immutable (numbers, strings,
-    tuples), so sharing them is safe; the dicts are copied."""
-    return check_sections(json.loads(layer))
+def _typed(layer: str) -> dict[str, dict[str, Any]]:
+    """The jsonargparse check of a layer given as JSON, remembered: a study resolves the same preset and row layers
+    for every seed and preset, and one check takes about 20 ms. The values are immutable (numbers, strings, tuples),
+    so sharing them is safe; callers copy the dicts."""
+    import argparse
+
+    values = json.loads(layer)
+    try:
+        checked = _checker().parse_object(values)
+    except argparse.ArgumentError as err:
+        given = {f"{s}.{k}": v for s, fields in values.items() for k, v in fields.items()}
+        raise ConfigError(describe_error(err, given)) from None
+    return {s: {k: checked[s][k] for k in fields} for s, fields in values.items()}
 
 
 @functools.cache
@@ -129,8 +137,6 @@ def check_sections(layer: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]
     """Check a {section: {field: value}} layer against the fields' type annotations and return it with values
     converted (a tuple for a list, a float for an int). jsonargparse does the checking, the same as for command-line
     values, so study files and the command line accept the same things. Raises ConfigError naming the field."""
-    import argparse
-
     for section, values in layer.items():
         if section not in SECTIONS:
             raise ConfigError(f"unknown config section {section!r}; use one of {', '.join(SECTIONS)}")
@@ -140,12 +146,8 @@ def check_sections(layer: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]
         for key in values:
             if key not in known:
                 raise ConfigError(f"unknown field {section}.{key}; {section} fields are {', '.join(sorted(known))}")
-    try:
-        checked = _checker().parse_object({s: dict(v) for s, v in layer.items()})
-    except argparse.ArgumentError as err:
-        given = {f"{s}.{k}": v for s, values in layer.items() for k, v in values.items()}
-        raise ConfigError(describe_error(err, given)) from None
-    return {s: {k: checked[s][k] for k in values} for s, values in layer.items()}
+    typed = _typed(json.dumps(layer, sort_keys=True, default=str))
+    return {s: dict(fields) for s, fields in typed.items()}
 
 
 def describe_error(err: Exception, given: dict[str, Any] | None = None) -> str:

@@ -72,29 +72,21 @@ def recorded_rows(out: Path) -> list[str]:
 
 # --------------------------------------------------------------------------------------------- writing, reading
 def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON so that readers see the old file or the new one, never half of one (temp file + os.replace)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=2, sort_keys=False, default=str)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write JSON so that readers see the old file or the new one, never half of one."""
+    write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=False, default=str))
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Same as write_json_atomic, for plain text (hypothesis files)."""
+    """Write text so that readers see the old file or the new one, never half of one (temp file in the same
+    directory, fsync, os.replace)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -7,14 +7,13 @@ surface after 16 finished trainings.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ablations.config import SECTIONS, RunConfig, build_run_config
+from ablations.config import SECTIONS, RunConfig, build_run_config, check_sections
 from ablations.presets import PRESETS, Preset, get_preset
 from data.errors import AblateError
 from reports.claims import Claim, load_claims, parse_claims
@@ -202,23 +201,14 @@ def _claims(spec: Any, source: str, rows: list[Row]) -> tuple[Claim, ...]:
 
 
 def _sections(values: Any, where: str) -> dict[str, dict[str, Any]]:
-    """Check {section: {field: value}} against the config dataclasses; names the unknown section or field."""
+    """Check {section: {field: value}} against the config dataclasses (names and types, as on the command line);
+    the error names `where` and the section or field."""
     if not isinstance(values, dict):
         raise AblateError(f"{where}: overrides must be a mapping of sections ({', '.join(SECTIONS)})")
-    out: dict[str, dict[str, Any]] = {}
-    for section, fields in values.items():
-        if section not in SECTIONS:
-            raise AblateError(f"{where}: unknown section {section!r}; use one of {', '.join(SECTIONS)}")
-        if not isinstance(fields, dict):
-            raise AblateError(f"{where}: {section} must be a mapping of field: value")
-        known = {f.name for f in dataclasses.fields(SECTIONS[section])}
-        for key in fields:
-            if key not in known:
-                raise AblateError(
-                    f"{where}: unknown field {section}.{key}; {section} fields are {', '.join(sorted(known))}"
-                )
-        out[section] = dict(fields)
-    return out
+    try:
+        return check_sections(values)
+    except AblateError as err:
+        raise AblateError(f"{where}: {err}") from None
 
 
 def _search_dim(name: str, spec: Any, source: str) -> SearchDim:

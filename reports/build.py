@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ablations.ledger import write_text_atomic
 from data.errors import AblateError
 from reports.claims import load_claims
 from reports.formats import FORMATS, WRITERS, to_claims_csv, to_html
@@ -90,10 +91,10 @@ def _write_formats(table: ReportTable, formats: Sequence[str], report_dir: Path,
     for fmt in formats:
         path = report_dir / f"{stem}.{fmt}"
         text = to_html(table, {p.title: p.png for p in drawn}) if fmt == "html" else WRITERS[fmt](table)
-        _write_atomically(path, text)
+        write_text_atomic(path, text)
         written[fmt] = path
         if fmt == "csv" and table.claims:
-            _write_atomically(report_dir / f"{stem}.claims.csv", to_claims_csv(table))
+            write_text_atomic(report_dir / f"{stem}.claims.csv", to_claims_csv(table))
             written["claims.csv"] = report_dir / f"{stem}.claims.csv"
     return written
 
@@ -101,9 +102,3 @@ def _write_formats(table: ReportTable, formats: Sequence[str], report_dir: Path,
 def report_stem(table: ReportTable) -> str:
     """File name stem of the report files: '<study>-<preset>' (or '<study>')."""
     return f"{table.study}-{table.preset}" if table.preset else table.study
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)

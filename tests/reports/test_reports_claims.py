@@ -234,6 +234,14 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ablations.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
+def _report_with(out: Path, claims: Path) -> tuple[dict, dict[str, str]]:
+    """`ablate report OUT --claims FILE` in a real process; the JSON report and its verdict per claim id."""
+    done = _run("report", str(out), "--claims", str(claims), "--no_plots", "--samples", "200", cwd=Path.cwd())
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((out / "report" / "table3-smoke.json").read_text())
+    return doc, {c["claim"]: c["verdict"] for c in doc["claims"]}
+
+
 def test_a_users_claims_file_is_judged_in_every_format(tmp_path):
     out = _results(tmp_path)
     claims = write(
@@ -243,11 +251,8 @@ def test_a_users_claims_file_is_judged_in_every_format(tmp_path):
         "  - {id: wide-helps, text: Wider is better, compare: [{row: big, metric: chrf, expect: higher}]}\n"
         "  - {id: one-head, text: One head is better, compare: [{row: A1, metric: bleu, expect: higher}]}\n",
     )
-    done = _run("report", str(out), "--claims", str(claims), "--no_plots", "--samples", "200", cwd=Path.cwd())
-    assert done.returncode == 0, done.stderr
+    doc, verdicts = _report_with(out, claims)
     report = out / "report"
-    doc = json.loads((report / "table3-smoke.json").read_text())
-    verdicts = {c["claim"]: c["verdict"] for c in doc["claims"]}
     # The fixture's curves still rise, so no row is at its plateau: every verdict must say inconclusive.
     assert verdicts == {"deep-helps": "inconclusive", "wide-helps": "inconclusive", "one-head": "inconclusive"}
     effects = {c["claim"]: c["effect"] for c in doc["claims"]}
@@ -274,10 +279,7 @@ def test_verdicts_follow_the_numbers_once_rows_are_at_their_plateau(tmp_path):
         "  - {id: one-head, text: t, compare: [{row: A1, metric: bleu, expect: higher}]}\n"
         "  - {id: positions, text: t, compare: [{row: E1, metric: bleu, expect: same, margin: 0.01}]}\n",
     )
-    done = _run("report", str(out), "--claims", str(claims), "--no_plots", "--samples", "200", cwd=Path.cwd())
-    assert done.returncode == 0, done.stderr
-    doc = json.loads((out / "report" / "table3-smoke.json").read_text())
-    verdicts = {c["claim"]: c["verdict"] for c in doc["claims"]}
+    doc, verdicts = _report_with(out, claims)
     assert verdicts["deep-helps"] == "reproduced"  # C1 corrupts twice the words of the base
     assert verdicts["one-head"] == "contradicted"  # A1 is clearly worse, the claim said better
     assert verdicts["positions"] == "inconclusive"  # a 0.01 BLEU margin is far inside the noise
