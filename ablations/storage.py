@@ -2,8 +2,20 @@
 
 Storage URLs: 'journal:PATH' (the default, a journal file in OUT: safe for several local workers),
 'sqlite:///PATH' (one process), 'postgresql://...' (workers on several machines; rewritten to
-'postgresql+psycopg2://...'). `open_storage` opens (and creates) one for a sweep or a tuning run;
-`open_existing` opens one read-only for status and reports, so a wrong path never creates an empty journal.
+'postgresql+psycopg2://...', the driver the postgres extra installs). Every command turns what the user gave into
+the URL to connect with through `storage_url`: --storage, else $ABLATE_STORAGE, else the URL study.json remembers.
+study.json remembers a URL `redact`ed, so a password reaches a process only through --storage or the environment,
+and whatever this project prints or writes about a storage (messages, report notes) goes through `redact`/`scrub`.
+
+`open_storage` opens (and creates) one for a sweep or a tuning run; `open_existing` opens one read-only for status
+and reports, so a wrong path never creates an empty journal and a read never changes a file.
+
+A torn journal: a worker killed in the middle of Optuna's append leaves the last line cut short. Optuna's reader
+skips a bad last line, but the next append lands on the end of it and makes it a bad line in the middle, which
+Optuna refuses to read past: every later open fails. So `open_storage` first cuts a torn last record, holding
+Optuna's own journal lock (no worker is appending meanwhile), keeps the cut bytes in a side file and says so on
+stderr (`repair_journal`). It reads only the tail of the file, whatever its size; the middle is checked by Optuna's
+own reading, and a bad line there is located (byte offset) only when that reading fails.
 
 The queue: rows are enqueued as WAITING trials; a worker claims one through the storage's atomic
 WAITING -> RUNNING transition; a dead worker's trial is failed and re-enqueued. Optuna's public API has no claim
@@ -18,53 +30,144 @@ No torch, Lightning or W&B import here (reports use `open_existing`).
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
 import socket
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+from urllib.parse import unquote
 
 from ablations import ledger
 from data.errors import AblateError
 
 HEARTBEAT_S = 5.0
 GRACE_S = 60.0
+ENV_VAR = "ABLATE_STORAGE"
+"""The storage URL when --storage is not given: how a password reaches a command (and the sweep's workers, which
+inherit it) without a command line that `ps` shows or a file that keeps it."""
+HIDDEN = "***"
+"""What a password is shown as; a remembered URL holding it was redacted and cannot connect."""
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][\w+.-]*://[^\s:/@]*:)[^\s@]+@")
+_DSN_PASSWORD = re.compile(r"(\bpassword\s*=\s*)\S+", re.IGNORECASE)
+_TAIL_CHUNK = 1 << 16
+
+
+# ---------------------------------------------------------------------------------------------------------- URLs
+def storage_url(given: str | None, out: Path, remembered: str | None = None) -> str:
+    """The storage URL a command connects with: `chosen_url`, else a journal file in OUT (no server, safe for local
+    workers)."""
+    return chosen_url(given, out, remembered) or f"journal:{out / 'optuna.journal'}"
+
+
+def chosen_url(given: str | None, out: Path, remembered: str | None = None) -> str | None:
+    """The storage the user chose, ready to connect: `given` (--storage), else $ABLATE_STORAGE, else `remembered`
+    (study.json's 'storage'); None when there is none. 'postgresql://' gets the psycopg2 driver, whichever way it came.
+
+    A remembered URL whose password was redacted is never used to connect: AblateError saying how to give it. A
+    PostgreSQL URL without a password works as well when PGPASSWORD or ~/.pgpass supplies one (psycopg2's libpq reads
+    both), and such a URL is remembered as is.
+    """
+    url = given or os.environ.get(ENV_VAR)
+    if not url and remembered and f":{HIDDEN}@" in remembered:
+        raise AblateError(
+            f"{out / 'study.json'}: its storage {remembered} keeps no password; pass --storage URL or set "
+            f"{ENV_VAR}=URL (the URL the sweep was given)"
+        )
+    url = url or remembered
+    return with_driver(url) if url else None
+
+
+def with_driver(url: str) -> str:
+    """'postgresql://...' -> 'postgresql+psycopg2://...': SQLAlchemy's own default driver is another package."""
+    if url.startswith("postgresql://"):
+        return "postgresql+psycopg2://" + url.removeprefix("postgresql://")
+    return url
+
+
+def redact(url: str) -> str:
+    """The URL with its password shown as '***' (any scheme, query kept); one without a password is returned as is."""
+    if "@" not in url or "://" not in url:
+        return url
+    parsed = _sqlalchemy_url(url)
+    if parsed is not None and "@" not in (parsed.host or ""):
+        return parsed.render_as_string(hide_password=True)
+    # Not a URL SQLAlchemy reads whole (e.g. an '@' left unescaped in the password): hide up to the last '@'.
+    scheme, _, rest = url.partition("://")
+    credentials, _, host = rest.rpartition("@")
+    user, colon, _ = credentials.partition(":")
+    return f"{scheme}://{user}{':' + HIDDEN if colon else ''}@{host}"
+
+
+def scrub(text: str, url: str | None = None) -> str:
+    """An error text with the password of `url` (the storage being opened) hidden wherever it appears, and that of
+    any URL or 'password=' in it: drivers and SQLAlchemy may quote the connection string in their messages."""
+    for secret in sorted(_passwords(url), key=len, reverse=True):
+        text = text.replace(secret, HIDDEN)
+    return _DSN_PASSWORD.sub(rf"\g<1>{HIDDEN}", _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}@", text))
+
+
+def _passwords(url: str | None) -> set[str]:
+    """The password of a URL as written and as decoded (empty if it has none)."""
+    if not url or "@" not in url or "://" not in url:
+        return set()
+    credentials = url.partition("://")[2].rpartition("@")[0]
+    raw = credentials.partition(":")[2]
+    parsed = _sqlalchemy_url(url)
+    found = {raw, unquote(raw), (parsed.password if parsed is not None else None) or ""}
+    return {p for p in found if p and p != HIDDEN}
+
+
+def _sqlalchemy_url(url: str):
+    """The URL as SQLAlchemy reads it, or None when it cannot."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError):
+        return None
 
 
 # ------------------------------------------------------------------------------------------------------ opening
-def storage_url(storage: str | None, out: Path) -> str:
-    """The storage URL: given, or a journal file in the output directory (no server, safe for local workers)."""
-    if storage:
-        if storage.startswith("postgresql://"):
-            storage = "postgresql+psycopg2://" + storage[len("postgresql://") :]
-        return storage
-    return f"journal:{out / 'optuna.journal'}"
-
-
 def open_storage(url: str):
-    """An Optuna storage for 'journal:PATH', 'sqlite:///PATH' or 'postgresql+psycopg2://...', created if missing."""
-    import optuna
-
-    url = storage_url(url, Path("."))
+    """An Optuna storage for 'journal:PATH', 'sqlite:///PATH' or 'postgresql://...', created if missing. A journal's
+    torn last record is cut first (`repair_journal`)."""
+    url = with_driver(url)
     if url.startswith("journal:"):
-        from optuna.storages.journal import JournalFileBackend
+        from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
-        path = url[len("journal:") :]
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        # Optuna's default file lock, so optuna-dashboard and other Optuna tools can open the same journal safely.
-        return optuna.storages.JournalStorage(JournalFileBackend(path))
+        path = Path(url.removeprefix("journal:"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Optuna's default file lock (the backend holds this very object), so optuna-dashboard and other Optuna tools
+        # can open the same journal safely, and the repair waits for any append in flight.
+        lock = JournalFileSymlinkLock(str(path))
+        backend = JournalFileBackend(str(path), lock_obj=lock)  # creates the file if missing
+        repair_journal(path, lock)
+        return _journal_storage(backend, path)
+    return _open_rdb(url)
+
+
+def _open_rdb(url: str):
+    """RDBStorage; a missing driver or an unreachable server is one AblateError line, with the password hidden."""
     try:
         return _rdb_storage(url)
     except ImportError as err:
         raise AblateError(
-            f"storage {url.split('@')[-1]}: a driver is missing ({err}); install the postgres extra: "
+            f"storage {redact(url)}: a driver is missing ({scrub(str(err), url)}); install the postgres extra: "
             "pip install 'ablate[postgres]'"
         ) from None
     except Exception as err:  # sqlalchemy's OperationalError and friends: unreachable or refused
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise AblateError(f"cannot open storage {url.split('@')[-1]}: {first}") from None
+        text = scrub(str(err), url).strip()
+        first = text.splitlines()[0] if text else type(err).__name__
+        raise AblateError(f"cannot open storage {redact(url)}: {first}") from None
 
 
 def _rdb_storage(url: str, attempts: int = 6):
@@ -94,10 +197,9 @@ def _existing_file(spec: str, out_dir: Path) -> Path | None:
 
 def open_existing(url: str, out_dir: Path) -> Any:
     """A storage to read (status, reports) for a study.json 'storage' value: FileNotFoundError when its file does
-    not exist, never a new empty one."""
-    import optuna
-
-    url = storage_url(url, out_dir)
+    not exist, never a new empty one. Nothing is written: a journal's torn last line is left for the next sweep to
+    cut, and Optuna's reader skips it meanwhile."""
+    url = with_driver(url)
     for scheme in ("journal:", "sqlite:///"):
         if url.startswith(scheme):
             path = _existing_file(url.removeprefix(scheme), out_dir)
@@ -105,8 +207,10 @@ def open_existing(url: str, out_dir: Path) -> Any:
                 raise FileNotFoundError(f"{scheme.rstrip(':/')} file {url.removeprefix(scheme)} not found")
             if scheme == "sqlite:///":
                 return f"sqlite:///{path}"
-            return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
-    return url
+            from optuna.storages.journal import JournalFileBackend
+
+            return _journal_storage(JournalFileBackend(str(path)), path)
+    return _open_rdb(url)
 
 
 def load_or_create(storage, name: str):
@@ -122,6 +226,118 @@ def load_trials(url: str, study_name: str, out_dir: Path) -> list[Any]:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna.load_study(study_name=study_name, storage=open_existing(url, out_dir)).get_trials(deepcopy=False)
+
+
+# ------------------------------------------------------------------------------------------------ torn journals
+def repair_journal(path: Path, lock) -> Path | None:
+    """Cut a torn last record off a journal (its writer died mid-append), holding `lock`, Optuna's journal lock, so
+    no worker appends meanwhile. The cut bytes go to a side file, named in one line on stderr. Returns the side
+    file, or None when the journal ends with a whole record. Reads only the tail of the file. A lock left behind by
+    the killed writer is taken over after Optuna's grace period (30 s), as Optuna's own next append would."""
+    with _held(lock), open(path, "r+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        cut = _torn_start(fh, size)
+        if cut == size:
+            return None
+        fh.seek(cut)
+        torn = fh.read()
+        side = _side_file(path)
+        with open(side, "xb") as kept:  # kept, and on disk, before the journal is cut
+            kept.write(torn)
+            kept.flush()
+            os.fsync(kept.fileno())
+        fh.truncate(cut)
+        os.fsync(fh.fileno())
+    print(
+        f"ablate: {path}: cut a torn last record ({len(torn)} bytes from byte {cut}, left by a process that died "
+        f"while writing it); the bytes are kept in {side}",
+        file=sys.stderr,
+    )
+    return side
+
+
+@contextmanager
+def _held(lock) -> Iterator[None]:
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _torn_start(fh: BinaryIO, size: int) -> int:
+    """Where a journal's torn last record starts: at the bytes after the last newline, or at the last line if it is
+    not a JSON object (Optuna writes one JSON object per line). `size` when the journal ends whole."""
+    cut = _line_start(fh, size)
+    if cut > 0:
+        start = _line_start(fh, cut - 1)
+        fh.seek(start)
+        if not _is_record(fh.read(cut - start)):
+            cut = start
+    return cut
+
+
+def _line_start(fh: BinaryIO, end: int) -> int:
+    """The offset just after the last newline in the first `end` bytes (0 if none), read backwards in chunks."""
+    pos = end
+    while pos > 0:
+        step = min(_TAIL_CHUNK, pos)
+        fh.seek(pos - step)
+        found = fh.read(step).rfind(b"\n")
+        if found >= 0:
+            return pos - step + found + 1
+        pos -= step
+    return 0
+
+
+def _is_record(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:  # JSONDecodeError, or bytes that are not text
+        return False
+
+
+def _side_file(path: Path) -> Path:
+    """A new file beside the journal for the bytes cut off it: optuna.journal.torn-<time>[-n]."""
+    stem = f"{path.name}.torn-{time.strftime('%Y%m%dT%H%M%S')}"
+    side, n = path.with_name(stem), 1
+    while side.exists():
+        n += 1
+        side = path.with_name(f"{stem}-{n}")
+    return side
+
+
+def _journal_storage(backend, path: Path):
+    """JournalStorage on `backend` (Optuna reads the whole journal here); a bad line in the middle is one AblateError
+    line naming its byte offset and the way out."""
+    import optuna
+
+    try:
+        return optuna.storages.JournalStorage(backend)
+    except ValueError:  # json.JSONDecodeError, or Optuna's "Invalid log format."
+        offset = _bad_record(path)
+        if offset is None:
+            raise
+        quoted = shlex.quote(str(path))
+        raise AblateError(
+            f"{path}: the Optuna journal is damaged at byte {offset} (a line that is not JSON, with records after it); "
+            f"recover with `mv {quoted} {quoted}.damaged` and rerun the same `ablate sweep` command: finished rows "
+            f"are read back from {path.parent / 'records'}, not trained again"
+        ) from None
+
+
+def _bad_record(path: Path) -> int | None:
+    """The byte offset of the first line that is not a JSON object and has lines after it (where Optuna stops
+    reading), or None."""
+    offset, bad = 0, None
+    with open(path, "rb") as fh:
+        for line in fh:
+            if bad is not None:
+                return bad
+            if not line.endswith(b"\n") or not _is_record(line):
+                bad = offset
+            offset += len(line)
+    return None
 
 
 # -------------------------------------------------------------------------------------------------------- queue

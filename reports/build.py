@@ -45,7 +45,8 @@ def build_report(
         wandb: also log the table and plots to a W&B run (offline unless the environment says otherwise).
         plots: draw the plots (PNG and SVG); the HTML page and W&B show them.
         n_samples: bootstrap resamples of the significance test.
-        storage: Optuna storage URL to read pending/running trials from, instead of study.json's.
+        storage: Optuna storage URL to read pending/running trials from (default: $ABLATE_STORAGE, else
+            study.json's).
         claims: a claims file to judge instead of the study's own (see ablations/studies/table3.claims.yaml).
 
     Returns:

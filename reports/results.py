@@ -210,7 +210,7 @@ def read_study_json(out_dir: Path) -> dict[str, Any]:
 def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str | None = None) -> StudyResults:
     """Read a results directory: study.json, every record, and (if it opens) the Optuna storage.
 
-    `storage` overrides study.json's storage URL (which keeps no PostgreSQL password).
+    `storage` overrides $ABLATE_STORAGE, which overrides study.json's storage URL (it keeps no PostgreSQL password).
     """
     out_dir = Path(out_dir)
     meta = read_study_json(out_dir)
@@ -232,8 +232,8 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
     notes: list[str] = []
     optuna: dict[tuple[str, int], TrialStatus] = {}
     if use_optuna:
-        url = storage or meta.get("storage")
-        optuna, note = read_trial_states(url, meta.get("optuna_study") or meta["study"], out_dir)
+        name = meta.get("optuna_study") or meta["study"]
+        optuna, note = read_trial_states(storage, name, out_dir, remembered=meta.get("storage"))
         if note:
             notes.append(note)
     notes += _add_undeclared_rows(rows, records, optuna)
@@ -295,21 +295,29 @@ def _status(
 
 
 def read_trial_states(
-    storage: str | None, study_name: str, out_dir: Path
+    storage: str | None, study_name: str, out_dir: Path, *, remembered: str | None = None
 ) -> tuple[dict[tuple[str, int], TrialStatus], str | None]:
     """(row, seed) -> the state of the trial that speaks for it (`ledger.resolve`), read from the Optuna storage
     without creating anything, and a one-line note if the storage could not be read. Records say how finished trials
-    ended; only the storage knows the trials still queued or in flight."""
-    from ablations.storage import load_trials
+    ended; only the storage knows the trials still queued or in flight.
+
+    The storage is `storage`, else $ABLATE_STORAGE, else `remembered` (study.json's), as for every command
+    (`ablations.storage.chosen_url`). The note never shows a password: reports are files people share.
+    """
+    from ablations.storage import chosen_url, load_trials, redact, scrub
 
     fallback = "states come from the records only (rows without a record are shown as pending)"
-    if not storage:
+    try:
+        url = chosen_url(storage, out_dir, remembered)
+    except AblateError as err:  # study.json's URL was redacted and no other was given
+        return {}, f"{err}: {fallback}"
+    if not url:
         return {}, f"study.json names no Optuna storage: {fallback}"
     try:
-        trials = load_trials(storage, study_name, out_dir)
+        trials = load_trials(url, study_name, out_dir)
     except Exception as err:  # any storage problem (missing file, driver, server, unknown study) gives the fallback
-        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-        return {}, f"Optuna storage {storage} could not be opened ({detail}): {fallback}"
+        detail = scrub(str(err), url).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return {}, f"Optuna storage {redact(url)} could not be opened ({detail}): {fallback}"
     return {
         key: TrialStatus(state=ledger.trial_state(trial), reason=trial.user_attrs.get("reason"))
         for key, trial in ledger.resolve(trials).items()

@@ -32,7 +32,8 @@ def build_parser():
     parser.add_argument(
         "--storage",
         default=None,
-        help="Optuna storage URL to read pending/running trials from (default: study.json's, which keeps no password)",
+        help="Optuna storage URL to read pending/running trials from "
+        "(default: $ABLATE_STORAGE, else study.json's, which keeps no PostgreSQL password)",
     )
     parser.add_argument("--no_plots", action="store_true", help="skip the plots (the HTML page then has none)")
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the significance test")

@@ -14,19 +14,23 @@ from data.errors import AblateError
 def main(argv: list[str]) -> int:
     parser = command_parser("ablate status", __doc__)
     parser.add_argument("out", help="the sweep's output directory (holds study.json)")
-    parser.add_argument("--storage", default=None, help="storage URL, if study.json's is redacted (PostgreSQL)")
+    parser.add_argument(
+        "--storage",
+        default=None,
+        help="Optuna storage URL (default: $ABLATE_STORAGE, else study.json's, which keeps no PostgreSQL password)",
+    )
     parser.add_argument("--watch", type=float, default=0, metavar="SECONDS", help="refresh every SECONDS until done")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parse(parser, argv)
     if args.print_config:
         return print_config(options(args))
     from ablations import progress
-    from ablations.storage import load_trials
+    from ablations.storage import load_trials, redact, scrub, storage_url
     from reports.results import read_study_json
 
     out = Path(args.out)
     spec = read_study_json(out)
-    url = args.storage or spec["storage"]
+    url = storage_url(args.storage, out, remembered=spec.get("storage"))
     keys = [(row["name"], seed) for row in spec["rows"] for seed in spec["seeds"]]
     title = f"{spec['study']} ({spec['preset']})"
     while True:
@@ -34,8 +38,8 @@ def main(argv: list[str]) -> int:
             trials = load_trials(url, spec["optuna_study"], out)
         except (FileNotFoundError, KeyError) as err:
             raise AblateError(
-                f"{out}: no study {spec['optuna_study']!r} in {url} ({err}): has the sweep started? "
-                "Pass --storage if it runs elsewhere"
+                f"{out}: no study {spec['optuna_study']!r} in {redact(url)} ({scrub(str(err), url)}): "
+                "has the sweep started? Pass --storage (or set ABLATE_STORAGE) if it runs elsewhere"
             ) from None
         rows = progress.collect(trials, keys)
         if args.json:

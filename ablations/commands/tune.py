@@ -21,7 +21,12 @@ def build_parser():
     p.add_argument("--row", default="base", help="row to tune (default base)")
     p.add_argument("--trials", type=int, default=20, help="trials in total (default 20)")
     p.add_argument("--preset", choices=list(PRESETS), default=None, help="size preset (default: the study's, or tiny)")
-    p.add_argument("--storage", default=None, help="Optuna storage URL (default: a journal file in --out)")
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="Optuna storage URL (default: $ABLATE_STORAGE, else a journal file in --out); "
+        "a password is best given through ABLATE_STORAGE",
+    )
     p.add_argument("--out", default=None, help="output directory (default runs/<study>-<preset>-tune-<row>)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the training runs")
     return p

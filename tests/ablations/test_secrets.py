@@ -1,0 +1,183 @@
+"""A storage password is used to connect and nowhere else: every command reads the URL the same way (--storage, else
+ABLATE_STORAGE, else study.json's), study.json's redacted URL is never used to connect, and no message, note or
+report file shows the password.
+
+The results directory is a real sweep of tests/ablations/studies/sweep_rows.yaml on a journal; the PostgreSQL test
+copies its study into the server that ABLATE_TEST_POSTGRES_URL names (.ci/run starts one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ablations import cli
+from ablations.storage import ENV_VAR, redact, scrub
+
+STUDY = "sweep_rows.yaml"
+OPTUNA_NAME = "sweep-rows-smoke"
+SECRET = "PLANTEDSECRET"
+UNREACHABLE = f"postgresql://ablate:{SECRET}@127.0.0.1:1/nodb"  # nothing listens on port 1
+
+
+@pytest.fixture(scope="module")
+def swept(sweeps, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("swept") / "out"
+    done = sweeps.run(STUDY, out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+@pytest.fixture
+def out(swept, tmp_path, monkeypatch) -> Path:
+    """A copy of the finished sweep's OUT (study.json pointing at the copy's journal), with ABLATE_STORAGE unset."""
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    out = tmp_path / "out"
+    shutil.copytree(swept, out, ignore=shutil.ignore_patterns("trials"))
+    remember(out, f"journal:{out / 'optuna.journal'}")
+    return out
+
+
+def remember(out: Path, storage: str, optuna_study: str = OPTUNA_NAME) -> None:
+    """Make study.json name another storage, as a sweep on it would have."""
+    spec = json.loads((out / "study.json").read_text(encoding="utf-8"))
+    (out / "study.json").write_text(json.dumps({**spec, "storage": storage, "optuna_study": optuna_study}))
+
+
+def files_holding(secret: str, *roots: Path) -> list[Path]:
+    return [p for root in roots for p in sorted(root.rglob("*")) if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+# ------------------------------------------------------------------------------------------------------- redacting
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        (
+            "postgresql+psycopg2://u:p@h:5432/db?sslmode=require",
+            "postgresql+psycopg2://u:***@h:5432/db?sslmode=require",
+        ),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+        ("postgresql://h/db", "postgresql://h/db"),
+        ("postgresql://u:p%40ss@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:p@ss@h/db", "postgresql://u:***@h/db"),  # an '@' left unescaped: nothing of it shows
+        ("journal:/runs/t3/optuna.journal", "journal:/runs/t3/optuna.journal"),
+        ("sqlite:///runs/t3.db", "sqlite:///runs/t3.db"),
+    ],
+)
+def test_redact_hides_the_password_of_any_url_form(url, shown):
+    assert redact(url) == shown
+
+
+def test_scrub_hides_the_password_in_error_texts():
+    text = f'connection to {UNREACHABLE} failed (dsn "host=x password={SECRET}"), also {SECRET}!'
+    assert SECRET not in scrub(text, UNREACHABLE) and "127.0.0.1:1/nodb" in scrub(text, UNREACHABLE)
+    assert SECRET not in scrub(f"see postgresql+psycopg2://bob:{SECRET}@db/x")  # any URL, even when not the one given
+
+
+# ---------------------------------------------------------------------------------------------------- the commands
+def test_status_with_a_redacted_storage_and_no_ablate_storage_asks_for_it(out, capsys):
+    remember(out, "postgresql+psycopg2://ablate:***@127.0.0.1:1/nodb")
+    assert cli.main(["status", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert ENV_VAR in err and "--storage" in err and str(out / "study.json") in err
+
+
+@pytest.mark.slow
+def test_ablate_storage_comes_before_study_json_and_storage_before_both(out, capsys, monkeypatch):
+    journal = f"journal:{out / 'optuna.journal'}"
+    remember(out, "postgresql+psycopg2://ablate:***@127.0.0.1:1/nodb")
+    monkeypatch.setenv(ENV_VAR, journal)
+    assert cli.main(["status", str(out), "--json"]) == 0
+    assert {r["row"] for r in json.loads(capsys.readouterr().out)} == {"ok1", "nan", "ok2"}
+
+    monkeypatch.setenv(ENV_VAR, UNREACHABLE)
+    assert cli.main(["status", str(out), "--json", "--storage", journal]) == 0
+    assert {r["row"] for r in json.loads(capsys.readouterr().out)} == {"ok1", "nan", "ok2"}
+
+
+@pytest.mark.slow
+def test_no_command_shows_the_password_of_an_unreachable_storage(out, tmp_path, capsys, monkeypatch):
+    """`ablate report` still writes the report (from the records, with a note); status fails in one line; none of
+    their output and no file under OUT or the report directory holds the password."""
+    report_dir = tmp_path / "report"
+    argv = ["report", str(out), "--storage", UNREACHABLE, "--out", str(report_dir), "--no_plots", "--samples", "50"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr()
+    md = next(report_dir.glob("*.md")).read_text(encoding="utf-8")
+    assert "postgresql+psycopg2://ablate:***@127.0.0.1:1/nodb could not be opened" in md
+    assert sorted(p.suffix for p in report_dir.glob("*.*")) == [".csv", ".html", ".json", ".md", ".tex"]
+
+    assert cli.main(["status", str(out), "--storage", UNREACHABLE]) == 2
+    status = capsys.readouterr()
+    assert len(status.err.strip().splitlines()) == 1 and "cannot open storage" in status.err
+    monkeypatch.setenv(ENV_VAR, UNREACHABLE)
+    assert cli.main(["status", str(out)]) == 2
+    from_env = capsys.readouterr()
+
+    for text in (printed.out, printed.err, status.out, status.err, from_env.out, from_env.err):
+        assert SECRET not in text
+    assert files_holding(SECRET, out, report_dir) == []
+
+
+@pytest.mark.slow
+def test_a_sweep_on_an_unreachable_storage_shows_no_password(sweeps, tmp_path):
+    out = tmp_path / "out"
+    failed = sweeps.run(STUDY, out, "--storage", UNREACHABLE, timeout=120)
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    assert "cannot open storage postgresql+psycopg2://ablate:***@127.0.0.1:1/nodb" in failed.stderr
+    assert SECRET not in failed.stdout + failed.stderr
+    assert not out.exists() or files_holding(SECRET, out) == []
+
+
+# ------------------------------------------------------------------------------------------------------ PostgreSQL
+@pytest.fixture
+def postgres_url() -> str:
+    url = os.environ.get("ABLATE_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("ABLATE_TEST_POSTGRES_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    return url
+
+
+@pytest.mark.postgres
+def test_status_and_report_read_a_postgresql_study_given_either_way(out, tmp_path, capsys, monkeypatch, postgres_url):
+    """The study lives in PostgreSQL; study.json remembers its URL redacted. The URL is given as users write it
+    (postgresql://, no driver), once through ABLATE_STORAGE and once through --storage."""
+    import optuna
+
+    name = f"secrets-{uuid.uuid4().hex[:10]}"
+    plain = "postgresql://" + postgres_url.split("://", 1)[1]
+    optuna.copy_study(
+        from_study_name=OPTUNA_NAME, from_storage=_journal(out), to_storage=postgres_url, to_study_name=name
+    )
+    remember(out, redact(postgres_url), optuna_study=name)
+    try:
+        for given in (["--storage", plain], []):
+            if not given:
+                monkeypatch.setenv(ENV_VAR, plain)
+            assert cli.main(["status", str(out), "--json", *given]) == 0
+            states = {r["row"]: r["state"] for r in json.loads(capsys.readouterr().out)}
+            assert states == {"ok1": "complete", "nan": "failed", "ok2": "complete"}
+            report_dir = tmp_path / f"report{len(given)}"
+            argv = ["report", str(out), *given, "--out", str(report_dir), "--no_plots", "--samples", "50", "--quiet"]
+            assert cli.main(argv) == 0
+            capsys.readouterr()
+            md = next(report_dir.glob("*.md")).read_text(encoding="utf-8")
+            assert "could not be opened" not in md and "keeps no password" not in md  # the storage was read
+        monkeypatch.delenv(ENV_VAR)
+        assert cli.main(["report", str(out), "--out", str(tmp_path / "bare"), "--no_plots", "--quiet"]) == 0
+        assert "keeps no password" in next((tmp_path / "bare").glob("*.md")).read_text(encoding="utf-8")
+    finally:
+        optuna.delete_study(study_name=name, storage=postgres_url)
+
+
+def _journal(out: Path):
+    import optuna
+    from optuna.storages.journal import JournalFileBackend
+
+    return optuna.storages.JournalStorage(JournalFileBackend(str(out / "optuna.journal")))
