@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"ablate: error: unknown command {name!r}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
+    from ablations.interrupt import Interrupted, disk_error
     from data.errors import AblateError
 
     try:
@@ -59,8 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     except AblateError as err:
         print(f"ablate {name}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"ablate {name}: interrupted", file=sys.stderr)
+    except OSError as err:  # a full disk or an unwritable --out: one line, as for bad input
+        if disk_error(err) is None:
+            raise
+        print(f"ablate {name}: error: {disk_error(err)}", file=sys.stderr)
+        return 2
+    except (Interrupted, KeyboardInterrupt) as err:
+        stopped = err if isinstance(err, Interrupted) else Interrupted()
+        print(f"ablate {name}: {stopped.describe(name, rest)}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

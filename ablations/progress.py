@@ -40,8 +40,9 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
         progress = attrs.get("progress") or {}
         state = {"running": "running", "complete": "complete"}.get(ledger.trial_state(trial), "failed")
         wall = metrics.get("wall_time_s")
-        if wall is None and trial.datetime_start is not None:
-            wall = time.time() - trial.datetime_start.timestamp()
+        if wall is None and trial.datetime_start is not None:  # running: so far; failed: until it failed
+            end = trial.datetime_complete.timestamp() if trial.datetime_complete is not None else time.time()
+            wall = end - trial.datetime_start.timestamp()
         out.append(
             RowStatus(
                 row,

@@ -7,28 +7,37 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from ablations import progress
-from ablations.storage import Queue, recover_dead
+from ablations import interrupt, progress
+from ablations.storage import ENV_VAR, Queue, recover_dead, redact
 from ablations.sweep import Plan, TrialSpec, enqueue, sync_records, work
+from data.errors import AblateError
 
 
 def coordinate(plan: Plan, workers: int | None, argv: list[str]) -> None:
     """Prepare data once, queue the rows, run the workers, show progress and the final table. (The report is the
     command's: reports build on ablations, not the other way round.)"""
+    created = not plan.out.exists()
     plan.out.mkdir(parents=True, exist_ok=True)
-    prepare_data(plan)
+    try:
+        prepare_data(plan)
+    except AblateError:  # bad data: leave no empty output directory behind
+        if created:
+            shutil.rmtree(plan.out, ignore_errors=True)
+        raise
     queue = Queue.open(plan.storage, plan.name)
     recover_dead(queue)
     queued = enqueue(plan, queue)
     sync_records(plan, queue)
     keys = [(row.name, seed) for row, seed in plan.keys()]
     workers = workers or default_workers(plan)
-    storage = plan.storage if not plan.storage.startswith("postgresql") else plan.describe()["storage"]
+    storage = redact(plan.storage)
     print(
         f"sweep {plan.study.name} at preset {plan.preset}: {len(plan.study.rows)} rows x {len(plan.seeds)} seeds = "
         f"{len(keys)} trials ({queued} newly queued), {workers} worker(s) here\n"
@@ -42,13 +51,32 @@ def coordinate(plan: Plan, workers: int | None, argv: list[str]) -> None:
         rows = progress.collect(queue_now.trials(), keys)
         print(f"[sweep] {progress.summary_line(rows, workers)}", file=sys.stderr, flush=True)
 
-    if workers > 1:
-        run_workers(plan, queue, argv, workers, keys, title)
-    work(plan, on_trial_end=show)  # with several workers: anything a crashed one left behind
+    try:
+        if workers > 1:
+            run_workers(plan, queue, argv, workers, keys, title)
+        work(plan, on_trial_end=show)  # with several workers: anything a crashed one left behind
+    except interrupt.Interrupted as err:
+        raise interrupt.Interrupted(err.step, err.checkpoint, saved=saved_summary(plan, keys)) from None
     synced = sync_records(plan, queue)
     print_table(progress.render(progress.collect(queue.trials(), keys), workers, title))
     if synced:
         print(f"{synced} record(s) from other machines written to {plan.out / 'records'}", file=sys.stderr)
+
+
+def saved_summary(plan: Plan, keys: list[tuple[str, int]]) -> str:
+    """What an interrupted sweep leaves: finished trials (records) and running ones (checkpoints to resume from)."""
+    from ablations import ledger
+
+    done = sum(ledger.record_path(plan.out, row, seed).is_file() for row, seed in keys)
+    started = [
+        key for key in keys
+        if not ledger.record_path(plan.out, *key).is_file()
+        and (plan.out / "trials" / ledger.key_of(*key) / "checkpoints" / "last.ckpt").is_file()
+    ]  # fmt: skip
+    text = f"{done} of {len(keys)} trials finished (records in {plan.out / 'records'})"
+    if started:
+        text += f"; {len(started)} unfinished trial(s) resume from their checkpoints in {plan.out / 'trials'}"
+    return text
 
 
 def work_here(plan: Plan) -> int:
@@ -99,7 +127,11 @@ def set_threads(workers: int) -> None:
 
 
 def run_workers(plan: Plan, queue: Queue, argv: list[str], n: int, keys, title: str) -> None:
-    """Start n worker processes (one GPU each when there are GPUs) and show the live table until they finish."""
+    """Start n worker processes (one GPU each when there are GPUs) and show the live table until they finish.
+
+    Workers run in their own sessions, so a terminal's Ctrl-C reaches only this process, which passes it on once
+    (a second one, again): each worker saves its running trial and stops. A worker that stops on a full disk
+    (exit 2) stops the others the same way, and its one-line message becomes this command's."""
     import torch
 
     logs = plan.out / "logs"
@@ -107,25 +139,70 @@ def run_workers(plan: Plan, queue: Queue, argv: list[str], n: int, keys, title: 
     gpus = torch.cuda.device_count()
     procs = []
     for i in range(n):
-        env = {**os.environ, "ABLATE_WORKERS": str(n), "PYTHONUNBUFFERED": "1"}
+        # The storage travels in the environment, not on a command line that `ps` shows (it may hold a password).
+        env = {**os.environ, "ABLATE_WORKERS": str(n), "PYTHONUNBUFFERED": "1", ENV_VAR: plan.storage}
         if gpus > 1:
             env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
-        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *argv, "--worker"]
+        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *_without_storage(argv), "--worker"]
         with open(logs / f"worker-{i}.log", "ab") as log:
-            procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+            procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     print(f"  {n} workers started; their logs: {logs}/worker-*.log", file=sys.stderr)
     live = live_view(title)
+    stopping = False
     try:
-        while any(p.poll() is None for p in procs):
-            recover_dead(queue)
-            rows = progress.collect(queue.trials(), keys)
-            live(progress.render(rows, n, title), progress.summary_line(rows, n))
-            time.sleep(3)
+        with interrupt.graceful(on_second=lambda: _signal(procs, signal.SIGINT)):
+            while any(p.poll() is None for p in procs):
+                if not stopping and (interrupt.requested() or any(p.returncode == 2 for p in procs)):
+                    stopping = True
+                    _signal(procs, signal.SIGINT)
+                recover_dead(queue)
+                rows = progress.collect(queue.trials(), keys)
+                live(progress.render(rows, n, title), progress.summary_line(rows, n))
+                time.sleep(0.5 if stopping else 3)
     finally:
         live(None, None)
         for p in procs:
             if p.poll() is None:
                 p.terminate()
+    _outcome(procs, logs)
+
+
+def _without_storage(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--storage":
+            skip = True
+        elif not arg.startswith("--storage="):
+            out.append(arg)
+    return out
+
+
+def _signal(procs: list[subprocess.Popen], sig: int) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(sig)
+
+
+def _outcome(procs: list[subprocess.Popen], logs: Path) -> None:
+    """A worker's full disk (exit 2) or Ctrl-C (130) becomes this command's; a crash is left to the liveness check
+    (its trial is retried by the work that follows)."""
+    codes = [p.returncode for p in procs]
+    if 2 in codes:
+        log = logs / f"worker-{codes.index(2)}.log"
+        last = _last_line(log)
+        raise AblateError(last.split(": error: ", 1)[-1] if last else f"a worker stopped with exit 2; see {log}")
+    if 130 in codes or interrupt.requested():
+        raise interrupt.Interrupted()
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
 
 
 def live_view(title: str):
@@ -162,7 +239,7 @@ def print_table(table) -> None:
 
 def print_next_steps(plan: Plan, seconds: float) -> None:
     wandb_dir = plan.out / "trials"
-    dashboard = plan.storage.removeprefix("journal:")
+    dashboard = redact(plan.storage.removeprefix("journal:"))
     print(
         f"sweep finished in {seconds / 60:.1f} min. Next:\n"
         f"  ablate report {plan.out}                       # rebuild the table (md, tex, csv, json, html)\n"

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablations import ledger
-from ablations.storage import Queue, recover_dead
+from ablations import interrupt, ledger
+from ablations.storage import Queue, recover_dead, redact, scrub
 from ablations.studies import Row, Study
 from data.errors import AblateError
 from reports.claims import claims_to_data
@@ -65,7 +65,7 @@ class Plan:
             "description": self.study.description,
             "preset": self.preset,
             "seeds": self.seeds,
-            "storage": self.storage if not self.storage.startswith("postgresql") else _redact(self.storage),
+            "storage": redact(self.storage),
             "optuna_study": self.name,
             "wandb_project": self.run_config(self.rows()[0], self.seeds[0]).tracking.project,
             "claims": claims_to_data(list(self.study.claims)),
@@ -81,15 +81,6 @@ class Plan:
             ],
             "created_at": _now(),
         }
-
-
-def _redact(url: str) -> str:
-    head, _, tail = url.rpartition("@")
-    if not head:
-        return url
-    scheme, _, cred = head.partition("://")
-    user = cred.split(":")[0]
-    return f"{scheme}://{user}:***@{tail}"
 
 
 def _now() -> str:
@@ -179,11 +170,47 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
         return record["state"]
     record = _new_record(plan, plan.study.row(row_name), seed, trial)
     with queue.heartbeat(trial):
-        record.update(_run_trial(plan, queue, record, trial))
-        record["finished_at"] = _now()
-        ledger.write_record(plan.out, record)
+        try:
+            record.update(_run_trial(plan, queue, record, trial))
+            record["finished_at"] = _now()
+            ledger.write_record(plan.out, record)
+        except (interrupt.Interrupted, KeyboardInterrupt):
+            _retry_later(queue, trial, "interrupted (Ctrl-C): retried")
+            raise
+        except Exception as err:
+            disk = interrupt.disk_error(err)
+            if disk is None:
+                raise
+            _retry_later(queue, trial, f"stopped: {disk}")
+            raise disk from None
         _tell(queue, trial, record, plan.out)
+    _prune(plan, record)
     return record["state"]
+
+
+def _retry_later(queue: Queue, trial, reason: str) -> None:
+    """A trial stopped by its worker (Ctrl-C, a full disk): failed as superseded and queued again, so the next run
+    resumes it from its checkpoint at once (not after the liveness grace). Best effort: on a full disk the storage
+    may not take the write either, and then liveness finds the trial on the next run."""
+    from optuna.trial import TrialState
+
+    try:
+        queue.set_attr(trial, "reason", reason)
+        queue.set_attr(trial, "retried", True)
+        queue.study.tell(trial.number, state=TrialState.FAIL)
+        row, seed = ledger.trial_key(trial)
+        queue.enqueue(row, seed, trial.user_attrs.get("group", row), retry_of=trial.number)
+    except Exception:  # noqa: BLE001 - see above: the next run's liveness check does the same
+        pass
+
+
+def _prune(plan: Plan, record: dict[str, Any]) -> None:
+    """A finished trial's checkpoints, cut to train.keep_checkpoints now that its record is written."""
+    keep = (record.get("config") or {}).get("train", {}).get("keep_checkpoints")
+    if keep and record.get("state") == "complete":
+        from ablations.checkpoints import prune
+
+        prune(plan.out / "trials" / ledger.key_of(record["row"], record["seed"]) / "checkpoints", keep)
 
 
 def _new_record(plan: Plan, row: Row, seed: int, trial) -> dict[str, Any]:
@@ -211,6 +238,8 @@ def _run_trial(plan: Plan, queue: Queue, record: dict[str, Any], trial) -> dict[
         result = _train(plan, run, row, seed, trial_dir, started, queue.trial_id(trial))
         return _finished(plan, result, row.name, seed)
     except Exception as err:  # noqa: BLE001 - a failed trial must never kill the sweep
+        if interrupt.disk_error(err) is not None:  # ... but a full disk would fail every trial after it: stop
+            raise
         trial_dir.mkdir(parents=True, exist_ok=True)
         (trial_dir / "error.log").write_text(traceback.format_exc(), encoding="utf-8")
         return {"state": "failed", "reason": _reason(err), "metrics": {}, "hypotheses": None, "curves": {}}
@@ -232,6 +261,7 @@ def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float
         started_at=started,
         wandb_id=spec.wandb_id,
         callbacks=[ProgressToStorage(plan.storage, plan.name, trial_id)],
+        prune=False,  # once the record is written (run_one)
         extra_config={
             "study": plan.study.name,
             "row": row.name,
@@ -259,9 +289,10 @@ def _finished(plan: Plan, result, row: str, seed: int) -> dict[str, Any]:
 
 
 def _reason(err: BaseException) -> str:
+    """The one-line reason a failed trial's record gives (a URL's password in the error text hidden)."""
     from lightning_modules.module import TrainingDiverged
 
-    text = " ".join(str(err).split()) or type(err).__name__
+    text = scrub(" ".join(str(err).split())) or type(err).__name__
     if isinstance(err, TrainingDiverged):
         return f"diverged: {text}"
     if isinstance(err, AblateError):
@@ -291,9 +322,16 @@ def work(plan: Plan, *, poll_s: float = 2.0, max_trials: int | None = None, on_t
     """Claim and run trials until the study has none left (waiting for running ones that might be retried).
     Returns counts of trial outcomes run by this worker."""
     queue = Queue.open(plan.storage, plan.name)
+    with interrupt.graceful():
+        return _work(plan, queue, poll_s, max_trials, on_trial_end)
+
+
+def _work(plan: Plan, queue: Queue, poll_s: float, max_trials: int | None, on_trial_end) -> dict[str, int]:
     counts: dict[str, int] = {}
     done = 0
     while max_trials is None or done < max_trials:
+        if interrupt.requested():  # Ctrl-C between two trials
+            raise interrupt.Interrupted()
         recover_dead(queue)
         trial = queue.claim()
         if trial is None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
+from ablations import checkpoints, interrupt
 from ablations.config import RunConfig
 from ablations.ledger import write_json_atomic, write_text_atomic
 from ablations.tracking import make_wandb_logger
@@ -80,6 +81,10 @@ class Recorder(pl.Callback):
         self.first_step_at: float | None = None
         self.train_start_step = 0
         self.val_seconds = 0.0
+        self.before: dict[str, float] = {"train_s": 0.0, "val_s": 0.0, "wall_s": 0.0}
+        """Times of the sessions before a resume (from the checkpoint): a resumed run's record counts them all."""
+        self.resumes: list[int] = []
+        """Steps this run resumed at."""
         self._val_started = 0.0
         self._last_print = 0.0
         self.result: TrainResult | None = None
@@ -88,6 +93,25 @@ class Recorder(pl.Callback):
         if self.first_step_at is None:
             self.first_step_at = time.time()
             self.train_start_step = trainer.global_step
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: TranslationModule) -> None:
+        if trainer.global_step > 0:
+            self.resumes.append(trainer.global_step)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in every checkpoint: the curves so far and the time spent, so a resumed run reports both whole."""
+        return {
+            "curves": self.curves,
+            "train_s": self.before["train_s"] + (self._train_seconds() if self.first_step_at else 0.0),
+            "val_s": self.before["val_s"] + self.val_seconds,
+            "wall_s": self.before["wall_s"] + time.time() - self.started_at,
+            "resumes": self.resumes,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.curves = state["curves"]
+        self.before = {key: float(state[key]) for key in ("train_s", "val_s", "wall_s")}
+        self.resumes = list(state["resumes"])
 
     def _train_seconds(self) -> float:
         return max(time.time() - (self.first_step_at or time.time()) - self.val_seconds, 1e-9)
@@ -131,8 +155,8 @@ class Recorder(pl.Callback):
         if not trainer.is_global_zero:
             return
         val = pl_module.last_validation
-        train_seconds = self._train_seconds()
-        steps_run = max(trainer.global_step - self.train_start_step, 1)
+        train_seconds = self._train_seconds()  # this session's: the throughput is measured on it
+        total_train = self.before["train_s"] + train_seconds
         world = trainer.world_size
         first_step_at = self.first_step_at or time.time()
         metrics = {
@@ -144,11 +168,12 @@ class Recorder(pl.Callback):
             "steps": trainer.global_step,
             "tokens_per_sec": (pl_module.src_tokens_seen + pl_module.tgt_tokens_seen) * world / train_seconds,
             "tgt_tokens_per_sec": pl_module.tgt_tokens_seen * world / train_seconds,
-            "step_time_s": train_seconds / steps_run,
-            "wall_time_s": time.time() - self.started_at,
-            "train_time_s": train_seconds,
-            "val_time_s": self.val_seconds,
+            "step_time_s": total_train / max(trainer.global_step, 1),
+            "wall_time_s": self.before["wall_s"] + time.time() - self.started_at,
+            "train_time_s": total_train,
+            "val_time_s": self.before["val_s"] + self.val_seconds,
             "overhead_s": first_step_at - self.started_at,
+            "resumed_at_steps": self.resumes,
             "device": device_name(trainer),
             "precision": str(trainer.precision),
             "bleu_signature": val.get("bleu_signature"),
@@ -185,8 +210,8 @@ def _fmt_eta(seconds: float) -> str:
 
 def quiet_libraries() -> None:
     """Keep trial logs to our progress lines: Lightning's banners and tips ("GPU available", "Tip: ..."), a
-    deprecation warning from Lightning's pytree helper, and W&B's notice about the unused `anonymous` setting
-    that Lightning passes. Real warnings and errors still show."""
+    deprecation warning from Lightning's pytree helper, its warning about resuming mid-epoch, and W&B's notice
+    about the unused `anonymous` setting that Lightning passes. Real warnings and errors still show."""
     import logging
     import warnings
 
@@ -194,6 +219,8 @@ def quiet_libraries() -> None:
     logging.getLogger("lightning_fabric.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+    # The batch sampler resumes mid-epoch itself (checkpoints.ResumeState), which Lightning cannot see.
+    warnings.filterwarnings("ignore", message=r".*your dataloader is not resumable.*")
     os.environ.setdefault("WANDB_SILENT", "true")
 
 
@@ -221,9 +248,12 @@ def train(
     wandb_id: str | None = None,
     resume: bool = True,
     extra_config: dict[str, Any] | None = None,
+    prune: bool = True,
 ) -> TrainResult | None:
     """Train one configuration to max_steps and return its dev metrics. Resumes from out_dir/checkpoints/last.ckpt
-    when one exists (an interrupted trial continues where it stopped)."""
+    when one exists (an interrupted trial continues exactly where it stopped: see ablations.checkpoints). With
+    `prune`, the finished run's checkpoints are then cut to `train.keep_checkpoints` (a sweep prunes itself, once
+    the trial's record is written)."""
     started_at = started_at or time.time()
     quiet_libraries()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -250,7 +280,10 @@ def train(
     last = out_dir / "checkpoints" / "last.ckpt"
     if not resume:
         last.unlink(missing_ok=True)
-    _fit(trainer, module, datamodule, last, recorder)
+    with interrupt.graceful():
+        _fit(trainer, module, datamodule, last, recorder)
+    if prune and trainer.is_global_zero:
+        checkpoints.prune(last.parent, run.train.keep_checkpoints)
     if recorder.result is not None:  # rank 0 ran in this process
         return recorder.result
     if not result_path.exists():  # a relaunched DDP rank (not rank 0): nothing to report
@@ -261,14 +294,12 @@ def train(
 
 def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, callbacks: list[pl.Callback]) -> pl.Trainer:
     """The Lightning Trainer of one run: step-based, validating every train.val_every updates, checkpointing there."""
-    checkpoint = pl.callbacks.ModelCheckpoint(
-        dirpath=out_dir / "checkpoints",
-        filename="step{step}",
-        save_top_k=0,
-        save_last=True,
-        every_n_train_steps=run.train.val_every,
-    )
-    cbs: list[pl.Callback] = [FinalValidation(), recorder, checkpoint, *callbacks]
+    # ResumeState writes last.ckpt after every validation (atomically: AtomicCheckpointIO), after the Recorder.
+    directory = out_dir / "checkpoints"
+    cbs: list[pl.Callback] = [FinalValidation(), recorder, checkpoints.ResumeState(directory / "last.ckpt")]
+    if run.train.keep_checkpoints == "best":
+        cbs.append(checkpoints.best_checkpoint(directory))
+    cbs += callbacks
     if run.train.average_last > 1:
         cbs.append(CheckpointAveraging(run.train.average_last))
     accum = accumulation(run, _world_size(run))
@@ -289,8 +320,10 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
         use_distributed_sampler=False,  # the token-budget batch sampler shards by rank itself
         enable_progress_bar=False,  # Recorder prints one line with steps, loss, tokens/s and ETA
         enable_model_summary=False,
+        enable_checkpointing=run.train.keep_checkpoints == "best",  # else no ModelCheckpoint: ResumeState saves
         logger=logger,
         callbacks=cbs,
+        plugins=[checkpoints.AtomicCheckpointIO()],
         default_root_dir=str(out_dir),
     )
 
@@ -298,14 +331,15 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
 def _fit(trainer: pl.Trainer, module, datamodule, last: Path, recorder: Recorder) -> None:
     """Fit from the last checkpoint if there is one; a run whose training finished but whose final validation did
     not (the process died) only validates the saved weights."""
-    if last.exists() and _checkpoint_step(last) >= trainer.max_steps:
-        module = TranslationModule.load_from_checkpoint(last, map_location="cpu")
+    resumable = checkpoints.usable(last) if trainer.is_global_zero else last.exists()
+    if resumable and checkpoints.checkpoint_step(last) >= trainer.max_steps:
+        module = TranslationModule.load_from_checkpoint(last, map_location="cpu", weights_only=True)
         module.bleu_limit = None
         trainer.validate(module, datamodule=datamodule, ckpt_path=None, verbose=False)
         recorder.on_fit_end(trainer, module)
         return
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if resumable else None, weights_only=True)
     except BaseException:
         _finish_wandb(exit_code=1)  # else the next trial in this process would log into this run
         raise
@@ -315,10 +349,6 @@ def _finish_wandb(exit_code: int) -> None:
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
         wandb.run.finish(exit_code=exit_code)
-
-
-def _checkpoint_step(path: Path) -> int:
-    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step", 0))
 
 
 def _disabled(experiment: Any) -> bool:

@@ -71,6 +71,7 @@ class TokenBudgetBatchSampler:
         self.src_len, self.tgt_len = np.asarray(src_len) + 1, np.asarray(tgt_len) + 1  # + eos / + bos-or-eos
         self.tokens_per_batch, self.seed, self.rank, self.world_size = tokens_per_batch, seed, rank, world_size
         self.epoch = 0
+        self._skip = 0
         self._cache: tuple[int, list[np.ndarray]] | None = None
 
     @property
@@ -81,6 +82,12 @@ class TokenBudgetBatchSampler:
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    def resume(self, epoch: int, batches_done: int) -> None:
+        """Continue an interrupted run: the next iteration is epoch `epoch` without its first `batches_done` batches
+        (this rank's), the batches the run had trained on. Lightning restarts a loader's epoch from its first batch;
+        without this a resumed run would see those batches twice and others never. `len` stays the epoch's."""
+        self.epoch, self._skip = epoch, batches_done
 
     def _all_batches(self) -> list[np.ndarray]:
         if self._cache is None or self._cache[0] != self.epoch:
@@ -93,7 +100,8 @@ class TokenBudgetBatchSampler:
         return self._cache[1]
 
     def __iter__(self) -> Iterator[list[int]]:
-        for batch in self._all_batches()[self.rank :: self.world_size]:
+        skip, self._skip = self._skip, 0
+        for batch in self._all_batches()[self.rank :: self.world_size][skip:]:
             yield batch.tolist()
 
     def __len__(self) -> int:

@@ -72,6 +72,8 @@ class TranslationDataModule(pl.LightningDataModule):
         super().__init__()
         self.cfg = cfg
         self._corpus: PreparedCorpus | None = None
+        self.resume_at: tuple[int, int] | None = None
+        """(epoch, batches already trained in it) of a run resuming mid-epoch; the next train loader starts there."""
 
     def prepare_data(self) -> None:
         """Build the caches (Lightning runs this on one process per node before `setup`)."""
@@ -118,6 +120,9 @@ class TranslationDataModule(pl.LightningDataModule):
             split.src_len, split.tgt_len, self.cfg.tokens_per_batch, seed=self.cfg.seed, rank=rank,
             world_size=world_size,
         )  # fmt: skip
+        if self.resume_at is not None:  # set from a checkpoint by ablations.checkpoints.ResumeState
+            sampler.resume(*self.resume_at)
+            self.resume_at = None
         return self._loader("train", sampler)
 
     def val_dataloader(self) -> DataLoader:
@@ -141,4 +146,7 @@ class TranslationDataModule(pl.LightningDataModule):
             collate_fn=PadCollate(self.corpus, name),
             num_workers=self.cfg.num_workers,
             persistent_workers=self.cfg.num_workers > 0,
+            # Its own generator: a DataLoader otherwise draws its workers' base seed from the global RNG at every
+            # iteration (each validation), which would shift dropout after an exact resume (see ablations.checkpoints).
+            generator=torch.Generator().manual_seed(self.cfg.seed),
         )

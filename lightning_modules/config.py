@@ -154,7 +154,11 @@ class TrainConfig:
     seed: int = 0
     """Seed of the weights' initialisation and of dropout."""
     nan_check: bool = True
-    """Stop a run whose training loss becomes NaN or inf, and report it as diverged."""
+    """Stop a run whose training loss becomes NaN or inf, or blows up while staying finite (after warmup, a loss
+    above 3x its first value, or a dev perplexity above the vocabulary size, a uniform guess's), as diverged."""
+    keep_checkpoints: Literal["last", "best", "none"] = "last"
+    """Checkpoints kept once a run has finished: 'last' (the final weights), 'best' (the best dev BLEU's) or 'none'.
+    Until then last.ckpt is kept (and rewritten after every validation) so an interrupted run resumes."""
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "val_every", "beam_size"):

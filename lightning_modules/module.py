@@ -62,6 +62,8 @@ class TranslationModule(pl.LightningModule):
         self._tokens_seen = torch.zeros(2, dtype=torch.long)
         self.last_validation: dict[str, Any] = {}
         self._val: dict[str, Any] = {}
+        self.first_loss: float | None = None
+        """The first training step's loss: the yardstick of the blow-up check (kept in checkpoints)."""
 
     # ----------------------------------------------------------------------------------------------- training
     def configure_model(self) -> None:
@@ -95,8 +97,8 @@ class TranslationModule(pl.LightningModule):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         out = self._shared_step(batch, "train")
         loss, ntok = out["loss"], out["ntok"]
-        if self.train_config.nan_check and not torch.isfinite(loss):
-            raise TrainingDiverged(f"training loss became {loss.item()} at step {self.global_step}")
+        if self.train_config.nan_check:
+            self._check_loss(loss)
         if self._tokens_seen.device != loss.device:
             self._tokens_seen = self._tokens_seen.to(loss.device)
         self._tokens_seen[0] += (batch["src"] != self.model_config.pad_id).sum()
@@ -104,6 +106,27 @@ class TranslationModule(pl.LightningModule):
         self.log("train/ppl", torch.exp(out["nll_sum"].sum() / ntok.sum().clamp(min=1)), batch_size=ntok.numel())
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0], batch_size=ntok.numel())
         return loss
+
+    def _check_loss(self, loss: Tensor) -> None:
+        """NaN or inf, or, once warmup is over, a finite blow-up: a loss above 3x the first step's (which is about
+        log V, a uniform guess's) is a run that diverged, not one that is learning slowly. The comparison reads the
+        loss from the device, one sync per step, as the NaN check always did."""
+        value = float(loss)
+        if not math.isfinite(value):
+            raise TrainingDiverged(f"training loss became {value} at step {self.global_step}")
+        if self.first_loss is None:
+            self.first_loss = value
+        elif self.global_step > self.train_config.warmup_steps and value > 3 * self.first_loss:
+            raise TrainingDiverged(
+                f"training loss {value:.4g} at step {self.global_step} is above 3x its first value "
+                f"{self.first_loss:.4g}"
+            )
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["first_loss"] = self.first_loss
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.first_loss = checkpoint.get("first_loss")
 
     @property
     def src_tokens_seen(self) -> int:
@@ -180,9 +203,25 @@ class TranslationModule(pl.LightningModule):
         if gathered["hyps"]:
             result.update(self._bleu(gathered["hyps"]))
         self.last_validation = result
+        self._check_perplexity(result["ppl"])
         for key in ("loss", "nll", "ppl", "bleu"):
             if key in result:
                 self.log(f"val/{key}", float(result[key]), sync_dist=False, rank_zero_only=False)
+
+    def _check_perplexity(self, ppl: float) -> None:
+        """A dev perplexity above the vocabulary size after warmup is worse than guessing every token uniformly: the
+        run diverged even if its loss stayed finite (lr_factor 1000 reached a dev PPL of 5e21 as a 'complete' row)."""
+        fitting = self._trainer is not None and self.trainer.training is False and self.trainer.state.fn == "fit"
+        if (
+            self.train_config.nan_check
+            and fitting
+            and self.global_step > self.train_config.warmup_steps
+            and ppl > self.model_config.vocab_size
+        ):
+            raise TrainingDiverged(
+                f"dev perplexity {ppl:.4g} at step {self.global_step} is above the vocabulary size "
+                f"{self.model_config.vocab_size} (a uniform guess)"
+            )
 
     def _bleu(self, hyps: dict[int, str]) -> dict[str, Any]:
         """Corpus BLEU of the decoded sentences against the raw references, with sacrebleu's signature."""

@@ -260,7 +260,9 @@ def _paper_numbers(rows: list[ReportRow]) -> dict[str, dict[str, float | None]]:
 def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: list[Claim] | None = None) -> ReportTable:
     """Table 3 for a results directory: configs against the base, metrics over seeds, paper, significance, and a
     verdict for each claim (`claims`, else those study.json carries)."""
-    paper = load_paper_table()
+    # By row name only for the built-in study's results written before study.json carried the numbers: a user's
+    # own study with a row called 'base' is not the paper's base.
+    paper = load_paper_table() if results.meta.get("study") == "table3" else {}
     base_spec = results.base
     base_records = results.records(base_spec.name) if base_spec else []
     base_config = _config_of(base_spec, base_records) if base_spec else {}

@@ -95,7 +95,7 @@ def _report(plan) -> None:
     from reports.build import build_report
 
     try:
-        written = build_report(plan.out, wandb=True)
+        written = build_report(plan.out, wandb=True, storage=plan.storage)  # study.json's URL keeps no password
     except AblateError as err:
         print(f"report: {err}", file=sys.stderr)
         return

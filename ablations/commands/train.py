@@ -53,8 +53,13 @@ def _train(run: RunConfig, out: Path, *, name: str, group: str, as_json: bool, r
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(run.to_dict(), sort_keys=False), encoding="utf-8")
     from ablations.train import train
+    from lightning_modules.module import TrainingDiverged
 
-    result = train(run, out, name=name, group=group, started_at=started, resume=resume)
+    try:
+        result = train(run, out, name=name, group=group, started_at=started, resume=resume)
+    except TrainingDiverged as err:
+        print(f"{name}: diverged: {err}", file=sys.stderr)
+        return 1
     if result is None:
         return 0
     m = result.metrics

@@ -181,3 +181,46 @@ def _journal(out: Path):
     from optuna.storages.journal import JournalFileBackend
 
     return optuna.storages.JournalStorage(JournalFileBackend(str(out / "optuna.journal")))
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_two_worker_postgresql_sweep_writes_its_password_nowhere(sweeps, tmp_path):
+    """A real sweep on a PostgreSQL role whose password is planted (.ci/run creates it): the password given on the
+    command line, as the README shows, reaches no file under OUT (records, study.json, checkpoints, W&B runs, worker
+    logs, the journal of nothing), no report format and no line the commands print."""
+    url = os.environ.get("ABLATE_TEST_POSTGRES_SECRET_URL")
+    if not url:
+        pytest.skip("ABLATE_TEST_POSTGRES_SECRET_URL is not set (.ci/run creates a role with a planted password)")
+    secret = url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    assert len(secret) >= 12  # long enough that it cannot turn up in a file by chance
+    out, name = tmp_path / "out", f"secret-{uuid.uuid4().hex[:8]}"
+    try:
+        swept = sweeps.run("sweep_split.yaml", out, "--workers", "2", "--storage", url, "--name", name)
+        assert swept.returncode == 0, swept.stderr[-3000:]
+        report = sweeps_cli(sweeps, "report", str(out), "--storage", url, "--no_plots")
+        status = sweeps_cli(sweeps, "status", str(out), env={ENV_VAR: url})
+        assert report.returncode == 0 and status.returncode == 0, report.stderr + status.stderr
+        assert "s1" in status.stdout and "complete" in status.stdout
+        printed = swept.stdout + swept.stderr + report.stdout + report.stderr + status.stdout + status.stderr
+        assert secret not in printed
+        assert list((out / "logs").glob("worker-*.log")) and list((out / "trials").rglob("*.wandb"))
+        assert files_holding(secret, out) == []
+        assert json.loads((out / "study.json").read_text())["storage"] == redact(url.replace("://", "+psycopg2://"))
+    finally:
+        import optuna
+
+        from ablations.storage import with_driver
+
+        optuna.delete_study(study_name=name, storage=with_driver(url))
+
+
+def sweeps_cli(sweeps, *args: str, env: dict[str, str] | None = None):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "ablations.cli", *args],
+        cwd=Path(__file__).resolve().parents[2], env={**sweeps.env, **(env or {})}, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip

@@ -128,14 +128,15 @@ def test_a_worker_killed_mid_trial_then_a_rerun_finishes_every_row_exactly_once(
     assert killed.number == dead.number and killed.state == TrialState.FAIL
     assert killed.user_attrs["reason"].startswith("worker died"), killed.user_attrs["reason"]
     assert retry.state == TrialState.COMPLETE and retry.user_attrs["retry_of"] == killed.number
-    # The retry resumed from the checkpoint: its curve starts after the checkpoint's step, and it ends at max_steps.
+    # The retry resumed from the checkpoint (the record says where), and its record holds the whole curve.
     records = sweeps.records(out)
     assert set(records) == {"short__seed0", "long__seed0"}
     record = records["long__seed0"]
     assert record["state"] == "complete" and record["optuna"]["trial_number"] == retry.number
     assert record["metrics"]["steps"] == LONG_STEPS
-    assert record["curves"]["train"][0]["step"] > killed_at, record["curves"]["train"][:3]
-    assert record["curves"]["val"][-1]["step"] == LONG_STEPS
+    assert record["metrics"]["resumed_at_steps"] == [killed_at], record["metrics"]
+    assert record["curves"]["train"][0]["step"] == 2, record["curves"]["train"][:3]
+    assert [p["step"] for p in record["curves"]["val"]] == list(range(10, LONG_STEPS + 1, 10))
     assert record["wandb"]["run_id"] == wandb_id  # the same W&B run continues
 
 

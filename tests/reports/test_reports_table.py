@@ -148,7 +148,18 @@ def test_paper_numbers_declared_in_study_json_win(tmp_path):
     (out / "study.json").write_text(json.dumps(meta))
     table = build_table(load_results(out), n_samples=100)
     assert (table.row("mine").paper.ppl, table.row("mine").paper.bleu) == (5.5, 24.0)
-    assert table.row("base").paper.bleu == 25.8  # by name from the paper's table
+    # A user's study: its row called 'base' is not the paper's base, so no Table 3 numbers are borrowed by name.
+    assert table.row("base").paper is None
+
+
+def test_old_table3_results_without_paper_numbers_get_them_by_row_name(tmp_path):
+    out = make_study(tmp_path / "s", rows=TABLE3_ROWS[:2], seeds=(0,), storage=None)
+    meta = json.loads((out / "study.json").read_text())
+    for row in meta["rows"]:
+        row.pop("paper", None)  # study.json as sweeps wrote it before it carried the numbers
+    (out / "study.json").write_text(json.dumps(meta))
+    table = build_table(load_results(out), n_samples=100)
+    assert table.row("base").paper.bleu == 25.8
 
 
 def test_a_live_retry_speaks_for_its_row_over_a_failed_trial(tmp_path):

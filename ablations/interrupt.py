@@ -1,0 +1,138 @@
+"""Ctrl-C and a full disk: a long sweep stops with one line that says what was saved and what to do next.
+
+Ctrl-C. Lightning turns a KeyboardInterrupt inside `fit` into `sys.exit(1)` after its own teardown: no checkpoint
+of the running step and no word to the user. So while a run trains (`graceful`), SIGINT only raises a flag; the
+training callback `checkpoints.ResumeState` sees it at the end of the step, saves the run's last checkpoint and
+raises `Interrupted`. That is a BaseException, like KeyboardInterrupt, so it passes the sweep's `except Exception`
+(the trial is not recorded as failed) up to the command line, which prints the resume line and exits 130. A second
+Ctrl-C stops at once (the last periodic checkpoint is then where the run resumes). Outside training, Ctrl-C raises
+KeyboardInterrupt as usual.
+
+Disk errors. A full disk (ENOSPC, EDQUOT, a file-size limit EFBIG) or an unwritable directory (EACCES, EROFS) is not
+a property of the trial: failing the trial and moving to the next would fail every remaining row the same way.
+`disk_error` finds such an OSError in an exception's chain (torch.save wraps it in a RuntimeError) and turns it
+into an `AblateError` that names the path and what to free; the sweep stops there, exit 2.
+
+No torch or Lightning import here: the command line imports this module to print its messages.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from data.errors import AblateError
+
+_requested = threading.Event()
+
+DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+NOT_WRITABLE = {errno.EACCES, errno.EROFS, errno.EPERM}
+
+
+class Interrupted(BaseException):
+    """Training stopped on Ctrl-C after saving `checkpoint` at `step` (None: no run was training). `saved` says
+    what is safe, in the words of the command that knows (a sweep counts its finished trials)."""
+
+    def __init__(self, step: int | None = None, checkpoint: Path | None = None, saved: str | None = None) -> None:
+        super().__init__(f"interrupted at step {step}" if step is not None else "interrupted")
+        self.step, self.checkpoint, self.saved = step, checkpoint, saved
+
+    def describe(self, command: str, argv: list[str]) -> str:
+        """The one line the command line prints: what was saved, and the command that resumes."""
+        if self.saved:
+            saved = self.saved
+        elif self.step is not None:
+            saved = f"step {self.step} saved in {self.checkpoint}"
+        else:
+            saved = "no run was training; finished results are kept"
+        resume = ["ablate", command, *argv]
+        if command == "train" and "--resume" not in argv:
+            resume.append("--resume")
+        return f"interrupted: {saved}. Resume with: {shlex.join(resume)}"
+
+
+def requested() -> bool:
+    """Whether Ctrl-C was pressed while a run trained (and the run has not stopped for it yet)."""
+    return _requested.is_set()
+
+
+def _handler(on_second: Callable[[], None] | None):
+    def handle(signum, frame) -> None:
+        if _requested.is_set():
+            print("\nCtrl-C again: stopping at once; runs resume from their last saved checkpoint", file=sys.stderr)
+            sys.stderr.flush()
+            if on_second is not None:
+                on_second()
+            os._exit(130)
+        _requested.set()
+        print(
+            "\nCtrl-C: saving a checkpoint at the end of the running step, then stopping (again: stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return handle
+
+
+@contextmanager
+def graceful(on_second: Callable[[], None] | None = None) -> Iterator[None]:
+    """While inside: the first SIGINT asks the training to stop at its next step with a checkpoint (`requested`),
+    the second calls `on_second` (a sweep passes it on to its workers) and exits at once. Signal handlers can only be
+    set from the main thread; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _handler(on_second))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# ---------------------------------------------------------------------------------------------------- disk errors
+def disk_error(err: BaseException) -> AblateError | None:
+    """A one-line AblateError for a full disk or an unwritable path somewhere in `err`'s chain, else None."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in DISK_FULL | NOT_WRITABLE:
+            return AblateError(_describe(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _describe(err: OSError) -> str:
+    path = Path(err.filename) if err.filename else None
+    where = str(path) if path else "a file"
+    if err.errno in NOT_WRITABLE:
+        return (
+            f"cannot write {where}: {os.strerror(err.errno)}; make its directory writable or choose another "
+            "output directory, then rerun the same command (finished rows are kept)"
+        )
+    if err.errno == errno.EFBIG:
+        return (
+            f"cannot write {where}: the file-size limit was reached (ulimit -f); raise it, then rerun the same command "
+            "(finished rows are kept; the running trial resumes from its last checkpoint)"
+        )
+    return (
+        f"no space left writing {where}{_free(path)}; free space there, then rerun the same command "
+        "(finished rows are kept; the running trial resumes from its last checkpoint)"
+    )
+
+
+def _free(path: Path | None) -> str:
+    for candidate in (path, *(path.parents if path else ())):
+        if candidate is not None and candidate.exists():
+            return f" ({shutil.disk_usage(candidate).free / 2**20:,.0f} MiB free on its filesystem)"
+    return ""
+
+
+__all__ = ["Interrupted", "requested", "graceful", "disk_error"]

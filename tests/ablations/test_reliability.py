@@ -1,0 +1,220 @@
+"""What a long sweep meets after a crash, with real processes and real files: a file-size limit that fails a
+checkpoint mid-save, Ctrl-C (to one process and to a sweep with two workers), an interrupted run resumed exactly,
+a torn checkpoint, a finite blow-up, an unwritable output directory.
+
+A file-size limit (RLIMIT_FSIZE, inherited by every process the sweep starts) stands in for a full disk: the write
+fails with EFBIG at the same place ENOSPC would, and needs no root or mount on the CI machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+STUDY, NAME = "sweep_interrupt.yaml", "sweep-interrupt-smoke"
+STEPS = 400
+FILE_LIMIT = 100_000
+"""Bytes: above every record, journal and W&B file of the study, below one checkpoint (about 175 KB)."""
+
+
+def _wait_for(condition, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def _complete_by_key(sweeps, out: Path) -> dict[str, int]:
+    from optuna.trial import TrialState
+
+    counts: dict[str, int] = {}
+    for trial in sweeps.trials(out, NAME):
+        if trial.state == TrialState.COMPLETE:
+            key = f"{trial.user_attrs['row']}__seed{trial.user_attrs['seed']}"
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _limit_file_size() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG instead of a kill
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+
+
+def _one_line_error(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if "error:" in line]
+    assert len(lines) == 1, stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_a_full_disk_mid_save_stops_the_sweep_in_one_line_and_the_rerun_finishes_every_row_once(sweeps, tmp_path):
+    out = tmp_path / "out"
+    first = sweeps.run(STUDY, out, "--train.max_steps", "40")  # seed 0 of both rows, finished before the disk fills
+    assert first.returncode == 0, first.stderr[-3000:]
+    finished = {p.name: p.stat().st_mtime_ns for p in (out / "records").glob("*.json")}
+    assert sorted(finished) == ["long__seed0.json", "wide__seed0.json"]
+
+    full = subprocess.run(
+        sweeps.command(STUDY, out, "--train.max_steps", "40", "--seeds", "2"),
+        cwd=Path(__file__).resolve().parents[2], env=sweeps.env, capture_output=True, text=True, timeout=300,
+        preexec_fn=_limit_file_size,
+    )  # fmt: skip
+
+    assert full.returncode == 2, full.stderr[-3000:]
+    line = _one_line_error(full.stderr)
+    assert "last.ckpt" in line and "file-size limit" in line and "rerun the same command" in line, line
+    # Finished rows untouched, no record of the stopped one, no temp file or torn checkpoint left behind.
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "records").glob("*.json")} == finished
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob("*.corrupt"))
+
+    rerun = sweeps.run(STUDY, out, "--train.max_steps", "40", "--seeds", "2")
+
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert _complete_by_key(sweeps, out) == {f"{row}__seed{s}": 1 for row in ("long", "wide") for s in (0, 1)}
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "records").glob("*__seed0.json")} == finished
+    stopped = [t for t in sweeps.trials(out, NAME) if str(t.user_attrs.get("reason", "")).startswith("stopped:")]
+    assert len(stopped) == 1 and stopped[0].user_attrs["retried"], [t.user_attrs for t in sweeps.trials(out, NAME)]
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_two_worker_sweep_saves_the_running_trials_prints_the_resume_line_and_exits_130(sweeps, tmp_path):
+    out, log = tmp_path / "out", tmp_path / "sweep.log"
+    proc = sweeps.start(STUDY, out, "--workers", "2", log=log)
+    checkpoints = [out / "trials" / f"{row}__seed0" / "checkpoints" / "last.ckpt" for row in ("long", "wide")]
+    assert _wait_for(lambda: all(c.exists() for c in checkpoints) or proc.poll() is not None, 240), log.read_text()
+    os.kill(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the sweep (its workers are in sessions)
+    proc.wait(timeout=120)
+
+    text = log.read_text(encoding="utf-8")
+    assert proc.returncode == 130, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    (line,) = [line for line in text.splitlines() if line.startswith("ablate sweep: interrupted:")]
+    assert "0 of 2 trials finished" in line and "2 unfinished trial(s) resume from their checkpoints" in line, line
+    assert f"Resume with: ablate sweep {sweeps.study(STUDY)}" in line, line
+    stopped_at = {c.parent.parent.name: _step(c) for c in checkpoints}
+    assert all(0 < step < STEPS for step in stopped_at.values()), stopped_at
+
+    rerun = sweeps.run(STUDY, out, "--workers", "2")
+
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert _complete_by_key(sweeps, out) == {"long__seed0": 1, "wide__seed0": 1}
+    for key, step in stopped_at.items():
+        record = sweeps.records(out)[key]
+        # The whole run is in the record: the curve from its first point, the restart noted, the times of both parts.
+        assert record["metrics"]["resumed_at_steps"] == [step], record["metrics"]
+        assert record["curves"]["train"][0]["step"] == 4 and record["curves"]["train"][-1]["step"] == STEPS
+        assert record["metrics"]["wall_time_s"] > record["metrics"]["train_time_s"] > 0
+    # The smoke preset keeps no checkpoint of a finished trial.
+    assert not [p for p in (out / "trials").rglob("*.ckpt")]
+
+
+def _step(path: Path) -> int:
+    import torch
+
+    return int(torch.load(path, map_location="cpu", weights_only=False)["global_step"])
+
+
+def _train(sweeps, out: Path, *args: str, **popen) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "ablations.cli", "train", "--study", str(sweeps.study(STUDY)), "--row", "long",
+           "--preset", "smoke", "--out", str(out), "--train.keep_checkpoints", "last", *args]  # fmt: skip
+    return subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], env=sweeps.env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_an_interrupted_and_resumed_run_ends_equal_to_an_uninterrupted_one(sweeps, tmp_path):
+    whole = _train(sweeps, tmp_path / "whole")
+    assert whole.wait(timeout=300) == 0, whole.stderr.read()[-3000:]
+    part = tmp_path / "part"
+    stopped = _train(sweeps, part)
+    checkpoint = part / "checkpoints" / "last.ckpt"
+    assert _wait_for(lambda: checkpoint.exists() or stopped.poll() is not None, 240)
+    stopped.send_signal(signal.SIGINT)
+    _, err = stopped.communicate(timeout=120)
+    assert stopped.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and f"saved in {checkpoint}" in err and "--resume" in err, err[-3000:]
+    step = _step(checkpoint)
+    assert 0 < step < STEPS
+    resumed = _train(sweeps, part, "--resume")
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()[-3000:]
+
+    a = json.loads((tmp_path / "whole" / "result.json").read_text(encoding="utf-8"))
+    b = json.loads((part / "result.json").read_text(encoding="utf-8"))
+    # Same batches in the same order, same dropout masks, same schedule: on one CPU thread the arithmetic is the same
+    # operations in the same order, so the numbers agree to the last bit. The tolerance only absorbs a float printed
+    # and parsed back; one batch out of place or one different dropout mask moves the loss by more than 1e-3.
+    assert b["metrics"]["resumed_at_steps"] == [step] and a["metrics"]["resumed_at_steps"] == []
+    assert [p["step"] for p in b["curves"]["train"]] == [p["step"] for p in a["curves"]["train"]]
+    for x, y in zip(a["curves"]["train"], b["curves"]["train"], strict=True):
+        assert y["loss"] == pytest.approx(x["loss"], rel=1e-9, abs=1e-12), (x, y)
+    assert [p["step"] for p in b["curves"]["val"]] == [p["step"] for p in a["curves"]["val"]]
+    for key in ("ppl", "bleu", "loss"):
+        assert b["metrics"][key] == pytest.approx(a["metrics"][key], rel=1e-9), key
+    assert b["hypotheses"] == a["hypotheses"]
+
+
+def test_a_torn_checkpoint_is_set_aside_and_the_run_starts_over(tmp_path, capsys):
+    import torch
+
+    from ablations.checkpoints import AtomicCheckpointIO, usable
+
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    AtomicCheckpointIO().save_checkpoint({"state_dict": {"w": torch.ones(1000)}, "global_step": 7}, path)
+    assert usable(path)
+    with open(path, "r+b") as fh:  # what a crash mid-write used to leave
+        fh.truncate(path.stat().st_size // 2)
+
+    assert not usable(path)
+
+    assert not path.exists() and (tmp_path / "checkpoints" / "last.ckpt.corrupt").exists()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"warning: checkpoint {path} cannot be read") and "starts over" in line
+
+
+def test_a_checkpoint_write_that_fails_midway_leaves_the_previous_one_whole(tmp_path):
+    import torch
+
+    from ablations.checkpoints import AtomicCheckpointIO, checkpoint_step
+
+    path = tmp_path / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"state_dict": {"w": torch.ones(10)}, "global_step": 1}, path)
+    with pytest.raises(Exception):  # noqa: B017 - whichever error pickling a lambda raises
+        io.save_checkpoint({"state_dict": {"w": torch.ones(10)}, "global_step": 2, "bad": lambda: None}, path)
+    assert checkpoint_step(path) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]  # and no temp file
+
+
+def test_a_finite_blow_up_fails_the_trial_as_diverged(sweeps, tmp_path):
+    out = tmp_path / "out"
+    run = sweeps.run(STUDY, out, "--train.lr_factor", "1000", "--train.max_steps", "60")
+    assert run.returncode == 0, run.stderr[-3000:]  # a failed trial never stops the sweep
+    for key, record in sweeps.records(out).items():
+        assert record["state"] == "failed", (key, record.get("metrics"))
+        assert record["reason"].startswith("diverged:"), record["reason"]
+        assert "3x its first value" in record["reason"] or "above the vocabulary size" in record["reason"]
+
+
+def test_an_unwritable_output_directory_is_one_line_and_exit_2(sweeps, tmp_path):
+    if os.geteuid() == 0:  # root writes through permission bits: /sys refuses everyone
+        out = Path("/sys/ablate-test-out")
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o555)
+        out = locked / "out"
+    run = sweeps.run(STUDY, out)
+    assert run.returncode == 2, run.stderr[-3000:]
+    line = _one_line_error(run.stderr)
+    assert f"cannot write {out}" in line and "writable" in line, line
