@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= dev,postgres,dashboard
+EXTRAS ?= dev,postgres,dashboard,slurm
 STAMP := $(VENV)/.installed
 
 .PHONY: study test setup lint bench clean

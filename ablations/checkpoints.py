@@ -105,7 +105,9 @@ class ResumeState(pl.Callback):
         self.batches += 1
         if trainer.global_step == self._step_before:  # inside a gradient accumulation: not a step boundary
             return
-        if trainer.strategy.reduce_boolean_decision(interrupt.requested(), all=False):  # any rank's Ctrl-C
+        # Any rank's Ctrl-C, SLURM warning or SIGTERM (scancel: Lightning only notes it on a single process).
+        stop = interrupt.requested() or bool(getattr(trainer, "received_sigterm", False))
+        if trainer.strategy.reduce_boolean_decision(stop, all=False):
             trainer.save_checkpoint(self.last, weights_only=False)
             raise interrupt.Interrupted(trainer.global_step, self.last)
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from data.errors import AblateError
 
 _requested = threading.Event()
+_why = ["Ctrl-C"]
 
 DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 NOT_WRITABLE = {errno.EACCES, errno.EROFS, errno.EPERM}
@@ -62,6 +63,27 @@ class Interrupted(BaseException):
 def requested() -> bool:
     """Whether Ctrl-C was pressed while a run trained (and the run has not stopped for it yet)."""
     return _requested.is_set()
+
+
+def request(why: str) -> None:
+    """Ask the running training to stop at its next step with a checkpoint, as a first Ctrl-C does, but never
+    counting as the second one (SLURM's warning signal may arrive more than once). Safe in a signal handler."""
+    if not _requested.is_set():
+        _why[0] = why
+        _requested.set()
+        print(f"\n{why}: saving a checkpoint at the end of the running step, then stopping", file=sys.stderr,
+              flush=True)  # fmt: skip
+
+
+def reason() -> str:
+    """What asked the stop: 'Ctrl-C', or the reason given to `request`."""
+    return _why[0]
+
+
+def on_signal(signum: int, why: str) -> None:
+    """From now on, signal `signum` asks for a stop like `request` (SIGUSR2: SLURM's warning before preemption or
+    the time limit; Python would otherwise die of it). Main thread only."""
+    signal.signal(signum, lambda *_: request(why))
 
 
 def _handler(on_second: Callable[[], None] | None):

@@ -22,6 +22,8 @@ class RowStatus:
     wall_s: float | None = None
     reason: str | None = None
     host: str | None = None
+    job: str | None = None
+    """The SLURM job that ran (or runs) the trial, with its state when known: '123_0 RUNNING'."""
 
 
 def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
@@ -55,6 +57,7 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
                 wall_s=wall,
                 reason=attrs.get("reason") if state == "failed" else None,
                 host=attrs.get("host"),
+                job=attrs.get("slurm_job"),
             )
         )
     return out
@@ -91,7 +94,18 @@ def render(rows: list[RowStatus], workers: int, title: str):
     from rich.table import Table
 
     table = Table(title=f"{title}: {summary_line(rows, workers)}", title_justify="left")
-    for col in ("row", "seed", "state", "step", "dev BLEU", "dev PPL", "time", "note"):
+    jobs = any(r.job for r in rows)
+    for col in (
+        "row",
+        "seed",
+        "state",
+        "step",
+        "dev BLEU",
+        "dev PPL",
+        "time",
+        *(["SLURM job"] if jobs else []),
+        "note",
+    ):
         table.add_column(col, justify="right" if col in ("seed", "step", "dev BLEU", "dev PPL", "time") else "left")
     style = {"complete": "green", "running": "yellow", "pending": "dim", "failed": "red"}
     for r in rows:
@@ -108,6 +122,7 @@ def render(rows: list[RowStatus], workers: int, title: str):
             f"{r.bleu:.2f}" if r.bleu is not None else "",
             f"{r.ppl:.2f}" if r.ppl is not None else "",
             _fmt(r.wall_s) if r.wall_s else "",
+            *([r.job or ""] if jobs else []),
             (r.reason or "")[:60] if r.state == "failed" else (r.host or "" if r.state == "running" else ""),
         )
     return table

@@ -20,9 +20,9 @@ from ablations.sweep import Plan, TrialSpec, enqueue, sync_records, work
 from data.errors import AblateError
 
 
-def coordinate(plan: Plan, workers: int | None, argv: list[str]) -> None:
-    """Prepare data once, queue the rows, run the workers, show progress and the final table. (The report is the
-    command's: reports build on ablations, not the other way round.)"""
+def start(plan: Plan) -> tuple[Queue, int]:
+    """Prepare data once and queue the rows that have no live trial: what every launcher does first. Returns the
+    queue and how many trials were newly queued."""
     created = not plan.out.exists()
     plan.out.mkdir(parents=True, exist_ok=True)
     try:
@@ -35,6 +35,13 @@ def coordinate(plan: Plan, workers: int | None, argv: list[str]) -> None:
     recover_dead(queue)
     queued = enqueue(plan, queue)
     sync_records(plan, queue)
+    return queue, queued
+
+
+def coordinate(plan: Plan, workers: int | None, argv: list[str]) -> None:
+    """Prepare data once, queue the rows, run the workers, show progress and the final table. (The report is the
+    command's: reports build on ablations, not the other way round.)"""
+    queue, queued = start(plan)
     keys = [(row.name, seed) for row, seed in plan.keys()]
     workers = workers or default_workers(plan)
     storage = redact(plan.storage)
@@ -80,10 +87,47 @@ def saved_summary(plan: Plan, keys: list[tuple[str, int]]) -> str:
 
 
 def work_here(plan: Plan) -> int:
-    """A worker process started by `run_workers`: share the cores, claim and run trials until none are left."""
+    """A worker process (started by `run_workers`, or a SLURM job's task): share the cores, claim and run trials
+    until none are left. In a SLURM job of several tasks, task 0 claims the trials and the others follow it as the
+    DDP ranks of each trial (`follow`)."""
     set_threads(int(os.environ.get("ABLATE_WORKERS", "1")))
-    work(plan)
+    if os.environ.get("SLURM_JOB_ID"):  # SLURM warns with USR2 before preemption or the time limit (slurm.py)
+        interrupt.on_signal(signal.SIGUSR2, "SLURM's warning signal (preemption or time limit)")
+    tasks, rank = int(os.environ.get("SLURM_NTASKS", "1")), int(os.environ.get("SLURM_PROCID", "0"))
+    if tasks > 1 and rank > 0:
+        return follow(plan)
+    try:
+        work(plan)
+    finally:
+        if tasks > 1:  # the followers stop when this appears
+            from ablations.ledger import write_text_atomic
+
+            write_text_atomic(_done_file(plan), str(time.time()))
     return 0
+
+
+def _done_file(plan: Plan) -> Path:
+    return plan.out / "slurm" / f"{os.environ.get('SLURM_JOB_ID', 'local')}.done"
+
+
+def follow(plan: Plan, poll_s: float = 0.5) -> int:
+    """A SLURM task other than 0: train, as a follower rank, each trial task 0 of this job starts (its
+    TRIAL_DIR/trial.json names the job), until task 0 says it is done."""
+    from ablations.config import build_run_config
+    from ablations.train import train
+
+    job, since, seen = os.environ.get("SLURM_JOB_ID", ""), time.time(), set()
+    while True:
+        spec = TrialSpec.find_for_job(plan.out, job, since, seen)
+        if spec is not None:
+            seen.add((spec.trial_dir, spec.started_at))
+            train(build_run_config(spec.run), Path(spec.trial_dir), name=spec.name, group=spec.group,
+                  wandb_id=spec.wandb_id)  # fmt: skip
+            continue
+        done = _done_file(plan)
+        if done.is_file() and done.stat().st_mtime >= since:
+            return 0
+        time.sleep(poll_s)
 
 
 def prepare_data(plan: Plan) -> None:
@@ -143,7 +187,7 @@ def run_workers(plan: Plan, queue: Queue, argv: list[str], n: int, keys, title: 
         env = {**os.environ, "ABLATE_WORKERS": str(n), "PYTHONUNBUFFERED": "1", ENV_VAR: plan.storage}
         if gpus > 1:
             env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
-        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *_without_storage(argv), "--worker"]
+        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *without_storage(argv), "--worker"]
         with open(logs / f"worker-{i}.log", "ab") as log:
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     print(f"  {n} workers started; their logs: {logs}/worker-*.log", file=sys.stderr)
@@ -167,7 +211,8 @@ def run_workers(plan: Plan, queue: Queue, argv: list[str], n: int, keys, title: 
     _outcome(procs, logs)
 
 
-def _without_storage(argv: list[str]) -> list[str]:
+def without_storage(argv: list[str]) -> list[str]:
+    """argv without --storage and its value: workers take the storage from the environment."""
     out, skip = [], False
     for arg in argv:
         if skip:

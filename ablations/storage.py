@@ -389,6 +389,9 @@ class Queue:
             try:
                 if self.storage.set_trial_state_values(trial_id, state=TrialState.RUNNING):
                     owner = {"host": socket.gethostname(), "pid": os.getpid(), "heartbeat": time.time()}
+                    job = _slurm_job()
+                    if job:  # `ablate status` shows the trial's SLURM job and its state
+                        owner["slurm_job"] = job
                     for key, value in owner.items():
                         self.storage.set_trial_user_attr(trial_id, key, value)
                     return self.storage.get_trial(trial_id)
@@ -428,6 +431,12 @@ def recover_dead(queue: Queue, grace_s: float = GRACE_S) -> list[int]:
         if key is not None:  # a sweep trial is queued again; a tuning trial is failed and the search goes on
             queue.enqueue(*key, group=attrs.get("group", key[0]), retry_of=trial.number)
     return failed
+
+
+def _slurm_job() -> str | None:
+    """This process's SLURM job ('<array job>_<task>' in an array), or None outside SLURM."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
 
 
 def _pid_alive(pid: int) -> bool:

@@ -120,6 +120,9 @@ class TrialSpec:
     wandb_id: str
     host: str
     pid: int
+    slurm_job: str | None = None
+    """The SLURM job whose other tasks are this trial's other ranks (a job of several tasks), else None."""
+    started_at: float = 0.0
 
     FILE = "trial.json"
 
@@ -133,7 +136,9 @@ class TrialSpec:
         if not id_file.exists():
             ledger.write_text_atomic(id_file, uuid.uuid4().hex[:12])
         wandb_id = id_file.read_text(encoding="utf-8").strip()
-        spec = cls(run.to_dict(), str(trial_dir), name, group, wandb_id, socket.gethostname(), os.getpid())
+        job = os.environ.get("SLURM_JOB_ID") if int(os.environ.get("SLURM_NTASKS", "1")) > 1 else None
+        spec = cls(run.to_dict(), str(trial_dir), name, group, wandb_id, socket.gethostname(), os.getpid(), job,
+                   time.time())  # fmt: skip
         ledger.write_json_atomic(trial_dir / cls.FILE, dataclasses.asdict(spec))
         return spec
 
@@ -143,6 +148,20 @@ class TrialSpec:
             return cls(**json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError):
             return None
+
+    @classmethod
+    def find_for_job(cls, out: Path, job: str, since: float, seen: set) -> TrialSpec | None:
+        """A trial that task 0 of SLURM job `job` started after `since` and that is not in `seen`."""
+        for path in sorted((out / "trials").glob(f"*/{cls.FILE}")):
+            spec = cls.read(path)
+            if (
+                spec
+                and spec.slurm_job == job
+                and spec.started_at >= since
+                and (spec.trial_dir, spec.started_at) not in seen
+            ):
+                return spec
+        return None
 
     @classmethod
     def find_for_parent(cls, out: Path) -> TrialSpec | None:
@@ -175,7 +194,10 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
             record["finished_at"] = _now()
             ledger.write_record(plan.out, record)
         except (interrupt.Interrupted, KeyboardInterrupt):
-            _retry_later(queue, trial, "interrupted (Ctrl-C): retried")
+            _retry_later(queue, trial, f"interrupted ({interrupt.reason()}): retried")
+            raise
+        except SystemExit:  # SIGTERM (scancel, a node going down): Lightning stops the step and exits
+            _retry_later(queue, trial, "stopped by SIGTERM: retried")
             raise
         except Exception as err:
             disk = interrupt.disk_error(err)

@@ -323,9 +323,17 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
         enable_checkpointing=run.train.keep_checkpoints == "best",  # else no ModelCheckpoint: ResumeState saves
         logger=logger,
         callbacks=cbs,
-        plugins=[checkpoints.AtomicCheckpointIO()],
+        plugins=[checkpoints.AtomicCheckpointIO(), *_cluster_plugins()],
         default_root_dir=str(out_dir),
     )
+
+
+def _cluster_plugins() -> list[Any]:
+    """Under SLURM, Lightning's SLURM environment without its own requeue: our jobs are requeued by submitit, on
+    the USR2 the launcher asks for (ablations.slurm), after the trial saved itself; two requeues would race."""
+    from lightning_fabric.plugins.environments import SLURMEnvironment
+
+    return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
 
 
 def _fit(trainer: pl.Trainer, module, datamodule, last: Path, recorder: Recorder) -> None:

@@ -111,7 +111,7 @@ class TranslationModule(pl.LightningModule):
         """NaN or inf, or, once warmup is over, a finite blow-up: a loss above 3x the first step's (which is about
         log V, a uniform guess's) is a run that diverged, not one that is learning slowly. The comparison reads the
         loss from the device, one sync per step, as the NaN check always did."""
-        value = float(loss)
+        value = float(loss.detach())
         if not math.isfinite(value):
             raise TrainingDiverged(f"training loss became {value} at step {self.global_step}")
         if self.first_loss is None:

@@ -42,6 +42,7 @@ def main(argv: list[str]) -> int:
                 "has the sweep started? Pass --storage (or set ABLATE_STORAGE) if it runs elsewhere"
             ) from None
         rows = progress.collect(trials, keys)
+        _with_job_states(rows, out)
         if args.json:
             print(json.dumps([r.__dict__ for r in rows], indent=2))
         else:
@@ -53,3 +54,15 @@ def main(argv: list[str]) -> int:
             return 0
         time.sleep(args.watch)
         print(file=sys.stdout)
+
+
+def _with_job_states(rows, out: Path) -> None:
+    """Each trial's SLURM job with the job's state now (squeue, else sacct), for sweeps launched on SLURM."""
+    if not any(r.job for r in rows):
+        return
+    from ablations.slurm import job_states
+
+    states = job_states(sorted({r.job for r in rows if r.job}))
+    for r in rows:
+        if r.job and states.get(r.job):
+            r.job = f"{r.job} {states[r.job]}"

@@ -38,6 +38,18 @@ def build_parser():
     p.add_argument("--name", default=None, help="Optuna study name (default <study>-<preset>)")
     p.add_argument("--retry_failed", action="store_true", help="run failed trials again (default: keep their result)")
     p.add_argument("--no_report", action="store_true", help="do not build the report at the end")
+    p.add_argument(
+        "--launcher",
+        choices=["local", "slurm"],
+        default="local",
+        help="local: worker processes on this machine; slurm: a SLURM job array of --workers workers (submitit), "
+        "sized by the slurm section. The command returns once the jobs are queued",
+    )
+    p.add_argument("--dry_run", action="store_true", help="with --launcher slurm: print the batch script and exit")
+    p.add_argument("--wait", action="store_true", help="with --launcher slurm: follow the study until it ends")
+    from ablations.slurm import SlurmConfig
+
+    p.add_class_arguments(SlurmConfig, "slurm", help="SLURM settings of --launcher slurm (one job per worker).")
     p.add_argument("--worker", action="store_true", help=SUPPRESS)
     return p
 
@@ -83,6 +95,10 @@ def main(argv: list[str]) -> int:
         return relaunched
     if ns.worker:
         return runner.work_here(plan)
+    if ns.launcher == "slurm":
+        return _slurm(plan, ns, argv)
+    if ns.dry_run or ns.wait:
+        raise AblateError("--dry_run and --wait go with --launcher slurm")
     started = time.time()
     runner.coordinate(plan, ns.workers, argv)
     if not ns.no_report:
@@ -105,3 +121,35 @@ def _report(plan) -> None:
     files = [str(path) for key, path in written.items() if not key.startswith("plot:")]
     plots = sum(key.startswith("plot:") for key in written)
     print(f"report: {', '.join(files)} (+{plots} plot files)", file=sys.stderr)
+
+
+def _slurm(plan, ns, argv: list[str]) -> int:
+    """Queue the rows, submit the workers as a SLURM job array, print the job ids (and follow with --wait)."""
+    from ablations import runner, slurm
+
+    cfg = slurm.SlurmConfig(**ns.slurm.as_dict())
+    if ns.dry_run:
+        slurm.submit(plan, cfg, argv, ns.workers, len(plan.keys()), dry_run=True)
+        return 0
+    queue, queued = runner.start(plan)
+    pending = len(queue.trials("WAITING"))
+    if not pending:
+        print(f"sweep {plan.study.name}: no trial left to run in {plan.out}", file=sys.stderr)
+        ids: list[str] = []
+    else:
+        ids = slurm.submit(plan, cfg, argv, ns.workers, pending, dry_run=False)
+        print(
+            f"sweep {plan.study.name} at preset {plan.preset}: {pending} trial(s) queued ({queued} new); "
+            f"{len(ids)} SLURM worker job(s) submitted: {' '.join(ids)}\n"
+            f"  logs    {plan.out.resolve() / 'slurm'}/<job id>/\n"
+            f"  follow  ablate status {plan.out} --watch 10",
+            file=sys.stderr,
+        )
+    if not ns.wait:
+        return 0
+    keys = [(row.name, seed) for row, seed in plan.keys()]
+    slurm.wait(plan, keys, ids, f"{plan.study.name} ({plan.preset}) on SLURM")
+    runner.sync_records(plan, queue)
+    if not ns.no_report:
+        _report(plan)
+    return 0

@@ -1,0 +1,318 @@
+"""`ablate sweep --launcher slurm`: the sweep's workers as one SLURM job array, submitted through submitit.
+
+Nothing here schedules: SLURM queues, places, preempts and requeues the jobs, submitit writes the batch script,
+submits the array and requeues a job that gets its warning signal, and the Optuna storage hands trials to workers as
+it does for local ones (`ablations.sweep.work`). Each array task runs one ordinary sweep worker
+(`ablate sweep ... --worker`) as a child process; with `slurm.nodes` x `slurm.tasks_per_node` > 1 the job's tasks are
+the ranks of one DDP trial at a time (Lightning reads SLURM's environment), rank 0 claiming trials and the others
+following it (`follow`).
+
+Preemption and time limits: SLURM sends USR2 `signal_delay_s` before it stops a job (PreemptMode=REQUEUE with
+preempt_send_user_signal, or the time limit); submitit calls `SweepJob.checkpoint`, which passes the signal on to
+the worker (which saves the running trial at the end of its step and queues it for retry, as on Ctrl-C:
+`ablations.interrupt`), waits for it, and hands submitit the same job to requeue. The retry resumes from the
+checkpoint, in the same W&B run. `scancel` sends SIGTERM first: the trial saves itself the same way if its step ends
+within SLURM's KillWait. A job killed without warning (node failure, SIGKILL) leaves its trial RUNNING with a dead
+process and a stale heartbeat: another worker's liveness check re-runs it (`storage.recover_dead`).
+
+The storage URL reaches the jobs through the environment sbatch exports (ABLATE_STORAGE), never a file submitit
+pickles. The jobs' ids are kept in OUT/slurm/jobs.json for `ablate status`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data.errors import AblateError
+
+JOBS_FILE = "jobs.json"
+ALIVE = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "COMPLETING", "SUSPENDED",
+         "RESIZING", "SIGNALING", "STAGE_OUT"}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmConfig:
+    """SLURM settings of `ablate sweep --launcher slurm` (one job per worker, sized for one trial)."""
+
+    partition: str | None = None
+    """Partition (sbatch --partition); unset: the cluster's default."""
+    account: str | None = None
+    """Account to charge (sbatch --account)."""
+    qos: str | None = None
+    """Quality of service (sbatch --qos)."""
+    time_min: int = 240
+    """Time limit of each worker job, in minutes. Before it, the job gets SIGUSR2, saves its trial and requeues."""
+    nodes: int = 1
+    """Nodes per job: above 1, each trial runs with DDP across the nodes."""
+    tasks_per_node: int = 1
+    """Tasks (DDP ranks) per node: one per GPU."""
+    gpus_per_node: int = 0
+    """GPUs per node (sbatch --gpus-per-node); 0 for CPU jobs."""
+    cpus_per_task: int | None = None
+    """CPU cores per task (sbatch --cpus-per-task); unset: the cluster's default."""
+    mem_gb: float | None = None
+    """Memory per node in GB (sbatch --mem); unset: the cluster's default."""
+    signal_delay_s: int = 90
+    """Seconds between SIGUSR2 and the end of the job's time: the running step, a checkpoint and a requeue fit."""
+    max_requeues: int = 50
+    """How often one job may be requeued after preemption or its time limit."""
+    max_jobs: int = 32
+    """The most worker jobs one submission creates (the job array's size; --workers sets it below)."""
+    sbatch: list[str] = field(default_factory=list)
+    """Extra sbatch options, one per item, e.g. ['--constraint=a100', '--exclusive', '--mail-type=END']."""
+    setup: list[str] = field(default_factory=list)
+    """Shell lines the batch script runs before the worker, e.g. ['module load cuda/12.4']."""
+
+    def __post_init__(self) -> None:
+        for name in ("time_min", "nodes", "tasks_per_node", "signal_delay_s", "max_jobs"):
+            if getattr(self, name) < 1:
+                raise AblateError(f"slurm.{name}: must be >= 1, got {getattr(self, name)}")
+        if self.gpus_per_node < 0 or self.max_requeues < 0:
+            raise AblateError("slurm.gpus_per_node and slurm.max_requeues must be >= 0")
+        for option in self.sbatch:
+            if not option.startswith("--") or option.startswith("--array"):
+                raise AblateError(f"slurm.sbatch: {option!r}: give long sbatch options, e.g. '--constraint=a100'")
+
+    @property
+    def ranks(self) -> int:
+        return self.nodes * self.tasks_per_node
+
+
+# --------------------------------------------------------------------------------------------------- the job
+class SweepJob:
+    """What one array task runs: the sweep worker as a child process. Checkpointable in submitit's sense."""
+
+    def __init__(self, argv: list[str], cwd: str) -> None:
+        self.argv, self.cwd = argv, cwd
+        self._child: subprocess.Popen | None = None
+
+    def __call__(self) -> int:
+        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *self.argv, "--worker"]
+        self._child = subprocess.Popen(cmd, cwd=self.cwd)
+        code = self._child.wait()
+        if code not in (0, 130):
+            raise RuntimeError(f"the sweep worker exited with code {code}; see this job's log")
+        return code
+
+    def checkpoint(self, *args: Any, **kwargs: Any):
+        """SLURM's warning signal: the worker saves its trial and queues it for retry; then submitit requeues us."""
+        import submitit
+
+        child = self._child
+        if child is not None and _running(child.pid):  # SLURM may have signalled it too: USR2 is idempotent there
+            child.send_signal(signal.SIGUSR2)
+            deadline = time.time() + int(os.environ.get("ABLATE_SLURM_SAVE_S", "60"))
+            while _running(child.pid) and time.time() < deadline:
+                time.sleep(0.2)
+            if _running(child.pid):  # the liveness check retries its trial from the last checkpoint
+                child.kill()
+        return submitit.helpers.DelayedSubmission(SweepJob(self.argv, self.cwd))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"argv": self.argv, "cwd": self.cwd, "_child": None}
+
+
+def _running(pid: int) -> bool:
+    """Whether the child still runs. Not Popen.wait/poll: this runs in submitit's signal handler, which interrupted
+    the Popen.wait of `__call__`, and that holds the lock they need; an exited child is a zombie until reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------------------------------------ submitting
+def executor(cfg: SlurmConfig, folder: Path, name: str, array_size: int):
+    """submitit's SlurmExecutor with the section's settings."""
+    import submitit
+
+    ex = submitit.SlurmExecutor(folder=str(folder / "%j"), max_num_timeout=cfg.max_requeues)
+    extra = {}
+    for option in cfg.sbatch:
+        key, eq, value = option[2:].partition("=")
+        extra[key.replace("-", "_")] = value if eq else True
+    params = {
+        "job_name": name,
+        "partition": cfg.partition,
+        "account": cfg.account,
+        "qos": cfg.qos,
+        "time": cfg.time_min,
+        "nodes": cfg.nodes,
+        "ntasks_per_node": cfg.tasks_per_node,
+        "gpus_per_node": cfg.gpus_per_node or None,
+        "cpus_per_task": cfg.cpus_per_task,
+        "mem": f"{int(cfg.mem_gb * 1024)}MB" if cfg.mem_gb else None,
+        "signal_delay_s": cfg.signal_delay_s,
+        "array_parallelism": array_size,
+        "setup": list(cfg.setup),
+        "additional_parameters": extra,
+    }
+    ex.update_parameters(**{k: v for k, v in params.items() if v is not None})
+    return ex
+
+
+def batch_script(ex, array_size: int) -> str:
+    """The batch script submit would hand sbatch for an array of `array_size`. submitit has no public call that
+    only renders it: this makes the array executor its batch submission makes (the same two private lines as
+    `SlurmExecutor._internal_process_submissions`) and asks it for the text."""
+    import submitit
+
+    array_ex = submitit.SlurmExecutor(ex.folder, ex.max_num_timeout)
+    array_ex.update_parameters(**ex.parameters)
+    array_ex.parameters["map_count"] = array_size
+    return array_ex._make_submission_file_text(array_ex._submitit_command_str, "dry-run") + "\n"
+
+
+def check_cluster(cfg: SlurmConfig, accelerator: str) -> None:
+    """What sbatch would refuse, said in one line before anything is submitted."""
+    if accelerator in ("gpu", "cuda") and cfg.gpus_per_node == 0:
+        raise AblateError("slurm.gpus_per_node is 0 but hardware.accelerator is gpu: ask for GPUs, e.g. "
+                          "--slurm.gpus_per_node 1, or train on CPUs with --hardware.accelerator cpu")  # fmt: skip
+    if shutil.which("sbatch") is None:
+        raise AblateError("--launcher slurm: sbatch is not on PATH; run this on a SLURM login node")
+    if cfg.partition:
+        known = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True, check=False)
+        partitions = sorted(set(known.stdout.split()))
+        if known.returncode != 0:
+            raise AblateError(f"--launcher slurm: sinfo failed: {(known.stderr or '').strip().splitlines()[:1]}")
+        if cfg.partition not in partitions:
+            raise AblateError(f"slurm.partition: no partition {cfg.partition!r} on this cluster; "
+                              f"it has {', '.join(partitions)}")  # fmt: skip
+
+
+def submit(plan, cfg: SlurmConfig, argv: list[str], workers: int | None, pending: int, dry_run: bool) -> list[str]:
+    """Submit `workers` (default: one per pending trial, at most slurm.max_jobs) sweep workers as a job array;
+    returns the job ids. With `dry_run`, print the batch script and submit nothing."""
+    count = max(1, min(workers or pending, pending or 1, cfg.max_jobs))
+    folder = plan.out.resolve() / "slurm"
+    ex = executor(cfg, folder, f"ablate-{plan.name}", count)
+    job = SweepJob(worker_argv(plan, argv, cfg), os.getcwd())
+    if dry_run:
+        print(batch_script(ex, count), end="")
+        return []
+    check_cluster(cfg, plan.run_config(plan.study.rows[0], plan.seeds[0]).hardware.accelerator)
+    os.environ["ABLATE_STORAGE"] = plan.storage  # sbatch exports our environment to the jobs: no file holds it
+    try:
+        jobs = _submit_array(ex, job, count)
+    except Exception as err:  # noqa: BLE001 - sbatch's refusal, as one line
+        first = " ".join(str(err).split())[:300]
+        raise AblateError(f"sbatch refused the job array: {first}") from None
+    ids = [j.job_id for j in jobs]
+    _remember(folder, ids, count)
+    return ids
+
+
+def _submit_array(ex, job: SweepJob, count: int):
+    with ex.batch():
+        return [ex.submit(job) for _ in range(count)]
+
+
+def worker_argv(plan, argv: list[str], cfg: SlurmConfig) -> list[str]:
+    """The command-line arguments of one worker: the sweep's own, with absolute paths, no launcher options and no
+    storage (it comes through the environment); the trial's hardware from the job's shape."""
+    from ablations.runner import without_storage
+
+    keep, skip = [], False
+    launcher_flags = {"--launcher", "--wait", "--dry_run", "--workers"}
+    for arg in without_storage(argv):
+        name = arg.split("=", 1)[0]
+        if skip:
+            skip = False
+        elif name in launcher_flags or name.startswith("--slurm."):
+            skip = "=" not in arg and name not in ("--wait", "--dry_run")
+        else:
+            keep.append(arg)
+    study = keep[0] if keep else plan.study.name
+    if Path(study).is_file():
+        keep[0] = str(Path(study).resolve())
+    keep += ["--out", str(plan.out.resolve()), "--name", plan.name]
+    if cfg.ranks > 1:
+        keep += ["--hardware.devices", str(cfg.tasks_per_node), "--hardware.num_nodes", str(cfg.nodes),
+                 "--hardware.strategy", "ddp"]  # fmt: skip
+    return keep
+
+
+def _remember(folder: Path, ids: list[str], count: int) -> None:
+    from ablations.ledger import write_json_atomic
+
+    path = folder / JOBS_FILE
+    known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"submissions": []}
+    known["submissions"].append({"jobs": ids, "workers": count, "submitted_at": time.time()})
+    write_json_atomic(path, known)
+
+
+# ------------------------------------------------------------------------------------------------ job states
+def job_ids(out: Path) -> list[str]:
+    path = Path(out) / "slurm" / JOBS_FILE
+    if not path.is_file():
+        return []
+    return [j for s in json.loads(path.read_text(encoding="utf-8"))["submissions"] for j in s["jobs"]]
+
+
+def job_states(ids: list[str]) -> dict[str, str]:
+    """Job id -> SLURM state (PENDING, RUNNING, REQUEUED, COMPLETED, ...): squeue for live jobs, sacct for the rest
+    (without accounting, ended jobs show as 'ENDED')."""
+    if not ids or shutil.which("squeue") is None:
+        return {}
+    states: dict[str, str] = {}
+    live = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(ids)], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    for line in live.stdout.splitlines():
+        job, _, state = line.partition(" ")
+        states[job] = state.strip()
+    ended = [j for j in ids if j not in states]
+    if ended and shutil.which("sacct"):
+        done = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(ended)],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        for line in done.stdout.splitlines():
+            job, _, state = line.partition("|")
+            states.setdefault(job, state.split()[0] if state else "?")
+    return {j: states.get(j, "ENDED") for j in ids}
+
+
+def wait(plan, keys, ids: list[str], title: str, poll_s: float = 3.0) -> None:
+    """Follow the study until no trial is pending or running and no job is alive (`--wait`)."""
+    from ablations import progress
+    from ablations.runner import live_view
+    from ablations.storage import Queue
+
+    queue = Queue.open(plan.storage, plan.name)
+    live = live_view(title)
+    idle = 0
+    try:
+        while True:
+            rows = progress.collect(queue.trials(), keys)
+            alive = [j for j, s in job_states(ids).items() if s in ALIVE]
+            counts = progress.counts(rows)
+            live(progress.render(rows, len(ids), title),
+                 f"{progress.summary_line(rows, len(ids))}; {len(alive)} job(s) alive")  # fmt: skip
+            if not counts["pending"] and not counts["running"]:
+                return
+            idle = 0 if alive else idle + 1
+            if idle >= 3:  # a few polls, as a job just submitted may not show yet
+                raise AblateError(f"no worker job is alive and {counts['pending'] + counts['running']} trial(s) "
+                                  "are left: see the jobs' logs, then rerun the same command")  # fmt: skip
+            time.sleep(poll_s)
+    finally:
+        live(None, None)
+
+
+__all__ = ["SlurmConfig", "SweepJob", "submit", "batch_script", "job_ids", "job_states", "wait"]
+
+
+def config_from(values: dict[str, Any]) -> SlurmConfig:
+    return SlurmConfig(**{k: v for k, v in values.items() if v is not None})
+
+
+def describe(cfg: SlurmConfig) -> dict[str, Any]:
+    return asdict(cfg)
