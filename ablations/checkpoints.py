@@ -106,7 +106,9 @@ class ResumeState(pl.Callback):
         if trainer.global_step == self._step_before:  # inside a gradient accumulation: not a step boundary
             return
         # Any rank's Ctrl-C, SLURM warning or SIGTERM (scancel: Lightning only notes it on a single process).
-        stop = interrupt.requested() or bool(getattr(trainer, "received_sigterm", False))
+        if getattr(trainer, "received_sigterm", False):
+            interrupt.request("SIGTERM (scancel, or the machine shutting down)")
+        stop = interrupt.requested()
         if trainer.strategy.reduce_boolean_decision(stop, all=False):
             trainer.save_checkpoint(self.last, weights_only=False)
             raise interrupt.Interrupted(trainer.global_step, self.last)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ablations import interrupt, progress
 from ablations.storage import ENV_VAR, Queue, recover_dead, redact
-from ablations.sweep import Plan, TrialSpec, enqueue, sync_records, work
+from ablations.sweep import Plan, TrialSpec, enqueue, slurm_incarnation, sync_records, work
 from data.errors import AblateError
 
 
@@ -107,7 +107,7 @@ def work_here(plan: Plan) -> int:
 
 
 def _done_file(plan: Plan) -> Path:
-    return plan.out / "slurm" / f"{os.environ.get('SLURM_JOB_ID', 'local')}.done"
+    return plan.out / "slurm" / f"{slurm_incarnation()}.done"
 
 
 def follow(plan: Plan, poll_s: float = 0.5) -> int:
@@ -116,16 +116,15 @@ def follow(plan: Plan, poll_s: float = 0.5) -> int:
     from ablations.config import build_run_config
     from ablations.train import train
 
-    job, since, seen = os.environ.get("SLURM_JOB_ID", ""), time.time(), set()
+    job, seen = slurm_incarnation(), set()
     while True:
-        spec = TrialSpec.find_for_job(plan.out, job, since, seen)
+        spec = TrialSpec.find_for_job(plan.out, job, seen)
         if spec is not None:
             seen.add((spec.trial_dir, spec.started_at))
             train(build_run_config(spec.run), Path(spec.trial_dir), name=spec.name, group=spec.group,
                   wandb_id=spec.wandb_id)  # fmt: skip
             continue
-        done = _done_file(plan)
-        if done.is_file() and done.stat().st_mtime >= since:
+        if _done_file(plan).is_file():
             return 0
         time.sleep(poll_s)
 

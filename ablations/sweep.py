@@ -136,7 +136,7 @@ class TrialSpec:
         if not id_file.exists():
             ledger.write_text_atomic(id_file, uuid.uuid4().hex[:12])
         wandb_id = id_file.read_text(encoding="utf-8").strip()
-        job = os.environ.get("SLURM_JOB_ID") if int(os.environ.get("SLURM_NTASKS", "1")) > 1 else None
+        job = slurm_incarnation() if int(os.environ.get("SLURM_NTASKS", "1")) > 1 else None
         spec = cls(run.to_dict(), str(trial_dir), name, group, wandb_id, socket.gethostname(), os.getpid(), job,
                    time.time())  # fmt: skip
         ledger.write_json_atomic(trial_dir / cls.FILE, dataclasses.asdict(spec))
@@ -150,16 +150,11 @@ class TrialSpec:
             return None
 
     @classmethod
-    def find_for_job(cls, out: Path, job: str, since: float, seen: set) -> TrialSpec | None:
-        """A trial that task 0 of SLURM job `job` started after `since` and that is not in `seen`."""
+    def find_for_job(cls, out: Path, job: str, seen: set) -> TrialSpec | None:
+        """A trial that task 0 of this run of SLURM job `job` (`slurm_incarnation`) started, not in `seen`."""
         for path in sorted((out / "trials").glob(f"*/{cls.FILE}")):
             spec = cls.read(path)
-            if (
-                spec
-                and spec.slurm_job == job
-                and spec.started_at >= since
-                and (spec.trial_dir, spec.started_at) not in seen
-            ):
+            if spec and spec.slurm_job == job and (spec.trial_dir, spec.started_at) not in seen:
                 return spec
         return None
 
@@ -171,6 +166,11 @@ class TrialSpec:
             if spec and spec.pid == os.getppid() and spec.host == socket.gethostname():
                 return spec
         return None
+
+
+def slurm_incarnation() -> str:
+    """This run of this SLURM job: its id and how often it was requeued (a requeued job keeps its id)."""
+    return f"{os.environ.get('SLURM_JOB_ID', '')}.{os.environ.get('SLURM_RESTART_COUNT', '0')}"
 
 
 # -------------------------------------------------------------------------------------------------------- trials
