@@ -93,6 +93,9 @@ def work_here(plan: Plan) -> int:
     set_threads(int(os.environ.get("ABLATE_WORKERS", "1")))
     if os.environ.get("SLURM_JOB_ID"):  # SLURM warns with USR2 before preemption or the time limit (slurm.py)
         interrupt.on_signal(signal.SIGUSR2, "SLURM's warning signal (preemption or time limit)")
+    # SIGTERM (scancel, a coordinator stopping, a shutdown) stops the trial as a Ctrl-C does: what fails after it
+    # (W&B's service gets it too) is the stop, not the trial's fault. Lightning's own SIGTERM handler calls this one.
+    interrupt.on_signal(signal.SIGTERM, "SIGTERM (scancel, or the machine shutting down)")
     tasks, rank = int(os.environ.get("SLURM_NTASKS", "1")), int(os.environ.get("SLURM_PROCID", "0"))
     if tasks > 1 and rank > 0:
         return follow(plan)

@@ -262,6 +262,8 @@ def _run_trial(plan: Plan, queue: Queue, record: dict[str, Any], trial) -> dict[
     except Exception as err:  # noqa: BLE001 - a failed trial must never kill the sweep
         if interrupt.disk_error(err) is not None:  # ... but a full disk would fail every trial after it: stop
             raise
+        if interrupt.requested():  # it failed because it was being stopped (SIGTERM reached W&B too): a retry
+            raise interrupt.Interrupted() from err
         trial_dir.mkdir(parents=True, exist_ok=True)
         (trial_dir / "error.log").write_text(traceback.format_exc(), encoding="utf-8")
         return {"state": "failed", "reason": _reason(err), "metrics": {}, "hypotheses": None, "curves": {}}
