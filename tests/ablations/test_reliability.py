@@ -218,3 +218,23 @@ def test_an_unwritable_output_directory_is_one_line_and_exit_2(sweeps, tmp_path)
     assert run.returncode == 2, run.stderr[-3000:]
     line = _one_line_error(run.stderr)
     assert f"cannot write {out}" in line and "writable" in line, line
+
+
+def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path):
+    script = (
+        "import os, signal, sys, time\n"
+        "from ablations import interrupt\n"
+        "with interrupt.graceful():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(0.5)\n"
+        "    assert interrupt.requested()\n"
+        "    print('first handled', flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(30)\n"
+        "print('not stopped', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 130, done.stderr
+    assert done.stdout == "first handled\n"
+    assert "Ctrl-C: saving a checkpoint" in done.stderr and "Ctrl-C again: stopping at once" in done.stderr
