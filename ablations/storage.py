@@ -384,7 +384,10 @@ class Queue:
         from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
-        for trial in self.trials("WAITING"):
+        # Retries first: a trial stopped mid-run (Ctrl-C, preemption, a dead worker) continues from its checkpoint
+        # before new ones start, so a resumed sweep finishes what it had begun.
+        waiting = sorted(self.trials("WAITING"), key=lambda t: ("retry_of" not in t.user_attrs, t.number))
+        for trial in waiting:
             trial_id = self.trial_id(trial)
             try:
                 if self.storage.set_trial_state_values(trial_id, state=TrialState.RUNNING):

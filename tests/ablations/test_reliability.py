@@ -238,3 +238,14 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path):
     assert done.returncode == 130, done.stderr
     assert done.stdout == "first handled\n"
     assert "Ctrl-C: saving a checkpoint" in done.stderr and "Ctrl-C again: stopping at once" in done.stderr
+
+
+def test_a_stopped_trial_is_claimed_before_trials_that_have_not_started(tmp_path):
+    from ablations.storage import Queue
+
+    queue = Queue.open(f"journal:{tmp_path / 'optuna.journal'}", "order")
+    for row in ("A", "B"):
+        queue.enqueue(row, 0, row)
+    queue.enqueue("base", 0, "base", retry_of=7)  # what _retry_later queues after Ctrl-C or preemption
+    claimed = [queue.claim().user_attrs["row"] for _ in range(3)]
+    assert claimed == ["base", "A", "B"]
