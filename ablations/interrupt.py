@@ -54,7 +54,7 @@ class Interrupted(BaseException):
             saved = f"step {self.step} saved in {self.checkpoint}"
         else:
             saved = "no run was training; finished results are kept"
-        resume = ["ablate", command, *argv]
+        resume = ["ablate", command, *(a for a in argv if a != "--worker")]  # a worker's is its sweep's command
         if command == "train" and "--resume" not in argv:
             resume.append("--resume")
         return f"interrupted: {saved}. Resume with: {shlex.join(resume)}"
