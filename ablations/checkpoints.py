@@ -57,15 +57,21 @@ def usable(path: Path) -> bool:
         if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "global_step" not in checkpoint:
             raise ValueError("not a Lightning checkpoint")
         return True
-    except pickle.UnpicklingError:  # readable but holding a class not allowed in a weights-only load: our bug
-        raise
+    except pickle.UnpicklingError as err:
+        if "Unsupported global" in str(err):  # readable, but a class not allowed in a weights-only load: our bug
+            raise
+        return _set_aside(path, err)
     except Exception as err:  # noqa: BLE001 - any other failure to read it means: do not resume from it
-        aside = path.with_name(path.name + ".corrupt")
-        os.replace(path, aside)
-        reason = " ".join(str(err).split())[:120] or type(err).__name__
-        print(f"warning: checkpoint {path} cannot be read ({reason}); kept as {aside.name}, the run starts over",
-              file=sys.stderr, flush=True)  # fmt: skip
-        return False
+        return _set_aside(path, err)
+
+
+def _set_aside(path: Path, err: BaseException) -> bool:
+    aside = path.with_name(path.name + ".corrupt")
+    os.replace(path, aside)
+    reason = " ".join(str(err).split())[:120] or type(err).__name__
+    print(f"warning: checkpoint {path} cannot be read ({reason}); kept as {aside.name}, the run starts over",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return False
 
 
 def checkpoint_step(path: Path) -> int:
@@ -82,21 +88,25 @@ class ResumeState(pl.Callback):
     def __init__(self, last: Path) -> None:
         self.last = last
         self.batches = 0
-        """Training batches this rank has consumed in the current epoch."""
+        """Training batches this rank has consumed in the current epoch (`epoch`)."""
+        self.epoch = 0
         self._rng: dict[str, Any] | None = None
-        self._resumed = False
         self._step_before = -1
+        self._stop_after_validation = False
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._resumed:  # the epoch a resumed run continues: its count came from the checkpoint
-            self._resumed = False
-        else:
-            self.batches = 0
+        # Lightning does not call this for the epoch a run resumes into (its count came from the checkpoint).
+        self._start_epoch(trainer.current_epoch)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start_epoch(trainer.current_epoch)  # a checkpoint from an epoch's end resumes into the next one
         if self._rng is not None:  # as late as possible: nothing between here and the first step draws numbers
             set_rng_states(self._rng)
             self._rng = None
+
+    def _start_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.epoch, self.batches = epoch, 0
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         self._step_before = trainer.global_step
@@ -108,10 +118,13 @@ class ResumeState(pl.Callback):
         # Any rank's Ctrl-C, SLURM warning or SIGTERM (scancel: Lightning only notes it on a single process).
         if getattr(trainer, "received_sigterm", False):
             interrupt.request("SIGTERM (scancel, or the machine shutting down)")
-        stop = interrupt.requested()
-        if trainer.strategy.reduce_boolean_decision(stop, all=False):
-            trainer.save_checkpoint(self.last, weights_only=False)
-            raise interrupt.Interrupted(trainer.global_step, self.last)
+        if not trainer.strategy.reduce_boolean_decision(interrupt.requested(), all=False):
+            return
+        if _validates_now(trainer, pl_module):  # stop after it: a resume would skip it, and its point on the curve
+            self._stop_after_validation = True
+            return
+        trainer.save_checkpoint(self.last, weights_only=False)
+        raise interrupt.Interrupted(trainer.global_step, self.last)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """last.ckpt after every validation of the fit, the final one included. Written here, not by a
@@ -119,7 +132,12 @@ class ResumeState(pl.Callback):
         validation (at the step's end) would resume past it, losing its point on the curve."""
         if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
             return
+        last_batch = trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
+        if self.batches % trainer.accumulate_grad_batches and not last_batch and not self._stop_after_validation:
+            return  # mid-accumulation (epochs not a multiple of it): the gradient so far is not in a checkpoint
         trainer.save_checkpoint(self.last, weights_only=False)
+        if self._stop_after_validation:
+            raise interrupt.Interrupted(trainer.global_step, self.last)
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
         checkpoint[STATE_KEY] = {
@@ -132,10 +150,17 @@ class ResumeState(pl.Callback):
         state = checkpoint.get(STATE_KEY)
         if not state:  # a checkpoint from before exact resume: Lightning's own restore only
             return
-        self._rng, self.batches, self._resumed = state["rng"], int(state["batches"]), True
+        self._rng, self.batches, self.epoch = state["rng"], int(state["batches"]), int(state["epoch"])
         datamodule = getattr(trainer, "datamodule", None)
         if datamodule is not None and hasattr(datamodule, "resume_at"):
             datamodule.resume_at = (int(state["epoch"]), self.batches)
+
+
+def _validates_now(trainer: pl.Trainer, pl_module: pl.LightningModule) -> bool:
+    """Whether Lightning validates after this step: every train.val_every steps, and at max_steps."""
+    every = getattr(getattr(pl_module, "train_config", None), "val_every", None)
+    step = trainer.global_step
+    return step >= trainer.max_steps or bool(every and step % every == 0)
 
 
 def rng_states() -> dict[str, Any]:
@@ -152,7 +177,8 @@ def rng_states() -> dict[str, Any]:
 
 def set_rng_states(states: dict[str, Any]) -> None:
     torch.set_rng_state(states["torch"])
-    if states["cuda"] and torch.cuda.is_available():
+    # Only where the same devices are visible (a coordinator's checkpoint resumed in a one-GPU worker is not).
+    if states["cuda"] and torch.cuda.is_available() and len(states["cuda"]) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(states["cuda"])
     kind, keys, pos, has_gauss, gauss = states["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))

@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from ablations.interrupt import Interrupted, disk_error
     from data.errors import AblateError
 
+    _keep_storage_secret(rest)
     try:
         module = importlib.import_module(COMMANDS[name][0])
         return int(module.main(rest) or 0)
@@ -72,6 +73,19 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _keep_storage_secret(argv: list[str]) -> None:
+    """A --storage URL with a password goes into ABLATE_STORAGE for this process and the ones it starts, and out of
+    sys.argv: W&B records the command line in every run, and Lightning relaunches it for DDP ranks. (The command
+    still parses `argv`, which keeps it.)"""
+    from ablations.storage import ENV_VAR, redact
+
+    for i, arg in enumerate(argv):
+        value = argv[i + 1] if arg == "--storage" and i + 1 < len(argv) else arg.partition("=")[2]
+        if (arg == "--storage" or arg.startswith("--storage=")) and value and redact(value) != value:
+            os.environ[ENV_VAR] = value
+            sys.argv = [a for a in sys.argv if a not in (arg, value)]
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import os
 import shlex
 import shutil
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -54,7 +53,10 @@ class Interrupted(BaseException):
             saved = f"step {self.step} saved in {self.checkpoint}"
         else:
             saved = "no run was training; finished results are kept"
-        resume = ["ablate", command, *(a for a in argv if a != "--worker")]  # a worker's is its sweep's command
+        from ablations.storage import redact
+
+        # A worker's line is its sweep's command; a storage password is shown as *** (it is in ABLATE_STORAGE).
+        resume = ["ablate", command, *(redact(a) for a in argv if a != "--worker")]
         if command == "train" and "--resume" not in argv:
             resume.append("--resume")
         return f"interrupted: {saved}. Resume with: {shlex.join(resume)}"
@@ -71,8 +73,15 @@ def request(why: str) -> None:
     if not _requested.is_set():
         _why[0] = why
         _requested.set()
-        print(f"\n{why}: saving a checkpoint at the end of the running step, then stopping", file=sys.stderr,
-              flush=True)  # fmt: skip
+        _say(f"\n{why}: saving a checkpoint at the end of the running step, then stopping\n")
+
+
+def _say(text: str) -> None:
+    """Write from a signal handler: os.write, as sys.stderr may be in the middle of a write of its own."""
+    try:
+        os.write(2, text.encode("utf-8", "replace"))
+    except OSError:
+        pass
 
 
 def reason() -> str:
@@ -89,17 +98,12 @@ def on_signal(signum: int, why: str) -> None:
 def _handler(on_second: Callable[[], None] | None):
     def handle(signum, frame) -> None:
         if _requested.is_set():
-            print("\nCtrl-C again: stopping at once; runs resume from their last saved checkpoint", file=sys.stderr)
-            sys.stderr.flush()
+            _say("\nCtrl-C again: stopping at once; runs resume from their last saved checkpoint\n")
             if on_second is not None:
                 on_second()
             os._exit(130)
         _requested.set()
-        print(
-            "\nCtrl-C: saving a checkpoint at the end of the running step, then stopping (again: stop at once)",
-            file=sys.stderr,
-            flush=True,
-        )
+        _say("\nCtrl-C: saving a checkpoint at the end of the running step, then stopping (again: stop at once)\n")
 
     return handle
 

@@ -124,8 +124,12 @@ def follow(plan: Plan, poll_s: float = 0.5) -> int:
         spec = TrialSpec.find_for_job(plan.out, job, seen)
         if spec is not None:
             seen.add((spec.trial_dir, spec.started_at))
-            train(build_run_config(spec.run), Path(spec.trial_dir), name=spec.name, group=spec.group,
-                  wandb_id=spec.wandb_id)  # fmt: skip
+            try:
+                train(build_run_config(spec.run), Path(spec.trial_dir), name=spec.name, group=spec.group,
+                      wandb_id=spec.wandb_id)  # fmt: skip
+            except Exception as err:  # noqa: BLE001 - task 0 records the failure; this rank must stay for the next
+                print(f"follower rank: trial {spec.name} failed ({type(err).__name__}); waiting for the next",
+                      file=sys.stderr, flush=True)  # fmt: skip
             continue
         if _done_file(plan).is_file():
             return 0

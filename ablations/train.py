@@ -343,6 +343,10 @@ def _fit(trainer: pl.Trainer, module, datamodule, last: Path, recorder: Recorder
     if resumable and checkpoints.checkpoint_step(last) >= trainer.max_steps:
         module = TranslationModule.load_from_checkpoint(last, map_location="cpu", weights_only=True)
         module.bleu_limit = None
+        saved = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
+        if recorder.state_key in saved:  # the run's curves and times, as for any resume
+            recorder.load_state_dict(saved[recorder.state_key])
+            recorder.resumes.append(trainer.max_steps)
         trainer.validate(module, datamodule=datamodule, ckpt_path=None, verbose=False)
         recorder.on_fit_end(trainer, module)
         return

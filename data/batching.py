@@ -71,7 +71,7 @@ class TokenBudgetBatchSampler:
         self.src_len, self.tgt_len = np.asarray(src_len) + 1, np.asarray(tgt_len) + 1  # + eos / + bos-or-eos
         self.tokens_per_batch, self.seed, self.rank, self.world_size = tokens_per_batch, seed, rank, world_size
         self.epoch = 0
-        self._skip = 0
+        self._resume: tuple[int, int] | None = None
         self._cache: tuple[int, list[np.ndarray]] | None = None
 
     @property
@@ -84,10 +84,12 @@ class TokenBudgetBatchSampler:
         self.epoch = epoch
 
     def resume(self, epoch: int, batches_done: int) -> None:
-        """Continue an interrupted run: the next iteration is epoch `epoch` without its first `batches_done` batches
-        (this rank's), the batches the run had trained on. Lightning restarts a loader's epoch from its first batch;
-        without this a resumed run would see those batches twice and others never. `len` stays the epoch's."""
-        self.epoch, self._skip = epoch, batches_done
+        """Continue an interrupted run: epoch `epoch`, when it is iterated, starts after its first `batches_done`
+        batches (this rank's), the batches the run had trained on. Lightning restarts a loader's epoch from its
+        first batch; without this a resumed run would see those batches twice and others never. The epoch is
+        checked when iteration starts, after Lightning's `set_epoch`: a run saved at an epoch's last batch goes on
+        with the next epoch, whole. `len` stays the epoch's."""
+        self._resume = (epoch, batches_done)
 
     def _all_batches(self) -> list[np.ndarray]:
         if self._cache is None or self._cache[0] != self.epoch:
@@ -100,7 +102,8 @@ class TokenBudgetBatchSampler:
         return self._cache[1]
 
     def __iter__(self) -> Iterator[list[int]]:
-        skip, self._skip = self._skip, 0
+        resume, self._resume = self._resume, None
+        skip = resume[1] if resume is not None and resume[0] == self.epoch else 0
         for batch in self._all_batches()[self.rank :: self.world_size][skip:]:
             yield batch.tolist()
 

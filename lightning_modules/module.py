@@ -112,15 +112,22 @@ class TranslationModule(pl.LightningModule):
         log V, a uniform guess's) is a run that diverged, not one that is learning slowly. The comparison reads the
         loss from the device, one sync per step, as the NaN check always did."""
         value = float(loss.detach())
+        problem = None
         if not math.isfinite(value):
-            raise TrainingDiverged(f"training loss became {value} at step {self.global_step}")
-        if self.first_loss is None:
+            problem = f"training loss became {value} at step {self.global_step}"
+        elif self.first_loss is None:
             self.first_loss = value
         elif self.global_step > self.train_config.warmup_steps and value > 3 * self.first_loss:
-            raise TrainingDiverged(
+            problem = (
                 f"training loss {value:.4g} at step {self.global_step} is above 3x its first value "
                 f"{self.first_loss:.4g}"
             )
+        # Every rank stops together: one rank raising while the others wait in the gradient all-reduce would hang.
+        if self._trainer is not None and self.trainer.world_size > 1:
+            if self.trainer.strategy.reduce_boolean_decision(problem is not None, all=False) and problem is None:
+                problem = f"training diverged on another rank at step {self.global_step}"
+        if problem is not None:
+            raise TrainingDiverged(problem)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["first_loss"] = self.first_loss

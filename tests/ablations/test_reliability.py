@@ -249,3 +249,35 @@ def test_a_stopped_trial_is_claimed_before_trials_that_have_not_started(tmp_path
     queue.enqueue("base", 0, "base", retry_of=7)  # what _retry_later queues after Ctrl-C or preemption
     claimed = [queue.claim().user_attrs["row"] for _ in range(3)]
     assert claimed == ["base", "A", "B"]
+
+
+def _epoch_batches(sweeps, monkeypatch) -> int:
+    from ablations.studies import load_study
+    from data.batching import TokenBudgetBatchSampler
+    from data.prepare import prepare
+
+    monkeypatch.setenv("ABLATE_CACHE", sweeps.env["ABLATE_CACHE"])
+    cfg = load_study(sweeps.study(STUDY)).run_config("long", "smoke").data
+    split = prepare(cfg).split("train")
+    return len(TokenBudgetBatchSampler(split.src_len, split.tgt_len, cfg.tokens_per_batch, seed=cfg.seed))
+
+
+@pytest.mark.slow
+def test_resuming_several_times_across_epoch_ends_ends_equal_to_one_run(sweeps, tmp_path, monkeypatch):
+    epoch = _epoch_batches(sweeps, monkeypatch)
+    last = 2 * epoch + 6
+    whole = _train(sweeps, tmp_path / "whole", "--train.max_steps", str(last))
+    assert whole.wait(timeout=300) == 0, whole.stderr.read()[-3000:]
+    part = tmp_path / "part"
+    # Stopped mid-epoch, then exactly at the first epoch's end, then in the second epoch: three resumes.
+    for stop, resume in ((5, ()), (epoch, ("--resume",)), (epoch + 7, ("--resume",)), (last, ("--resume",))):
+        run = _train(sweeps, part, "--train.max_steps", str(stop), *resume)
+        assert run.wait(timeout=300) == 0, run.stderr.read()[-3000:]
+
+    a = json.loads((tmp_path / "whole" / "result.json").read_text(encoding="utf-8"))
+    b = json.loads((part / "result.json").read_text(encoding="utf-8"))
+    assert b["metrics"]["resumed_at_steps"] == [5, epoch, epoch + 7]
+    assert [p["step"] for p in b["curves"]["train"]] == [p["step"] for p in a["curves"]["train"]]
+    for x, y in zip(a["curves"]["train"], b["curves"]["train"], strict=True):
+        assert y["loss"] == pytest.approx(x["loss"], rel=1e-9, abs=1e-12), (x, y)
+    assert b["metrics"]["ppl"] == pytest.approx(a["metrics"]["ppl"], rel=1e-9)
