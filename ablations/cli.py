@@ -52,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ablate: error: unknown command {name!r}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     from ablations.interrupt import Interrupted, disk_error
+    from ablations.storage import ENV_VAR
     from data.errors import AblateError
 
+    saved = (sys.argv, os.environ.get(ENV_VAR))
     _keep_storage_secret(rest)
     try:
         module = importlib.import_module(COMMANDS[name][0])
@@ -73,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:  # called in-process (tests, scripts), the caller's environment and argv are as they were
+        sys.argv = saved[0]
+        if saved[1] is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = saved[1]
 
 
 def _keep_storage_secret(argv: list[str]) -> None:

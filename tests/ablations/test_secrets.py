@@ -198,11 +198,16 @@ def test_a_two_worker_postgresql_sweep_writes_its_password_nowhere(sweeps, tmp_p
     try:
         swept = sweeps.run("sweep_split.yaml", out, "--workers", "2", "--storage", url, "--name", name)
         assert swept.returncode == 0, swept.stderr[-3000:]
+        # One more seed, trained by the command's own process (one worker): W&B records that command line.
+        more = sweeps.run("sweep_split.yaml", out, "--workers", "1", "--seeds", "3", "--storage", url, "--name", name)
+        assert more.returncode == 0, more.stderr[-3000:]
+        assert len(list((out / "records").glob("*__seed2.json"))) == 2
         report = sweeps_cli(sweeps, "report", str(out), "--storage", url, "--no_plots")
         status = sweeps_cli(sweeps, "status", str(out), env={ENV_VAR: url})
         assert report.returncode == 0 and status.returncode == 0, report.stderr + status.stderr
         assert "s1" in status.stdout and "complete" in status.stdout
-        printed = swept.stdout + swept.stderr + report.stdout + report.stderr + status.stdout + status.stderr
+        outputs = (swept, more, report, status)
+        printed = "".join(o.stdout + o.stderr for o in outputs)
         assert secret not in printed
         assert list((out / "logs").glob("worker-*.log")) and list((out / "trials").rglob("*.wandb"))
         assert files_holding(secret, out) == []
