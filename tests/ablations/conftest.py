@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +116,16 @@ class Sweeps:
         return sorted((trial_dir / "wandb").glob("offline-run-*"))
 
     @staticmethod
+    def wait_for(condition, timeout: float, poll: float = 0.05) -> bool:
+        """Poll `condition` until it holds or `timeout` seconds pass; its last value."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return True
+            time.sleep(poll)
+        return condition()
+
+    @staticmethod
     def snapshot(root: Path) -> dict[str, int]:
         """Every file under root with its mtime in ns: what a run that does nothing must leave untouched."""
         return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*")) if p.is_file()}
@@ -146,3 +158,35 @@ def sweeps(tmp_path_factory) -> Sweeps:
     helper = Sweeps(env=env)
     yield helper
     helper.kill_all()
+
+
+@pytest.fixture(scope="session")
+def finished_sweep(sweeps, tmp_path_factory) -> Path:
+    """The OUT of one finished sweep of sweep_rows.yaml, shared: tests that change it take `finished_copy`."""
+    out = tmp_path_factory.mktemp("finished") / "out"
+    done = sweeps.run("sweep_rows.yaml", out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+@pytest.fixture
+def finished_copy(finished_sweep, tmp_path, monkeypatch) -> Path:
+    """A copy of `finished_sweep` without its trial directories (a trial trained again would recreate one), its
+    study.json pointing at the copy's journal, ABLATE_STORAGE unset."""
+    from ablations.storage import ENV_VAR
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    out = tmp_path / "out"
+    shutil.copytree(finished_sweep, out, ignore=shutil.ignore_patterns("trials"))
+    spec = json.loads((out / "study.json").read_text(encoding="utf-8"))
+    (out / "study.json").write_text(json.dumps({**spec, "storage": f"journal:{out / 'optuna.journal'}"}))
+    return out
+
+
+@pytest.fixture
+def postgres_url() -> str:
+    """The PostgreSQL server of the multi-machine tests (.ci/run starts one and sets ABLATE_TEST_POSTGRES_URL)."""
+    url = os.environ.get("ABLATE_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("ABLATE_TEST_POSTGRES_URL is not set (.ci/run starts PostgreSQL and sets it)")
+    return url

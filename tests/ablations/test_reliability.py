@@ -14,7 +14,6 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,15 +22,6 @@ STUDY, NAME = "sweep_interrupt.yaml", "sweep-interrupt-smoke"
 STEPS = 400
 FILE_LIMIT = 100_000
 """Bytes: above every record, journal and W&B file of the study, below one checkpoint (about 175 KB)."""
-
-
-def _wait_for(condition, timeout: float) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def _complete_by_key(sweeps, out: Path) -> dict[str, int]:
@@ -92,7 +82,9 @@ def test_ctrl_c_on_a_two_worker_sweep_saves_the_running_trials_prints_the_resume
     out, log = tmp_path / "out", tmp_path / "sweep.log"
     proc = sweeps.start(STUDY, out, "--workers", "2", log=log)
     checkpoints = [out / "trials" / f"{row}__seed0" / "checkpoints" / "last.ckpt" for row in ("long", "wide")]
-    assert _wait_for(lambda: all(c.exists() for c in checkpoints) or proc.poll() is not None, 240), log.read_text()
+    assert sweeps.wait_for(lambda: all(c.exists() for c in checkpoints) or proc.poll() is not None, 240), (
+        log.read_text()
+    )
     os.kill(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the sweep (its workers are in sessions)
     proc.wait(timeout=120)
 
@@ -139,7 +131,7 @@ def test_an_interrupted_and_resumed_run_ends_equal_to_an_uninterrupted_one(sweep
     part = tmp_path / "part"
     stopped = _train(sweeps, part)
     checkpoint = part / "checkpoints" / "last.ckpt"
-    assert _wait_for(lambda: checkpoint.exists() or stopped.poll() is not None, 240)
+    assert sweeps.wait_for(lambda: checkpoint.exists() or stopped.poll() is not None, 240)
     stopped.send_signal(signal.SIGINT)
     _, err = stopped.communicate(timeout=120)
     assert stopped.returncode == 130, err[-3000:]

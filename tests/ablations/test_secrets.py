@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import uuid
 from pathlib import Path
 
@@ -25,22 +24,9 @@ SECRET = "PLANTEDSECRET"
 UNREACHABLE = f"postgresql://ablate:{SECRET}@127.0.0.1:1/nodb"  # nothing listens on port 1
 
 
-@pytest.fixture(scope="module")
-def swept(sweeps, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("swept") / "out"
-    done = sweeps.run(STUDY, out)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
-
-
 @pytest.fixture
-def out(swept, tmp_path, monkeypatch) -> Path:
-    """A copy of the finished sweep's OUT (study.json pointing at the copy's journal), with ABLATE_STORAGE unset."""
-    monkeypatch.delenv(ENV_VAR, raising=False)
-    out = tmp_path / "out"
-    shutil.copytree(swept, out, ignore=shutil.ignore_patterns("trials"))
-    remember(out, f"journal:{out / 'optuna.journal'}")
-    return out
+def out(finished_copy) -> Path:
+    return finished_copy
 
 
 def remember(out: Path, storage: str, optuna_study: str = OPTUNA_NAME) -> None:
@@ -136,14 +122,6 @@ def test_a_sweep_on_an_unreachable_storage_shows_no_password(sweeps, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------ PostgreSQL
-@pytest.fixture
-def postgres_url() -> str:
-    url = os.environ.get("ABLATE_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("ABLATE_TEST_POSTGRES_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    return url
-
-
 @pytest.mark.postgres
 def test_status_and_report_read_a_postgresql_study_given_either_way(out, tmp_path, capsys, monkeypatch, postgres_url):
     """The study lives in PostgreSQL; study.json remembers its URL redacted. The URL is given as users write it

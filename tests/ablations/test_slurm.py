@@ -12,7 +12,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -49,15 +48,6 @@ def _jobs(out: Path) -> list[str]:
     return [job for submission in saved["submissions"] for job in submission["jobs"]]
 
 
-def _wait_for(condition, timeout: float) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return condition()
-
-
 def _complete(sweeps, out: Path, name: str) -> dict[str, list]:
     from optuna.trial import TrialState
 
@@ -66,6 +56,15 @@ def _complete(sweeps, out: Path, name: str) -> dict[str, list]:
         if t.state == TrialState.COMPLETE:
             by_key.setdefault(f"{t.user_attrs['row']}__seed{t.user_attrs['seed']}", []).append(t)
     return by_key
+
+
+def _running_long_trial(sweeps, out: Path, workers: int) -> list[str]:
+    """Submit sweep_interrupt.yaml as `workers` jobs and wait until row 'long' has a checkpoint; the job ids."""
+    submitted = _sweep(sweeps, "sweep_interrupt.yaml", out, "--workers", str(workers))
+    assert submitted.returncode == 0, submitted.stderr[-3000:]
+    checkpoint = out / "trials" / "long__seed0" / "checkpoints" / "last.ckpt"
+    assert sweeps.wait_for(checkpoint.exists, 180), subprocess.run(["squeue"], capture_output=True, text=True).stdout
+    return _jobs(out)
 
 
 def _queue_empty(ids: list[str]) -> bool:
@@ -112,7 +111,7 @@ def test_a_job_array_of_two_workers_runs_every_row_once(sweeps, tmp_path):
     assert {k: len(v) for k, v in complete.items()} == {f"s{r}__seed{s}": 1 for r in (1, 2) for s in (0, 1)}
     assert {t.user_attrs["slurm_job"] for ts in complete.values() for t in ts} <= set(ids)
     assert len(list((out / "records").glob("*.json"))) == 4
-    assert _wait_for(lambda: _queue_empty(ids), 60)  # --wait returns with the study; the jobs then exit
+    assert sweeps.wait_for(lambda: _queue_empty(ids), 60)  # --wait returns with the study; the jobs then exit
     status = _ablate(sweeps, "status", str(out))
     assert status.returncode == 0 and "SLURM job" in status.stdout and "COMPLETED" in status.stdout, status.stdout
 
@@ -122,13 +121,9 @@ def test_a_job_array_of_two_workers_runs_every_row_once(sweeps, tmp_path):
 @pytest.mark.slow
 def test_a_worker_warned_by_slurm_requeues_and_its_trial_resumes_from_its_checkpoint(sweeps, tmp_path):
     out = tmp_path / "out"
-    submitted = _sweep(sweeps, "sweep_interrupt.yaml", out, "--workers", "1")
-    assert submitted.returncode == 0, submitted.stderr[-3000:]
-    (job,) = _jobs(out)
-    checkpoint = out / "trials" / "long__seed0" / "checkpoints" / "last.ckpt"
-    assert _wait_for(checkpoint.exists, 180), subprocess.run(["squeue"], capture_output=True, text=True).stdout
+    (job,) = _running_long_trial(sweeps, out, workers=1)
     subprocess.run(["scancel", "--signal=USR2", job], check=True)  # what preemption and the time limit send first
-    assert _wait_for(lambda: _queue_empty([job]), 300)
+    assert sweeps.wait_for(lambda: _queue_empty([job]), 300)
 
     complete = _complete(sweeps, out, "sweep-interrupt-smoke")
     assert {k: len(v) for k, v in complete.items()} == {"long__seed0": 1, "wide__seed0": 1}
@@ -147,15 +142,11 @@ def test_a_worker_warned_by_slurm_requeues_and_its_trial_resumes_from_its_checkp
 @pytest.mark.slow
 def test_a_worker_cancelled_outright_has_its_trial_run_by_the_other(sweeps, tmp_path):
     out = tmp_path / "out"
-    submitted = _sweep(sweeps, "sweep_interrupt.yaml", out, "--workers", "2")
-    assert submitted.returncode == 0, submitted.stderr[-3000:]
-    ids = _jobs(out)
-    trial_dir = out / "trials" / "long__seed0"
-    assert _wait_for(lambda: (trial_dir / "checkpoints" / "last.ckpt").exists(), 180)
+    ids = _running_long_trial(sweeps, out, workers=2)
     owner = next(t.user_attrs["slurm_job"] for t in sweeps.trials(out, "sweep-interrupt-smoke")
                  if t.user_attrs.get("row") == "long" and "slurm_job" in t.user_attrs)  # fmt: skip
     subprocess.run(["scancel", owner], check=True)  # no USR2: SIGTERM, then SIGKILL after KillWait
-    assert _wait_for(lambda: _queue_empty(ids), 300)
+    assert sweeps.wait_for(lambda: _queue_empty(ids), 300)
 
     complete = _complete(sweeps, out, "sweep-interrupt-smoke")
     assert {k: len(v) for k, v in complete.items()} == {"long__seed0": 1, "wide__seed0": 1}

@@ -8,7 +8,6 @@ output directory whose journal was cut.
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ablations import cli, ledger
-from ablations.storage import ENV_VAR, load_or_create, load_trials, open_existing, open_storage
+from ablations.storage import load_or_create, load_trials, open_existing, open_storage
 from data.errors import AblateError
 
 NAME = "torn"
@@ -148,24 +147,9 @@ def test_the_repair_waits_for_a_worker_holding_optunas_journal_lock(journal):
 
 
 # ------------------------------------------------------------------------------------------- through the commands
-@pytest.fixture(scope="module")
-def swept(sweeps, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("swept") / "out"
-    done = sweeps.run(STUDY, out)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
-
-
 @pytest.fixture
-def out(swept, tmp_path, monkeypatch) -> Path:
-    """A copy of the finished sweep's OUT without its trial directories (a trial trained again would recreate
-    one), its study.json pointing at the copy's journal."""
-    monkeypatch.delenv(ENV_VAR, raising=False)
-    out = tmp_path / "out"
-    shutil.copytree(swept, out, ignore=shutil.ignore_patterns("trials"))
-    spec = json.loads((out / "study.json").read_text(encoding="utf-8"))
-    (out / "study.json").write_text(json.dumps({**spec, "storage": f"journal:{out / 'optuna.journal'}"}))
-    return out
+def out(finished_copy) -> Path:
+    return finished_copy
 
 
 def tear(journal: Path) -> bytes:

@@ -8,7 +8,6 @@ Every sweep here is a real process on a real storage; nothing of Optuna, W&B or 
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -32,15 +31,6 @@ def by_key(trials) -> dict[str, list[Any]]:
     for t in trials:
         out.setdefault(key(t), []).append(t)
     return out
-
-
-def wait_for(condition, timeout: float, poll: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(poll)
-    return condition()
 
 
 def wait_all(procs, timeout: float) -> list[int]:
@@ -102,7 +92,7 @@ def test_a_worker_killed_mid_trial_then_a_rerun_finishes_every_row_exactly_once(
     proc = sweeps.start(KILL_STUDY, out, log=log)
     try:
         # Row 'short' runs first; row 'long' (60 steps) checkpoints every 10 steps: kill once it has one.
-        wait_for(lambda: ckpt.exists() or proc.poll() is not None, timeout=240)
+        sweeps.wait_for(lambda: ckpt.exists() or proc.poll() is not None, timeout=240)
     finally:
         sweeps.kill(proc)
     assert ckpt.exists(), tail(log)
@@ -178,14 +168,6 @@ def test_workers_option_splits_the_rows_and_closes_duplicates_without_training(s
     assert sum(t.state == optuna.trial.TrialState.PRUNED for t in trials) == 4
     assert len({t.user_attrs["pid"] for t in complete.values()}) == 2  # both --worker processes ran trials
     assert sorted(p.name for p in (out / "logs").glob("worker-*.log")) == ["worker-0.log", "worker-1.log"]
-
-
-@pytest.fixture
-def postgres_url() -> str:
-    url = os.environ.get("ABLATE_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("ABLATE_TEST_POSTGRES_URL is not set (.ci/run starts PostgreSQL and sets it)")
-    return url
 
 
 @pytest.mark.slow
