@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ablations import interrupt, progress
 from ablations.storage import ENV_VAR, Queue, recover_dead, redact
@@ -38,7 +40,7 @@ def start(plan: Plan) -> tuple[Queue, int]:
     return queue, queued
 
 
-def coordinate(plan: Plan, workers: int | None, argv: list[str]) -> None:
+def coordinate(plan: Plan, workers: int | None) -> None:
     """Prepare data once, queue the rows, run the workers, show progress and the final table. (The report is the
     command's: reports build on ablations, not the other way round.)"""
     queue, queued = start(plan)
@@ -60,7 +62,7 @@ def coordinate(plan: Plan, workers: int | None, argv: list[str]) -> None:
 
     try:
         if workers > 1:
-            run_workers(plan, queue, argv, workers, keys, title)
+            run_workers(plan, queue, workers, keys, title)
         work(plan, on_trial_end=show)  # with several workers: anything a crashed one left behind
     except interrupt.Interrupted as err:
         raise interrupt.Interrupted(err.step, err.checkpoint, saved=saved_summary(plan, keys)) from None
@@ -176,7 +178,7 @@ def set_threads(workers: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
-def run_workers(plan: Plan, queue: Queue, argv: list[str], n: int, keys, title: str) -> None:
+def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str) -> None:
     """Start n worker processes (one GPU each when there are GPUs) and show the live table until they finish.
 
     Workers run in their own sessions, so a terminal's Ctrl-C reaches only this process, which passes it on once
@@ -193,7 +195,7 @@ def run_workers(plan: Plan, queue: Queue, argv: list[str], n: int, keys, title: 
         env = {**os.environ, "ABLATE_WORKERS": str(n), "PYTHONUNBUFFERED": "1", ENV_VAR: plan.storage}
         if gpus > 1:
             env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
-        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *without_storage(argv), "--worker"]
+        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *worker_argv(plan), "--worker"]
         with open(logs / f"worker-{i}.log", "ab") as log:
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     print(f"  {n} workers started; their logs: {logs}/worker-*.log", file=sys.stderr)
@@ -217,17 +219,18 @@ def run_workers(plan: Plan, queue: Queue, argv: list[str], n: int, keys, title: 
     _outcome(procs, logs)
 
 
-def without_storage(argv: list[str]) -> list[str]:
-    """argv without --storage and its value: workers take the storage from the environment."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--storage":
-            skip = True
-        elif not arg.startswith("--storage="):
-            out.append(arg)
-    return out
+def worker_argv(plan: Plan, **sections: dict[str, Any]) -> list[str]:
+    """A worker's `ablate sweep` arguments, written from the plan rather than copied from the command line, whose
+    options are the coordinator's (launcher, --storage with its password, relative paths). `sections` adds
+    settings (a SLURM job's DDP shape)."""
+    args = [str(Path(plan.study.source).resolve()), "--preset", plan.preset, "--seeds", str(len(plan.seeds)),
+            "--out", str(plan.out.resolve()), "--name", plan.name, "--no_report"]  # fmt: skip
+    if plan.retry_failed:
+        args.append("--retry_failed")
+    for section in {**plan.extra, **sections}:
+        for field, value in {**plan.extra.get(section, {}), **sections.get(section, {})}.items():
+            args += ["--set", f"{section}.{field}={json.dumps(value)}"]  # JSON is YAML, which --set reads
+    return args
 
 
 def _signal(procs: list[subprocess.Popen], sig: int) -> None:

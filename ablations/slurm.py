@@ -16,7 +16,7 @@ within SLURM's KillWait. A job killed without warning (node failure, SIGKILL) le
 process and a stale heartbeat: another worker's liveness check re-runs it (`storage.recover_dead`).
 
 The storage URL reaches the jobs through the environment sbatch exports (ABLATE_STORAGE), never a file submitit
-pickles. The jobs' ids are kept in OUT/slurm/jobs.json for `ablate status`.
+pickles. Each submission's job ids are kept in OUT/slurm/jobs.json; `ablate status` shows each trial's job.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -190,13 +190,16 @@ def check_cluster(cfg: SlurmConfig, accelerator: str) -> None:
                               f"it has {', '.join(partitions)}")  # fmt: skip
 
 
-def submit(plan, cfg: SlurmConfig, argv: list[str], workers: int | None, pending: int, dry_run: bool) -> list[str]:
+def submit(plan, cfg: SlurmConfig, workers: int | None, pending: int, dry_run: bool) -> list[str]:
     """Submit `workers` (default: one per pending trial, at most slurm.max_jobs) sweep workers as a job array;
     returns the job ids. With `dry_run`, print the batch script and submit nothing."""
     count = max(1, min(workers or pending, pending or 1, cfg.max_jobs))
     folder = plan.out.resolve() / "slurm"
     ex = executor(cfg, folder, f"ablate-{plan.name}", count)
-    job = SweepJob(worker_argv(plan, argv, cfg), os.getcwd())
+    from ablations.runner import worker_argv
+
+    ddp = {"devices": cfg.tasks_per_node, "num_nodes": cfg.nodes, "strategy": "ddp"} if cfg.ranks > 1 else {}
+    job = SweepJob(worker_argv(plan, **({"hardware": ddp} if ddp else {})), os.getcwd())
     if dry_run:
         print(batch_script(ex, count), end="")
         return []
@@ -217,31 +220,6 @@ def _submit_array(ex, job: SweepJob, count: int):
         return [ex.submit(job) for _ in range(count)]
 
 
-def worker_argv(plan, argv: list[str], cfg: SlurmConfig) -> list[str]:
-    """The command-line arguments of one worker: the sweep's own, with absolute paths, no launcher options and no
-    storage (it comes through the environment); the trial's hardware from the job's shape."""
-    from ablations.runner import without_storage
-
-    keep, skip = [], False
-    launcher_flags = {"--launcher", "--wait", "--dry_run", "--workers"}
-    for arg in without_storage(argv):
-        name = arg.split("=", 1)[0]
-        if skip:
-            skip = False
-        elif name in launcher_flags or name.startswith("--slurm."):
-            skip = "=" not in arg and name not in ("--wait", "--dry_run")
-        else:
-            keep.append(arg)
-    study = keep[0] if keep else plan.study.name
-    if Path(study).is_file():
-        keep[0] = str(Path(study).resolve())
-    keep += ["--out", str(plan.out.resolve()), "--name", plan.name]
-    if cfg.ranks > 1:
-        keep += ["--hardware.devices", str(cfg.tasks_per_node), "--hardware.num_nodes", str(cfg.nodes),
-                 "--hardware.strategy", "ddp"]  # fmt: skip
-    return keep
-
-
 def _remember(folder: Path, ids: list[str], count: int) -> None:
     from ablations.ledger import write_json_atomic
 
@@ -252,13 +230,6 @@ def _remember(folder: Path, ids: list[str], count: int) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ job states
-def job_ids(out: Path) -> list[str]:
-    path = Path(out) / "slurm" / JOBS_FILE
-    if not path.is_file():
-        return []
-    return [j for s in json.loads(path.read_text(encoding="utf-8"))["submissions"] for j in s["jobs"]]
-
-
 def job_states(ids: list[str]) -> dict[str, str]:
     """Job id -> SLURM state (PENDING, RUNNING, REQUEUED, COMPLETED, ...): squeue for live jobs, sacct for the rest
     (without accounting, ended jobs show as 'ENDED')."""
@@ -307,12 +278,4 @@ def wait(plan, keys, ids: list[str], title: str, poll_s: float = 3.0) -> None:
         live(None, None)
 
 
-__all__ = ["SlurmConfig", "SweepJob", "submit", "batch_script", "job_ids", "job_states", "wait"]
-
-
-def config_from(values: dict[str, Any]) -> SlurmConfig:
-    return SlurmConfig(**{k: v for k, v in values.items() if v is not None})
-
-
-def describe(cfg: SlurmConfig) -> dict[str, Any]:
-    return asdict(cfg)
+__all__ = ["SlurmConfig", "SweepJob", "submit", "batch_script", "job_states", "wait"]

@@ -402,17 +402,24 @@ class Queue:
                 continue
         return None
 
-    def fail_dead(self, trial: Any) -> bool:
-        """Fail a RUNNING trial whose worker is gone, marked as retried. False if another worker got there first."""
+    def retry(self, trial: Any, reason: str = ledger.RETRIED_REASON) -> bool:
+        """Fail a RUNNING trial as superseded (`reason`, 'retried') and, for a sweep trial, queue it again; its
+        retry resumes from the trial's checkpoint. For a dead worker's trial (`recover_dead`) and for one its worker
+        stopped (Ctrl-C, preemption, a full disk). False if another worker finished or failed it first."""
         from optuna.trial import TrialState
 
         trial_id = self.trial_id(trial)
         try:
-            self.storage.set_trial_user_attr(trial_id, "reason", ledger.RETRIED_REASON)
+            self.storage.set_trial_user_attr(trial_id, "reason", reason)
             self.storage.set_trial_user_attr(trial_id, "retried", True)
-            return bool(self.storage.set_trial_state_values(trial_id, state=TrialState.FAIL))
+            if not self.storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                return False
         except Exception:  # another worker finished or failed it first
             return False
+        key = ledger.trial_key(trial)
+        if key is not None:  # a sweep trial is queued again; a tuning trial is failed and the search goes on
+            self.enqueue(*key, group=trial.user_attrs.get("group", key[0]), retry_of=trial.number)
+        return True
 
     def heartbeat(self, trial: Any) -> Heartbeat:
         return Heartbeat(self.storage, self.trial_id(trial))
@@ -427,12 +434,8 @@ def recover_dead(queue: Queue, grace_s: float = GRACE_S) -> list[int]:
         started = trial.datetime_start.timestamp() if trial.datetime_start else time.time()
         same_host_dead = attrs.get("host") == host and "pid" in attrs and not _pid_alive(int(attrs["pid"]))
         stale = time.time() - (attrs.get("heartbeat") or started) > grace_s
-        if not (same_host_dead or stale) or not queue.fail_dead(trial):
-            continue
-        failed.append(trial.number)
-        key = ledger.trial_key(trial)
-        if key is not None:  # a sweep trial is queued again; a tuning trial is failed and the search goes on
-            queue.enqueue(*key, group=attrs.get("group", key[0]), retry_of=trial.number)
+        if (same_host_dead or stale) and queue.retry(trial):
+            failed.append(trial.number)
     return failed
 
 

@@ -211,18 +211,12 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
 
 
 def _retry_later(queue: Queue, trial, reason: str) -> None:
-    """A trial stopped by its worker (Ctrl-C, a full disk): failed as superseded and queued again, so the next run
-    resumes it from its checkpoint at once (not after the liveness grace). Best effort: on a full disk the storage
-    may not take the write either, and then liveness finds the trial on the next run."""
-    from optuna.trial import TrialState
-
+    """A trial stopped by its worker (Ctrl-C, preemption, a full disk) is queued again now, so the next run resumes
+    it from its checkpoint at once, not after the liveness grace. Best effort: on a full disk the storage may not
+    take the write either, and then the next run's liveness check does the same."""
     try:
-        queue.set_attr(trial, "reason", reason)
-        queue.set_attr(trial, "retried", True)
-        queue.study.tell(trial.number, state=TrialState.FAIL)
-        row, seed = ledger.trial_key(trial)
-        queue.enqueue(row, seed, trial.user_attrs.get("group", row), retry_of=trial.number)
-    except Exception:  # noqa: BLE001 - see above: the next run's liveness check does the same
+        queue.retry(trial, reason)
+    except Exception:  # noqa: BLE001 - see above
         pass
 
 

@@ -96,11 +96,11 @@ def main(argv: list[str]) -> int:
     if ns.worker:
         return runner.work_here(plan)
     if ns.launcher == "slurm":
-        return _slurm(plan, ns, argv)
+        return _slurm(plan, ns)
     if ns.dry_run or ns.wait:
         raise AblateError("--dry_run and --wait go with --launcher slurm")
     started = time.time()
-    runner.coordinate(plan, ns.workers, argv)
+    runner.coordinate(plan, ns.workers)
     if not ns.no_report:
         _report(plan)
     runner.print_next_steps(plan, time.time() - started)
@@ -123,13 +123,13 @@ def _report(plan) -> None:
     print(f"report: {', '.join(files)} (+{plots} plot files)", file=sys.stderr)
 
 
-def _slurm(plan, ns, argv: list[str]) -> int:
+def _slurm(plan, ns) -> int:
     """Queue the rows, submit the workers as a SLURM job array, print the job ids (and follow with --wait)."""
     from ablations import runner, slurm
 
     cfg = slurm.SlurmConfig(**ns.slurm.as_dict())
     if ns.dry_run:
-        slurm.submit(plan, cfg, argv, ns.workers, len(plan.keys()), dry_run=True)
+        slurm.submit(plan, cfg, ns.workers, len(plan.keys()), dry_run=True)
         return 0
     queue, queued = runner.start(plan)
     pending = len(queue.trials("WAITING"))
@@ -137,7 +137,7 @@ def _slurm(plan, ns, argv: list[str]) -> int:
         print(f"sweep {plan.study.name}: no trial left to run in {plan.out}", file=sys.stderr)
         ids: list[str] = []
     else:
-        ids = slurm.submit(plan, cfg, argv, ns.workers, pending, dry_run=False)
+        ids = slurm.submit(plan, cfg, ns.workers, pending, dry_run=False)
         print(
             f"sweep {plan.study.name} at preset {plan.preset}: {pending} trial(s) queued ({queued} new); "
             f"{len(ids)} SLURM worker job(s) submitted: {' '.join(ids)}\n"
