@@ -209,7 +209,8 @@ def submit(plan, cfg: SlurmConfig, workers: int | None, pending: int, dry_run: b
         jobs = _submit_array(ex, job, count)
     except Exception as err:  # noqa: BLE001 - sbatch's refusal, as one line
         first = " ".join(str(err).split())[:300]
-        raise AblateError(f"sbatch refused the job array: {first}") from None
+        raise AblateError(f"sbatch refused the job array: {first}; fix the slurm section (--dry_run prints the "
+                          "script sbatch was given)") from None  # fmt: skip
     ids = [j.job_id for j in jobs]
     _remember(folder, ids, count)
     return ids
