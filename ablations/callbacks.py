@@ -26,7 +26,8 @@ class _StorageCallback(pl.Callback):
 
 
 class ProgressToStorage(_StorageCallback):
-    """Publishes each validation's step, PPL and BLEU as the trial's 'progress' user attribute (the live view)."""
+    """Publishes each validation's step, PPL and BLEU as the trial's 'progress' user attribute (the live view), and
+    its dev BLEU as an intermediate value at that step (optuna-dashboard's learning curves)."""
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module) -> None:
         if not trainer.is_global_zero or trainer.sanity_checking:
@@ -39,20 +40,24 @@ class ProgressToStorage(_StorageCallback):
             "bleu": val.get("bleu"),
         }
         try:
-            self._open_storage().set_trial_user_attr(self.trial_id, "progress", progress)
+            storage = self._open_storage()
+            storage.set_trial_user_attr(self.trial_id, "progress", progress)
+            if val.get("bleu") is not None and val.get("step") is not None:
+                storage.set_trial_intermediate_value(self.trial_id, int(val["step"]), float(val["bleu"]))
         except Exception:  # progress is a courtesy: a storage hiccup must not fail the trial
             pass
 
 
 class StepPruning(_StorageCallback):
-    """Reports dev BLEU at every validation (MT training is step-based) and stops the run when `pruner` says so.
+    """Reports dev BLEU (or the tuned `metric`) at every validation (MT training is step-based) and stops the run
+    when `pruner` says so.
     Under DDP, rank 0 decides and broadcasts, so every rank stops at the same step.
 
     Optuna does not store a study's pruner, so the one the tuner built travels with the callback (it pickles)."""
 
-    def __init__(self, storage_url: str, study_name: str, trial_id: int, pruner) -> None:
+    def __init__(self, storage_url: str, study_name: str, trial_id: int, pruner, metric: str = "bleu") -> None:
         super().__init__(storage_url, study_name, trial_id)
-        self.pruner = pruner
+        self.pruner, self.metric = pruner, metric
 
     def _optuna_study(self):
         if self._study is None:
@@ -76,7 +81,8 @@ class StepPruning(_StorageCallback):
 
             val = pl_module.last_validation
             trial = optuna.Trial(self._optuna_study(), self.trial_id)
-            trial.report(float(val.get("bleu", -val.get("ppl", 0.0))), step=trainer.global_step)
+            if val.get(self.metric) is not None:
+                trial.report(float(val[self.metric]), step=trainer.global_step)
             prune = trial.should_prune()
             if prune:
                 trial.set_user_attr("pruned_at_step", trainer.global_step)

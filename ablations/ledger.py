@@ -6,7 +6,7 @@ A results directory OUT holds, per row x seed of a study (the *key*, `<row>__see
 The Optuna storage holds the trials; several trials can share a key (a retry after a dead worker, a duplicate
 claim by two racing coordinators, a `--retry_failed` rerun). `resolve` is the one rule that says which trial speaks
 for a key; sweep, status, tune, compare and reports all go through it. A copy of each record also travels in its
-trial's user attributes (`pack`/`unpack`), so a coordinator on another machine can rebuild OUT.
+trial's system attributes (`pack`/`unpack`/`stored_record`), so a coordinator on another machine can rebuild OUT.
 
 No torch, Lightning, W&B or Optuna import here: reports import this module (Optuna objects are duck-typed).
 """
@@ -163,6 +163,17 @@ def unpack(packed: dict[str, Any], out: Path) -> bool:
     return True
 
 
+RECORD_ATTR = "ablate:record"
+"""The trial *system* attribute that holds the packed record: out of the user attributes, which optuna-dashboard
+and `optuna trials` print in full."""
+
+
+def stored_record(trial: Any) -> dict[str, Any] | None:
+    """The packed record a finished trial carries in the storage (`pack`), or None. Storages written before the
+    record moved out of the user attributes keep it there."""
+    return trial.system_attrs.get(RECORD_ATTR) or trial.user_attrs.get("record")
+
+
 # ------------------------------------------------------------------------------------------------ trial states
 def trial_key(trial: Any) -> tuple[str, int] | None:
     """(row, seed) of an Optuna trial of a sweep (its user attributes), None for a tuning trial."""
@@ -209,6 +220,7 @@ __all__ = [
     "write_atomic",
     "pack",
     "unpack",
+    "stored_record",
     "trial_key",
     "trial_state",
     "resolve",

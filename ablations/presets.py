@@ -77,6 +77,23 @@ class Preset:
             out["max_steps"] = max(1, round(values["max_steps"] * self.step_scale))
         return out
 
+    def search_factor(self, section: str, name: str) -> float:
+        """How a value of `section.name` written in the paper's units maps to this preset, for `ablate tune`'s
+        search space: widths, N and steps by the preset's factors; a recipe field the preset sets outright (warmup,
+        lr_factor) by the preset's value over the paper's (TrainConfig's and ModelConfig's defaults are the paper's:
+        the paper's 4000 warmup steps are the tiny preset's 400); anything else (dropout, label smoothing) as is."""
+        if section == "model" and name in WIDTH_FIELDS:
+            return self.width_scale
+        if section == "model" and name == "n_layers":
+            return self.depth_scale
+        if section == "train" and name == "max_steps":
+            return self.step_scale
+        paper = {"model": ModelConfig(), "train": TrainConfig()}.get(section)
+        mine = {"model": self.model, "train": self.train}.get(section, {}).get(name)
+        theirs = getattr(paper, name, None)
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (mine, theirs))
+        return mine / theirs if numbers and theirs else 1.0
+
     def _whole(self, name: str, value: int, factor: float) -> int:
         scaled = value * factor
         if abs(scaled - round(scaled)) > 1e-9 or round(scaled) < 1:

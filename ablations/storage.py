@@ -23,6 +23,12 @@ that does not also create a new trial when none waits (`Study.ask`), so the clai
 `set_trial_state_values`, on trial ids looked up by public storage calls (`Queue.trial_id`): no private attribute
 of Optuna is read anywhere.
 
+What optuna-dashboard and `optuna trials` show: each sweep trial carries its row, seed and knobs (every config field
+a row of the plan overrides) as *parameters* with fixed distributions (`ParamSpace`), so parallel coordinates,
+importance and slice plots work over the knobs; its values are named objectives, dev BLEU (maximize) and dev PPL
+(minimize); the dev BLEU of every validation is an intermediate value (learning curves); the bulky record travels
+as a system attribute, which neither prints.
+
 Liveness is hand-written rather than Optuna's heartbeat because Optuna 5 supports heartbeats only on RDB storages
 and the default storage is a journal file; one mechanism then serves journal, SQLite and PostgreSQL alike.
 No torch, Lightning or W&B import here (reports use `open_existing`).
@@ -213,11 +219,74 @@ def open_existing(url: str, out_dir: Path) -> Any:
     return _open_rdb(url)
 
 
+OBJECTIVES = {"dev BLEU": "maximize", "dev PPL": "minimize"}
+"""A sweep study's objectives, as optuna-dashboard names them (`Study.set_metric_names`). The trial values are the
+record's final dev BLEU and PPL."""
+
+
 def load_or_create(storage, name: str):
+    """The sweep's Optuna study (created with named objectives; one made by an older ablate keeps its single BLEU
+    objective)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)
+    study = optuna.create_study(
+        study_name=name, storage=storage, directions=list(OBJECTIVES.values()), load_if_exists=True
+    )
+    if study.metric_names is None and len(study.directions) == len(OBJECTIVES):
+        study.set_metric_names(list(OBJECTIVES))
+    return study
+
+
+# ------------------------------------------------------------------------------------------------- parameters
+@dataclass(frozen=True)
+class ParamSpace:
+    """The Optuna parameters of a sweep's trials: 'row' (categorical over the plan's rows, in order), 'seed', and
+    every knob ('section.field') that some row overrides, with the row's resolved value. Distributions are fixed
+    from the values the plan's rows take (a numeric knob spans min..max, log-scaled when it spans 8x or more, as
+    d_model or h do; anything else is categorical), so every trial of a plan shares them and optuna-dashboard plots
+    the knobs on common axes."""
+
+    values: dict[str, dict[str, Any]]
+    """row -> {knob: value}."""
+    seeds: tuple[int, ...]
+    distributions: dict[str, Any]
+
+    @classmethod
+    def of(cls, values: dict[str, dict[str, Any]], seeds: tuple[int, ...] | list[int]) -> ParamSpace:
+        from optuna.distributions import CategoricalDistribution, IntDistribution
+
+        values = {row: {k: _param_value(v) for k, v in knobs.items()} for row, knobs in values.items()}
+        seeds = tuple(seeds)
+        knobs = list(dict.fromkeys(k for row in values.values() for k in row))
+        distributions: dict[str, Any] = {
+            "row": CategoricalDistribution(list(values)),
+            "seed": IntDistribution(min(seeds), max(seeds)),
+        }
+        for knob in knobs:
+            distributions[knob] = _distribution([row.get(knob) for row in values.values()])
+        return cls(values, seeds, distributions)
+
+    def params(self, row: str, seed: int) -> dict[str, Any]:
+        return {"row": row, "seed": seed, **self.values[row]}
+
+
+def _param_value(value: Any) -> Any:
+    """A config value as an Optuna parameter can hold it (None, bool, int, float, str)."""
+    return value if value is None or isinstance(value, (bool, int, float, str)) else json.dumps(value)
+
+
+def _distribution(values: list[Any]) -> Any:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(numbers) == len(values):
+        low, high = min(numbers), max(numbers)
+        log = low > 0 and high >= 8 * low
+        if all(isinstance(v, int) for v in numbers):
+            return IntDistribution(int(low), int(high), log=log)
+        return FloatDistribution(float(low), float(high), log=log)
+    return CategoricalDistribution(list(dict.fromkeys(values)))
 
 
 def load_trials(url: str, study_name: str, out_dir: Path) -> list[Any]:
@@ -365,6 +434,17 @@ class Queue:
     def set_attr(self, trial: Any, key: str, value: Any) -> None:
         self.storage.set_trial_user_attr(self.trial_id(trial), key, value)
 
+    def keep_record(self, trial: Any, packed: dict[str, Any]) -> None:
+        """The trial's packed record (`ledger.pack`), as a system attribute (`ledger.stored_record` reads it)."""
+        self.storage.set_trial_system_attr(self.trial_id(trial), ledger.RECORD_ATTR, packed)
+
+    def complete(self, trial: Any, metrics: dict[str, Any]) -> None:
+        """Finish a trial with its objective values from the record's metrics (a missing one is NaN: Optuna then
+        fails the trial, as a run without a score should)."""
+        names = ("bleu", "ppl")[: len(self.study.directions)]
+        values = [float(metrics[k]) if metrics.get(k) is not None else float("nan") for k in names]
+        self.study.tell(trial.number, values=values)
+
     def user_attrs(self, trial: Any) -> dict[str, Any]:
         """A trial's user attributes as stored now (not as when it was read)."""
         return self.storage.get_trial_user_attrs(self.trial_id(trial))
@@ -376,8 +456,23 @@ class Queue:
         wanted = tuple(TrialState[s] for s in states) or None
         return self.study.get_trials(deepcopy=False, states=wanted)
 
-    def enqueue(self, row: str, seed: int, group: str, **attrs: Any) -> None:
-        self.study.enqueue_trial({}, user_attrs={"row": row, "seed": seed, "group": group, **attrs})
+    def enqueue(
+        self, row: str, seed: int, group: str, *, space: ParamSpace | None = None, like: Any = None, **attrs: Any
+    ) -> None:
+        """Queue a WAITING trial of row x seed, with its parameters from `space` (or copied from the trial `like`,
+        which it retries)."""
+        from optuna.trial import TrialState, create_trial
+
+        if space is not None:
+            params, distributions = space.params(row, seed), space.distributions
+        elif like is not None:
+            params, distributions = like.params, like.distributions
+        else:
+            params, distributions = {}, {}
+        user_attrs = {"row": row, "seed": seed, "group": group, **attrs}
+        self.study.add_trial(
+            create_trial(state=TrialState.WAITING, params=params, distributions=distributions, user_attrs=user_attrs)
+        )
 
     def claim(self) -> Any | None:
         """Atomically move one queued trial to RUNNING for this worker (the storage arbitrates between workers)."""
@@ -418,7 +513,7 @@ class Queue:
             return False
         key = ledger.trial_key(trial)
         if key is not None:  # a sweep trial is queued again; a tuning trial is failed and the search goes on
-            self.enqueue(*key, group=trial.user_attrs.get("group", key[0]), retry_of=trial.number)
+            self.enqueue(*key, group=trial.user_attrs.get("group", key[0]), like=trial, retry_of=trial.number)
         return True
 
     def heartbeat(self, trial: Any) -> Heartbeat:

@@ -19,7 +19,11 @@ from data.errors import AblateError
 from reports.claims import Claim, load_claims, parse_claims
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
-STUDY_KEYS = {"name", "description", "scale", "seeds", "base", "preset", "rows", "search_space", "claims"}
+STUDY_KEYS = {
+    "name", "description", "scale", "seeds", "base", "preset", "rows", "search_space", "tune_objective", "claims"
+}  # fmt: skip
+TUNE_OBJECTIVES = ("bleu", "ppl", "both")
+"""What `ablate tune` optimises: dev BLEU, dev PPL, or both (a Pareto front, from which the compromise is picked)."""
 ROW_KEYS = {"name", "group", "paper", *SECTIONS}
 
 
@@ -62,6 +66,10 @@ class Study:
     base: dict[str, dict[str, Any]]
     rows: tuple[Row, ...]
     search_space: tuple[SearchDim, ...] = ()
+    """`ablate tune`'s search space. In a `scale: paper` study its ranges are in the paper's units and every preset
+    maps them to its own (`Preset.search_factor`), like the rows."""
+    tune_objective: str = "bleu"
+    """What `ablate tune` optimises (`TUNE_OBJECTIVES`); `--objective` on the command line overrides it."""
     default_preset: str | None = None
     source: str = ""
     claims: tuple[Claim, ...] = ()
@@ -174,6 +182,9 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
             raise AblateError(f"{where}: paper must map metric names to numbers, e.g. {{bleu: 25.8, ppl: 4.92}}")
         rows.append(Row(name=row_name, group=str(item.get("group", row_name)), overrides=overrides, paper=paper))
     space = tuple(_search_dim(k, v, source) for k, v in (raw.get("search_space") or {}).items())
+    objective = str(raw.get("tune_objective", "bleu"))
+    if objective not in TUNE_OBJECTIVES:
+        raise AblateError(f"{source}: tune_objective {objective!r}: choose one of {', '.join(TUNE_OBJECTIVES)}")
     return Study(
         claims=_claims(raw.get("claims"), source, rows),
         name=str(name),
@@ -183,6 +194,7 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
         base=base,
         rows=tuple(rows),
         search_space=space,
+        tune_objective=objective,
         default_preset=preset,
         source=source,
     )

@@ -1,8 +1,14 @@
 """Hyperparameter search for one row: TPE over the study's search space, pruned per validation step.
 
-The objective is short (build the config from the trial, fit, return dev BLEU); storage, pruning and liveness sit
-beside it. Pruning reports at every validation (MT training is step-based, not epoch-based); under DDP only rank 0
-talks to the storage and its decision is broadcast, so every rank stops at the same step.
+The objective is short (build the config from the trial, fit, return dev BLEU, dev PPL or both); storage, pruning
+and liveness sit beside it. The search space is written in the paper's units and mapped to the preset
+(`search_space`), so a 60-step smoke run never draws a 723-step warmup. Pruning reports at every validation (MT
+training is step-based, not epoch-based); under DDP only rank 0 talks to the storage and its decision is broadcast,
+so every rank stops at the same step. Optuna prunes single-objective studies only: with both objectives, trials run
+to the end.
+
+A diverged trial (the training's blow-up guard, or a dev PPL no better than a uniform guess over the vocabulary)
+fails, and failed trials are never picked.
 """
 
 from __future__ import annotations
@@ -15,8 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ablations.ledger import write_json_atomic
+from ablations.presets import get_preset
 from ablations.storage import Queue, open_storage, recover_dead
 from ablations.studies import SearchDim, Study
+from data.errors import AblateError
+
+OBJECTIVES = {"bleu": ("dev BLEU", "maximize"), "ppl": ("dev PPL", "minimize")}
+"""Each objective's name (optuna-dashboard's metric name) and direction."""
 
 
 @dataclass
@@ -30,6 +41,43 @@ class TuneJob:
     name: str
     extra: dict[str, dict[str, Any]]
     seed: int = 0
+    objective: str = "bleu"
+    """'bleu', 'ppl' or 'both' (studies.TUNE_OBJECTIVES)."""
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return ("bleu", "ppl") if self.objective == "both" else (self.objective,)
+
+
+def search_space(study: Study, preset: str) -> tuple[SearchDim, ...]:
+    """The study's search space at `preset`: in a `scale: paper` study each range is in the paper's units and is
+    mapped like the rows (`Preset.search_factor`); int ranges stay whole and at least one apart."""
+    if study.scale != "paper":
+        return study.search_space
+    p = get_preset(preset)
+    dims = []
+    for dim in study.search_space:
+        section, _, name = dim.name.partition(".")
+        factor = p.search_factor(section, name)
+        if dim.type == "categorical" or factor == 1.0:
+            dims.append(dim)
+            continue
+        low, high = dim.low * factor, dim.high * factor
+        if dim.type == "int":
+            low = max(round(low), 1 if dim.log or dim.low >= 1 else 0)
+            high = max(round(high), low + 1)
+        dims.append(SearchDim(name=dim.name, low=low, high=high, log=dim.log, type=dim.type))
+    return tuple(dims)
+
+
+def describe_space(dims: tuple[SearchDim, ...]) -> str:
+    """'train.lr_factor 0.025..0.4 (log), model.p_drop 0..0.4': for the command's first line and best.yaml."""
+    return ", ".join(
+        f"{d.name} {list(d.choices)}"
+        if d.type == "categorical"
+        else f"{d.name} {d.low:g}..{d.high:g}" + " (log)" * d.log
+        for d in dims
+    )
 
 
 def suggest(trial, dims: tuple[SearchDim, ...]) -> dict[str, dict[str, Any]]:
@@ -55,16 +103,27 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
 
     sampler = optuna.samplers.TPESampler(seed=job.seed, n_startup_trials=min(5, job.trials))
     first_check = job.study.run_config(job.row, job.preset, job.seed, **job.extra).train.val_every
-    pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=first_check)  # also StepPruning's
+    if len(job.metrics) == 1:  # also StepPruning's
+        pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=first_check)
+    else:
+        pruner = optuna.pruners.NopPruner()
     storage = open_storage(job.storage)
+    names = [OBJECTIVES[m][0] for m in job.metrics]
     study = optuna.create_study(
         study_name=job.name,
         storage=storage,
-        direction="maximize",
+        directions=[OBJECTIVES[m][1] for m in job.metrics],
         sampler=sampler,
         pruner=pruner,
         load_if_exists=True,
     )
+    if study.metric_names is None:
+        study.set_metric_names(names)
+    if study.metric_names != names:
+        raise AblateError(
+            f"{job.out}: this search optimises {', '.join(study.metric_names)}, not {', '.join(names)}; continue "
+            f"it with --objective {_objective_of(study.metric_names)}, or start a new one with another --out"
+        )
     queue = Queue(storage, study)
     recover_dead(queue)
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
@@ -75,14 +134,21 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
     return _write_best(job, study)
 
 
-def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float:
-    """Build the config from the trial, train it, return dev BLEU (or raise TrialPruned)."""
+def _objective_of(metric_names: list[str]) -> str:
+    by_name = {name: metric for metric, (name, _) in OBJECTIVES.items()}
+    metrics = [by_name.get(n, n) for n in metric_names]
+    return "both" if len(metrics) == 2 else metrics[0]
+
+
+def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float | tuple[float, ...]:
+    """Build the config from the trial, train it, return its objective value(s) (or raise TrialPruned)."""
     import optuna
 
     from ablations.callbacks import StepPruning
+    from ablations.tracking import run_group
     from ablations.train import train
 
-    layer = suggest(trial, job.study.search_space)
+    layer = suggest(trial, search_space(job.study, job.preset))
     extra = {s: {**job.extra.get(s, {}), **layer.get(s, {})} for s in {*job.extra, *layer}}
     run = job.study.run_config(job.row, job.preset, job.seed, **extra)
     trial.set_user_attr("host", socket.gethostname())
@@ -92,37 +158,94 @@ def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float:
             run,
             job.out / "trials" / f"trial{trial.number:04d}",
             name=f"{job.row}-tune{trial.number}",
-            group=f"{job.study.name}-tune",
+            group=run_group(job.study.name, job.preset, f"tune-{job.row}"),
             tags=["tune", job.row, job.preset],
             started_at=time.time(),
-            callbacks=[StepPruning(job.storage, job.name, queue.trial_id(trial), pruner)],
+            callbacks=[StepPruning(job.storage, job.name, queue.trial_id(trial), pruner, metric=job.metrics[0])]
+            if len(job.metrics) == 1
+            else [],
             resume=False,
             extra_config={"study": job.study.name, "row": job.row, "preset": job.preset, "tune_trial": trial.number},
         )
     if "pruned_at_step" in queue.user_attrs(trial):
         raise optuna.TrialPruned()
-    if result is None or result.metrics.get("bleu") is None:
-        raise RuntimeError("training produced no dev BLEU")
-    return float(result.metrics["bleu"])
+    metrics = result.metrics if result is not None else {}
+    for name in ("bleu", "ppl"):
+        if metrics.get(name) is not None:
+            trial.set_user_attr(name, float(metrics[name]))
+    _check_converging(metrics, run.data.vocab_size)
+    return tuple(float(metrics[m]) for m in job.metrics) if len(job.metrics) > 1 else float(metrics[job.metrics[0]])
+
+
+def _check_converging(metrics: dict[str, Any], vocab_size: int) -> None:
+    """Fail a trial that has no usable score: no dev BLEU or PPL, a non-finite one, or a dev PPL no better than a
+    uniform guess over the vocabulary (a run that diverged without tripping the training guard)."""
+    import math
+
+    if metrics.get("bleu") is None or metrics.get("ppl") is None:
+        raise RuntimeError("training produced no dev BLEU or PPL")
+    if not all(math.isfinite(float(metrics[m])) for m in ("bleu", "ppl")):
+        raise RuntimeError(f"diverged: dev BLEU {metrics['bleu']}, dev PPL {metrics['ppl']}")
+    if float(metrics["ppl"]) >= vocab_size:
+        raise RuntimeError(
+            f"diverged: dev PPL {float(metrics['ppl']):.4g} is no better than a uniform guess over the "
+            f"{vocab_size} subwords"
+        )
+
+
+PPL_SLACK = 1.1
+"""With both objectives, the trials that compete on BLEU: dev PPL within this factor of the best one (about 0.1 nats
+per token of cross-entropy)."""
+
+
+def pick_best(trials: list[Any], metrics: tuple[str, ...]) -> Any | None:
+    """The trial whose settings best.yaml gives, among complete trials (failed and diverged ones never count): the
+    best value of the one objective; with both, the best dev BLEU among the trials whose dev PPL is within
+    `PPL_SLACK` of the best PPL (ties: the lower PPL). PPL is the smooth signal the model trains on, BLEU the noisy
+    one the paper reports: a BLEU won by a hair with twice the perplexity is luck, not a better recipe. The pick is
+    on the Pareto front optuna-dashboard shows."""
+    from optuna.trial import TrialState
+
+    done = [t for t in trials if t.state == TrialState.COMPLETE and t.values is not None]
+    if not done:
+        return None
+    if len(metrics) == 1:
+        sign = -1.0 if OBJECTIVES[metrics[0]][1] == "maximize" else 1.0
+        return min(done, key=lambda t: (sign * t.values[0], t.number))
+    bleu, ppl = metrics.index("bleu"), metrics.index("ppl")
+    best_ppl = min(t.values[ppl] for t in done)
+    close = [t for t in done if t.values[ppl] <= PPL_SLACK * best_ppl]
+    return min(close, key=lambda t: (-t.values[bleu], t.values[ppl], t.number))
 
 
 def _write_best(job: TuneJob, study) -> dict[str, Any]:
     """best.yaml (overrides to pass to `ablate sweep --config`) and best.json; returns the summary."""
     import yaml
-    from optuna.trial import TrialState
 
-    if not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        return {"best": None, "trials": len(study.trials)}
-    best = study.best_trial
+    trials = study.get_trials(deepcopy=False)
+    best = pick_best(trials, job.metrics)
+    if best is None:
+        return {"best": None, "trials": len(trials)}
     overrides: dict[str, dict[str, Any]] = {}
     for name, value in best.params.items():
         section, _, key = name.partition(".")
         overrides.setdefault(section, {})[key] = value
+    scores = {m: float(best.user_attrs[m]) for m in ("bleu", "ppl") if m in best.user_attrs}
+    said = ", ".join(f"dev {m.upper()} {v:.2f}" for m, v in scores.items())
     (job.out / "best.yaml").write_text(
-        f"# best of {len(study.trials)} trials for row {job.row} of {job.study.name} at preset {job.preset}: "
-        f"dev BLEU {best.value:.2f} (trial {best.number})\n" + yaml.safe_dump(overrides, sort_keys=True),
+        f"# best of {len(trials)} trials for row {job.row} of {job.study.name} at preset {job.preset} "
+        f"(objective: {job.objective}): {said} (trial {best.number})\n"
+        f"# values at preset {job.preset}; searched: {describe_space(search_space(job.study, job.preset))}\n"
+        + yaml.safe_dump(overrides, sort_keys=True),
         encoding="utf-8",
     )
-    summary = {"best": best.number, "bleu": best.value, "params": best.params, "trials": len(study.trials)}
+    summary = {
+        "best": best.number,
+        "objective": job.objective,
+        **scores,
+        "params": best.params,
+        "trials": len(trials),
+        "failed": sum(t.state.name == "FAIL" for t in trials),
+    }
     write_json_atomic(job.out / "best.json", summary)
     return summary

@@ -1,5 +1,8 @@
 """`ablate tune STUDY --row R --trials N`: search the study's search_space for one row (TPE, pruned per validation).
 
+In a `scale: paper` study (table3) the ranges are in the paper's units and the preset maps them to its own, as it
+does the rows. --objective (default: the study's tune_objective) is bleu, ppl, or both: with both, the best trial is
+the best dev BLEU among those within 10% of the best dev PPL. Diverged trials fail and are never picked.
 The best values land in OUT/best.yaml; apply them to a whole study with `ablate sweep STUDY --config OUT/best.yaml`.
 Running the same command again continues the search up to --trials.
 """
@@ -29,6 +32,12 @@ def build_parser():
     )
     p.add_argument("--out", default=None, help="output directory (default runs/<study>-<preset>-tune-<row>)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the training runs")
+    p.add_argument(
+        "--objective",
+        choices=["bleu", "ppl", "both"],
+        default=None,
+        help="what to optimise: dev BLEU, dev PPL or both (default: the study's tune_objective, else bleu)",
+    )
     return p
 
 
@@ -39,7 +48,7 @@ def main(argv: list[str]) -> int:
         return print_config({**options(args), **extra})
     from ablations.storage import storage_url
     from ablations.studies import load_study
-    from ablations.tune import TuneJob, run_tune
+    from ablations.tune import TuneJob, describe_space, run_tune, search_space
 
     study = load_study(args.study)
     if not study.search_space:
@@ -64,12 +73,22 @@ def main(argv: list[str]) -> int:
         name=name,
         extra=extra,
         seed=args.seed,
+        objective=args.objective or study.tune_objective,
+    )
+    print(
+        f"ablate tune: {study.name} row {args.row} at preset {preset}, objective {job.objective}; searching "
+        f"{describe_space(search_space(study, preset))}",
+        file=sys.stderr,
     )
     summary = run_tune(job)
     if summary["best"] is None:
         print(f"no trial finished ({summary['trials']} trials): see {out}/trials/*/", file=sys.stderr)
         return 1
     params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary["params"].items())
-    print(f"best of {summary['trials']} trials: trial {summary['best']}, dev BLEU {summary['bleu']:.2f}: {params}")
+    scores = ", ".join(f"dev {m.upper()} {summary[m]:.2f}" for m in ("bleu", "ppl") if m in summary)
+    print(
+        f"best of {summary['trials']} trials ({summary['failed']} failed; objective {summary['objective']}): "
+        f"trial {summary['best']}, {scores}: {params}"
+    )
     print(f"apply to a sweep: ablate sweep {args.study} --preset {preset} --config {out / 'best.yaml'}")
     return 0

@@ -78,16 +78,52 @@ def test_every_row_is_one_trial_with_one_record(finished, sweeps):
             continue
         assert record["state"] == "complete" and record["reason"] is None
         assert trial.state == TrialState.COMPLETE
-        assert trial.value == pytest.approx(record["metrics"]["bleu"])
+        # Named objectives: what optuna-dashboard plots and ranks.
+        assert trial.values == pytest.approx([record["metrics"]["bleu"], record["metrics"]["ppl"]])
         assert record["metrics"]["steps"] == MAX_STEPS
         assert math.isfinite(record["metrics"]["ppl"]) and record["metrics"]["params"] > 0
         assert [p["step"] for p in record["curves"]["train"]] == [2, 4, 6, 8, 10]  # tracking.log_every: 2
         assert record["curves"]["val"][-1]["step"] == MAX_STEPS
         assert (finished.out / record["hypotheses"]).is_file()
         assert record["config"]["model"]["d_model"] == 16 and record["config"]["data"]["vocab_size"] == 300
-        # The copy of the record in the storage (for coordinators on other machines) is the same record.
-        assert trial.user_attrs["record"]["metrics"] == record["metrics"]
+        # The copy of the record in the storage (for coordinators on other machines) is the same record; it is a
+        # system attribute, out of the user attributes that optuna-dashboard and `optuna trials` print.
+        assert trial.system_attrs["ablate:record"]["metrics"] == record["metrics"]
+        assert "record" not in trial.user_attrs and len(json.dumps(trial.user_attrs)) < 1000
     assert records["ok2__seed0"]["config"]["model"]["n_heads"] == 4
+
+
+@pytest.mark.slow
+def test_trials_carry_row_seed_and_knobs_as_parameters(finished, sweeps):
+    """optuna-dashboard's parallel coordinates, slice and importance plots read parameters: every trial has its row,
+    seed and the value of every knob a row overrides, on distributions shared by the whole plan."""
+    import optuna
+
+    from ablations.storage import open_existing
+
+    study = optuna.load_study(study_name=OPTUNA_NAME, storage=open_existing("journal:optuna.journal", finished.out))
+    assert study.metric_names == ["dev BLEU", "dev PPL"]
+    assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
+    trials = {key: ts[0] for key, ts in by_key(finished.trials_before).items()}
+    for key, trial in trials.items():
+        row = key.split("__seed")[0]
+        assert trial.params["row"] == row and trial.params["seed"] == 0
+        assert trial.params["model.n_heads"] == (4 if row == "ok2" else 2)
+        config = finished.records_before[key]["config"]
+        assert trial.params["train.lr_factor"] == config["train"]["lr_factor"]
+        assert (trial.params["train.lr_factor"] == 1.0e30) == (row == "nan")
+        assert trial.params["train.max_steps"] == MAX_STEPS
+    distributions = {key: trial.distributions for key, trial in trials.items()}
+    first = next(iter(distributions.values()))
+    assert all(d == first for d in distributions.values())  # one axis per knob, shared by every trial
+    assert first["row"].choices == tuple(ROWS)  # in the study's order
+    assert (first["model.n_heads"].low, first["model.n_heads"].high) == (2, 4)
+    assert first["train.lr_factor"].log  # 0.1 .. 1e30
+    # Learning curves: the dev BLEU of each validation, at its step.
+    ok1 = trials["ok1__seed0"]
+    assert ok1.intermediate_values == {
+        MAX_STEPS: pytest.approx(finished.records_before["ok1__seed0"]["metrics"]["bleu"])
+    }
 
 
 # ------------------------------------------------------------------------------------------------------ divergence
@@ -330,8 +366,9 @@ def test_a_trial_whose_record_was_written_is_closed_from_it_not_trained_again(fi
         died, retry = trials[k]
         assert died.state == TrialState.FAIL and died.user_attrs["reason"].startswith("worker died")
         assert retry.user_attrs["retry_of"] == died.number
+        assert retry.params == died.params  # (none here: a study made as by an older ablate, one objective)
         if record["state"] == "complete":
-            assert retry.state == TrialState.COMPLETE and retry.value == pytest.approx(record["metrics"]["bleu"])
+            assert retry.state == TrialState.COMPLETE and retry.values[0] == pytest.approx(record["metrics"]["bleu"])
         else:
             assert retry.state == TrialState.FAIL and retry.user_attrs["reason"] == record["reason"]
         assert (out / "records" / f"{k}.json").stat().st_mtime_ns == mtimes[k]
