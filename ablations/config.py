@@ -53,6 +53,9 @@ class TrackingConfig:
     """Log training metrics every this many optimizer steps."""
     progress: bool = True
     """Show a progress bar with steps, loss and ETA."""
+    label: str | None = None
+    """A user label that separates repeats in W&B, e.g. `--tracking.label rerun2`: the runs' group becomes
+    `<study>-<preset>-<label>` (without it, `<study>-<preset>`), and the label is in each run's config."""
 
     def __post_init__(self) -> None:
         if self.log_every < 1:

@@ -44,6 +44,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -234,7 +235,9 @@ def load_or_create(storage, name: str):
         study_name=name, storage=storage, directions=list(OBJECTIVES.values()), load_if_exists=True
     )
     if study.metric_names is None and len(study.directions) == len(OBJECTIVES):
-        study.set_metric_names(list(OBJECTIVES))
+        with warnings.catch_warnings():  # "experimental since Optuna 3.2": stable in use, and optuna-dashboard reads it
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(list(OBJECTIVES))
     return study
 
 

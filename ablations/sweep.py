@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ablations import interrupt, ledger
-from ablations.storage import Queue, recover_dead, redact, scrub
+from ablations.storage import ParamSpace, Queue, recover_dead, redact, scrub
 from ablations.studies import Row, Study
 from data.errors import AblateError
 from reports.claims import claims_to_data
@@ -57,6 +57,18 @@ class Plan:
 
     def run_config(self, row: Row, seed: int):
         return self.study.run_config(row, self.preset, seed, **self.extra)
+
+    def param_space(self) -> ParamSpace:
+        """Every trial's Optuna parameters: row, seed and the value of each knob some row overrides (d_k and d_v
+        resolved, as the table shows them)."""
+        knobs = list(
+            dict.fromkeys(f"{s}.{k}" for row in self.rows() for s, fields in row.overrides.items() for k in fields)
+        )
+        values = {}
+        for row in self.rows():
+            config = self.run_config(row, self.seeds[0]).to_dict()
+            values[row.name] = {k: config[k.partition(".")[0]][k.partition(".")[2]] for k in knobs}
+        return ParamSpace.of(values, self.seeds)
 
     def describe(self) -> dict[str, Any]:
         """study.json: what reports read to lay out the table (rows in display order, resolved configs)."""
@@ -92,12 +104,11 @@ def enqueue(plan: Plan, queue: Queue) -> int:
     """Queue every row x seed that has no live trial yet. Returns how many were queued."""
     live = LIVE_STATES if plan.retry_failed else (*LIVE_STATES, "FAIL", "PRUNED")
     have = {ledger.trial_key(t) for t in queue.trials(*live) if not t.user_attrs.get("retried")}
-    queued = 0
-    for row, seed in plan.keys():
-        if (row.name, seed) not in have:
-            queue.enqueue(row.name, seed, row.group)
-            queued += 1
-    return queued
+    missing = [(row, seed) for row, seed in plan.keys() if (row.name, seed) not in have]
+    space = plan.param_space() if missing else None
+    for row, seed in missing:
+        queue.enqueue(row.name, seed, row.group, space=space)
+    return len(missing)
 
 
 def is_duplicate(queue: Queue, trial) -> bool:
@@ -265,27 +276,30 @@ def _run_trial(plan: Plan, queue: Queue, record: dict[str, Any], trial) -> dict[
 
 def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float, trial_id: int):
     from ablations.callbacks import ProgressToStorage
+    from ablations.tracking import run_group, run_name
     from ablations.train import train
 
-    spec = TrialSpec.for_trial(
-        trial_dir, run, name=row.name if len(plan.seeds) == 1 else f"{row.name}-s{seed}", group=plan.study.name
-    )
+    label = run.tracking.label
+    group = run_group(plan.study.name, plan.preset, label)
+    spec = TrialSpec.for_trial(trial_dir, run, name=run_name(row.name, seed), group=group)
     return train(
         run,
         trial_dir,
         name=spec.name,
         group=spec.group,
-        tags=[row.group, plan.preset],
+        tags=[row.group, plan.preset, *([label] if label else [])],
         started_at=started,
         wandb_id=spec.wandb_id,
         callbacks=[ProgressToStorage(plan.storage, plan.name, trial_id)],
         prune=False,  # once the record is written (run_one)
+        # 'row_group', not 'group': W&B's own group is the sweep (study + preset + label).
         extra_config={
             "study": plan.study.name,
             "row": row.name,
-            "group": row.group,
+            "row_group": row.group,
             "seed": seed,
             "preset": plan.preset,
+            "label": label,
         },
     )
 
@@ -323,10 +337,9 @@ def _tell(queue: Queue, trial, record: dict[str, Any], out: Path) -> None:
 
     try:
         # The whole record travels in the storage too, so a coordinator on another machine can rebuild it.
-        queue.set_attr(trial, "record", ledger.pack(record, out))
+        queue.keep_record(trial, ledger.pack(record, out))
         if record["state"] == "complete":
-            bleu = record["metrics"].get("bleu")
-            queue.study.tell(trial.number, values=bleu if bleu is not None else float("nan"))
+            queue.complete(trial, record["metrics"])
         else:
             queue.set_attr(trial, "reason", record.get("reason"))
             queue.study.tell(trial.number, state=TrialState.FAIL)
@@ -369,5 +382,5 @@ def sync_records(plan: Plan, queue: Queue) -> int:
     """Write every finished trial's record that is missing from OUT (run by a worker on another machine) from the
     copy in the storage, and study.json. Returns how many records were written."""
     ledger.write_json_atomic(plan.out / "study.json", plan.describe())
-    packed = (t.user_attrs.get("record") for t in queue.trials() if ledger.trial_key(t) is not None)
+    packed = (ledger.stored_record(t) for t in queue.trials() if ledger.trial_key(t) is not None)
     return sum(ledger.unpack(record, plan.out) for record in packed if record)

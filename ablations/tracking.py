@@ -21,6 +21,18 @@ def wandb_mode(cfg: TrackingConfig) -> str:
     return "online" if os.environ.get("WANDB_API_KEY") else "offline"
 
 
+def run_group(study: str, preset: str, label: str | None = None) -> str:
+    """The W&B group of a sweep's runs and its report run: study + preset (+ the user's label), so a smoke sweep, a
+    paper sweep and a labelled repeat never share one group."""
+    return "-".join(part for part in (study, preset, label) if part)
+
+
+def run_name(row: str, seed: int) -> str:
+    """A trial's W&B run name: its row and seed, also when a sweep has one seed (`B1-s0`), so names never change
+    meaning between sweeps of one and of several seeds."""
+    return f"{row}-s{seed}"
+
+
 def make_wandb_logger(
     cfg: TrackingConfig,
     *,
@@ -30,10 +42,16 @@ def make_wandb_logger(
     tags: list[str],
     config: dict[str, Any],
     run_id: str | None = None,
+    job_type: str = "train",
 ):
     """A Lightning WandbLogger. Offline runs land in save_dir/wandb/offline-run-*; `wandb sync` uploads them.
 
-    `run_id` makes a resumed trial continue the same W&B run instead of starting a second one."""
+    `run_id` makes a resumed trial continue the same W&B run instead of starting a second one. `job_type` tells a
+    training run from the report run that shares its group ('report', `reports.wandb_log`).
+
+    W&B plots these runs over `trainer/global_step`, the step Lightning passes to the logger; the module logs
+    `step` (the optimizer steps done, as the records count them) so that this axis reads 10, 20, ... and not
+    Lightning's default, the count before the step's update (9, 19, ...)."""
     from pytorch_lightning.loggers import WandbLogger
 
     save_dir.mkdir(parents=True, exist_ok=True)
@@ -47,6 +65,7 @@ def make_wandb_logger(
         save_dir=str(save_dir),
         config=config,
         id=run_id,
+        job_type=job_type,
         resume="allow" if run_id else None,
         mode=mode,
         log_model=False,  # log_model raises in offline mode; checkpoints stay on disk

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,9 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
         load_if_exists=True,
     )
     if study.metric_names is None:
-        study.set_metric_names(names)
+        with warnings.catch_warnings():  # "experimental since Optuna 3.2": optuna-dashboard reads it
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(names)
     if study.metric_names != names:
         raise AblateError(
             f"{job.out}: this search optimises {', '.join(study.metric_names)}, not {', '.join(names)}; continue "

@@ -1,27 +1,48 @@
-"""The report on Weights & Biases: the table as a `wandb.Table`, the plots as images, in one run per report.
+"""The report on Weights & Biases: the table as a `wandb.Table`, the plots as images, in one run per report, and a
+saved workspace view that compares the rows.
 
-The run goes to the study's project (study.json 'wandb_project'), group = study name, job_type 'report'. It is
-offline unless the environment says otherwise (WANDB_MODE, or WANDB_API_KEY for online); WANDB_MODE=disabled gives
-a no-op run. `read_offline_run` reads an offline run back from its `.wandb` file (the transaction log that
-`wandb sync` uploads), for tests and for checking what a sweep logged without a server.
+The run goes to the study's project (study.json 'wandb_project') and the sweep's group (study + preset + the user's
+`tracking.label`, as the trial runs: `ablations.tracking.run_group`), job_type 'report'. It is offline unless the
+environment says otherwise (WANDB_MODE, or WANDB_API_KEY for online); WANDB_MODE=disabled gives a no-op run.
+
+The workspace view (`build_view`, with the `wandb-workspaces` package: `pip install -e '.[workspace]'`) shows the
+report table, the curves grouped by row and parallel coordinates over the knobs. Saving a view needs W&B online and
+adds a view at each save, so the report does not save it: it writes OUT/wandb/workspace_view.py, which saves it once
+when run (after `wandb sync` for offline runs), and says so in one line.
+
+`read_offline_run` reads an offline run back from its `.wandb` file (the transaction log that `wandb sync`
+uploads), for tests and for checking what a sweep logged without a server.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
+from ablations.ledger import write_text_atomic
+from ablations.tracking import run_group
+from data.errors import AblateError
 from reports.formats import claims_data, row_record
 from reports.plots import Plot
+from reports.results import read_study_json
 from reports.table import ReportTable
 
 TABLE_KEY = "report/table3"
 """History key of the report table."""
 CLAIMS_KEY = "report/claims"
 """History key of the claims table (one line per comparison, with its verdict)."""
+STEP_KEY = "trainer/global_step"
+"""The x axis of the trial runs' metrics: the optimizer steps done, as the records count them."""
+VIEW_SCRIPT = "workspace_view.py"
+"""The script that saves the workspace view, in OUT/wandb/ beside the report run."""
+CURVES = (("val/bleu", "dev BLEU", False), ("val/ppl", "dev PPL", True), ("train/loss", "training loss", False),
+          ("train/lr", "learning rate", False))  # fmt: skip
+"""The line plots of the view: metric, title, log-scaled y."""
 
 
 def _mode() -> str | None:
@@ -35,20 +56,40 @@ def _mode() -> str | None:
     return None if os.environ.get("WANDB_API_KEY") else "offline"
 
 
+def sweep_tracking(meta: dict[str, Any]) -> dict[str, Any]:
+    """The tracking settings (label, entity) the sweep's trials ran with, from study.json: its first row's resolved
+    config (command-line settings such as `--tracking.label` apply to every row). Empty for a study.json without
+    configs."""
+    rows = meta.get("rows") or [{}]
+    return dict(((rows[0].get("config") or {}).get("tracking")) or {})
+
+
 def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir: Path) -> Path | None:
-    """Log the table and the plots to a new W&B run; its local run directory, or None when W&B is disabled."""
+    """Log the table and the plots to a new W&B run in the sweep's group, and write the workspace view's script
+    beside it; the run's local directory, or None when W&B is disabled."""
     import wandb
 
+    meta = read_study_json(Path(table.out_dir))
+    tracking = sweep_tracking(meta)
+    label, entity = tracking.get("label"), tracking.get("entity")
+    group = run_group(table.study, table.preset, label)
     wandb_dir.mkdir(parents=True, exist_ok=True)
     run = wandb.init(
         project=project,
-        group=table.study,
+        entity=entity,
+        group=group,
         job_type="report",
-        name=f"report-{table.study}-{table.preset}",
+        name=f"report-{group}",
         dir=str(wandb_dir),
         mode=_mode(),
         reinit="create_new",
-        config={"study": table.study, "preset": table.preset, "seeds": table.seeds, "results": table.out_dir},
+        config={
+            "study": table.study,
+            "preset": table.preset,
+            "label": label,
+            "seeds": table.seeds,
+            "results": table.out_dir,
+        },
         settings=wandb.Settings(silent=True, save_code=False, disable_git=True, x_disable_stats=True),
     )
     try:
@@ -74,9 +115,170 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
                 run.summary[f"chrf/{rec['row']}"] = rec["chrf_mean"]
         for cv in table.claims:  # the verdicts, readable on the run's overview page
             run.summary[f"claims/{cv.claim.id}"] = cv.verdict
-        return Path(run.dir).parent
+        run_dir = Path(run.dir).parent
+        definition = view_definition(meta, project=project, group=group, entity=entity, claims=bool(claims))
+        script = write_view_script(run_dir.parent / VIEW_SCRIPT, definition)
+        print(_view_line(script, Path(table.out_dir), offline=run.offline), file=sys.stderr, flush=True)
+        return run_dir
     finally:
         run.finish()
+
+
+def _view_line(script: Path, out_dir: Path, *, offline: bool) -> str:
+    """The one line that says how to save the workspace view."""
+    need = "" if importlib.util.find_spec("wandb_workspaces") else " (needs `pip install -e '.[workspace]'`)"
+    runs = f"{out_dir}/trials/*/wandb/offline-run-* {out_dir}/wandb/offline-run-*"
+    sync = f"`wandb sync {runs}`, then " if offline else ""
+    return f"W&B workspace view (table, curves by row, knobs): {sync}`python {script}` saves it{need}"
+
+
+# --- the workspace view -------------------------------------------------------------------------------------------
+def knob_keys(meta: dict[str, Any]) -> list[str]:
+    """The config keys ('section.field') on which the study's rows differ, in config order: the knobs of its table
+    (for Table 3: N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls, positions, steps). Read from study.json's resolved
+    configs, so d_k and d_v are the values the rows trained with. Tracking settings are not knobs."""
+    configs = [row["config"] for row in meta.get("rows") or [] if row.get("config")]
+    keys: list[str] = []
+    for section, fields in (configs[0] if configs else {}).items():
+        if section == "tracking" or not isinstance(fields, dict):
+            continue
+        for name in fields:
+            values = [json.dumps((c.get(section) or {}).get(name), sort_keys=True) for c in configs]
+            if len(set(values)) > 1:
+                keys.append(f"{section}.{name}")
+    return keys
+
+
+def view_definition(
+    meta: dict[str, Any], *, project: str, group: str, entity: str | None = None, claims: bool = False
+) -> dict[str, Any]:
+    """What the workspace view of a sweep needs, as plain data (written into its script): where the runs are, their
+    group, the knobs and whether a claims table was logged."""
+    return {
+        "entity": entity,
+        "project": project,
+        "group": group,
+        "knobs": knob_keys(meta),
+        "claims": claims,
+    }
+
+
+def _workspaces():
+    """The `wandb_workspaces` modules (the `workspace` extra), or a one-line error saying how to install them."""
+    try:
+        import wandb_workspaces.reports.v2 as wr
+        import wandb_workspaces.workspaces as ws
+    except ImportError:
+        raise AblateError(
+            "the W&B workspace view needs the wandb-workspaces package: pip install -e '.[workspace]'"
+        ) from None
+    return wr, ws
+
+
+def _column(key: str) -> str:
+    """A config key as a runs-table column: 'model.n_heads' -> 'config:model.value.n_heads' (W&B stores each
+    top-level config key as {'value': ...}; wandb_workspaces spells panel accessors the same way)."""
+    head, _, rest = key.partition(".")
+    return f"config:{head}.value" + (f".{rest}" if rest else "")
+
+
+def build_view(definition: dict[str, Any], entity: str | None = None):
+    """The workspace view (a `wandb_workspaces.workspaces.Workspace`) of a sweep's runs, built offline: the runs of
+    its group, grouped by row, in a runs table with row, seed and the knobs beside final BLEU and PPL; a section
+    with the report's table (and claims); the dev and training curves over the optimizer steps, grouped by row
+    (mean over seeds, min-max band); parallel coordinates over the knobs, ending in final PPL and BLEU."""
+    wr, ws = _workspaces()
+    entity = entity or definition.get("entity")
+    if not entity:
+        raise AblateError("the W&B workspace view needs an entity: set tracking.entity, or log in (wandb login)")
+    knobs = list(definition["knobs"])
+    tables = [wr.WeavePanelSummaryTable(table_name=TABLE_KEY, layout=wr.Layout(w=24, h=12))]
+    if definition.get("claims"):
+        tables.append(wr.WeavePanelSummaryTable(table_name=CLAIMS_KEY, layout=wr.Layout(w=24, h=10)))
+    curves = [
+        wr.LinePlot(
+            title=title,
+            x=STEP_KEY,
+            y=[metric],
+            log_y=log_y or None,
+            groupby=wr.Config("row"),
+            groupby_aggfunc="mean",
+            groupby_rangefunc="minmax",
+        )  # fmt: skip
+        for metric, title, log_y in CURVES
+    ]
+    columns = [wr.ParallelCoordinatesPlotColumn(metric=wr.Config(k), display_name=k) for k in knobs]
+    columns += [
+        wr.ParallelCoordinatesPlotColumn(metric=wr.SummaryMetric("final/ppl"), display_name="dev PPL", log=True),
+        wr.ParallelCoordinatesPlotColumn(metric=wr.SummaryMetric("final/bleu"), display_name="dev BLEU"),
+    ]
+    knobs_plot = wr.ParallelCoordinatesPlot(title="knobs -> dev PPL, dev BLEU", columns=columns,
+                                            layout=wr.Layout(w=24, h=10))  # fmt: skip
+    step_axis = ws.SectionPanelSettings(x_axis=STEP_KEY)
+    return ws.Workspace(
+        entity=entity,
+        project=definition["project"],
+        name=f"ablate {definition['group']}",
+        sections=[
+            ws.Section(name="Table", panels=tables, is_open=True),
+            ws.Section(name="Curves by row", panels=curves, is_open=True, panel_settings=step_axis),
+            ws.Section(name="Knobs", panels=[knobs_plot], is_open=True),
+        ],
+        settings=ws.WorkspaceSettings(x_axis=STEP_KEY),
+        runset_settings=ws.RunsetSettings(
+            filters=[ws.Metric("Group") == definition["group"]],
+            groupby=[ws.Config("row")],
+            order=[ws.Ordering(ws.Metric("CreatedTimestamp"), ascending=True)],  # queue order: the table's
+            pinned_columns=[
+                "run:displayName",
+                *(_column(k) for k in ("row", "seed", "row_group", *knobs)),
+                "summary:final/bleu",
+                "summary:final/ppl",
+            ],
+        ),
+    )
+
+
+def save_view(definition: dict[str, Any]) -> str:
+    """Save the workspace view to W&B (online, logged in) as a new view; its URL."""
+    import wandb
+
+    _workspaces()  # the install hint first
+    try:
+        api = wandb.Api()
+    except wandb.errors.UsageError as err:
+        raise AblateError(f"saving the W&B workspace view needs a W&B login: {err}") from None
+    view = build_view(definition, entity=definition.get("entity") or api.default_entity)
+    return view.save().url
+
+
+def save_view_main(definition: dict[str, Any]) -> int:
+    """What the written script runs: save the view and print its URL; bad setup is one line and exit code 2."""
+    try:
+        print(save_view(definition))
+    except AblateError as err:
+        print(f"W&B workspace view: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def write_view_script(path: Path, definition: dict[str, Any]) -> Path:
+    """Write the script that saves the workspace view (its definition inline, so it can be read and edited)."""
+    text = (
+        f'"""Saves the W&B workspace view of the runs in group {definition["group"]!r} (project '
+        f"{definition['project']!r}): the report's table, the\n"
+        "curves grouped by row, parallel coordinates over the knobs. Written by `ablate report --wandb`; run it once\n"
+        "the runs are on W&B (offline runs: `wandb sync` them first), with `pip install -e '.[workspace]'`:\n\n"
+        f"    python {path}\n\n"
+        "Each run saves one more view. Set 'entity' below to save into another entity than your default.\n"
+        '"""\n\n'
+        "from reports.wandb_log import save_view_main\n\n"
+        "DEFINITION = {\n" + "".join(f"    {key!r}: {value!r},\n" for key, value in definition.items()) + "}\n\n"
+        'if __name__ == "__main__":\n'
+        "    raise SystemExit(save_view_main(DEFINITION))\n"
+    )
+    write_text_atomic(path, text)
+    return path
 
 
 def _cell(value: Any) -> Any:

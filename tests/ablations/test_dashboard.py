@@ -56,3 +56,59 @@ def test_dashboard_serves_the_sweep_storage(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def load_chromium():
+    """tests/reports/cdp_pipe.py's Chromium (a sibling test package: loaded by path under --import-mode=importlib)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "reports" / "cdp_pipe.py"
+    spec = importlib.util.spec_from_file_location("cdp_pipe_for_dashboard", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not Path(module.CHROMIUM).exists():
+        pytest.skip(f"{module.CHROMIUM} is not installed (.ci/run installs Chromium)")
+    return module.Chromium
+
+
+@pytest.mark.slow
+def test_dashboard_compares_rows_by_name_over_the_knobs(finished_copy, tmp_path):
+    """A finished sweep in optuna-dashboard: named objectives, the row, seed and knobs as parameters (parallel
+    coordinates, slice, importance), learning curves, and no bulky record among the user attributes. Then the page
+    itself, in headless Chromium: the parallel-coordinate plot has an axis per knob and the rows by name."""
+    port = free_port()
+    exe = shutil.which("optuna-dashboard", path=str(Path(sys.executable).parent)) or "optuna-dashboard"
+    proc = subprocess.Popen(
+        [exe, str(finished_copy / "optuna.journal"), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        (summary,) = get(f"http://127.0.0.1:{port}/api/studies")["study_summaries"]
+        detail = get(f"http://127.0.0.1:{port}/api/studies/{summary['study_id']}")
+        assert detail["objective_names"] == ["dev BLEU", "dev PPL"]
+        assert detail["directions"] == ["maximize", "minimize"]
+        space = {p["name"] for p in detail["intersection_search_space"]}
+        assert {"row", "seed", "model.n_heads", "train.lr_factor"} <= space
+        complete = [t for t in detail["trials"] if t["state"] == "Complete"]
+        assert {p["param_external_value"] for t in complete for p in t["params"] if p["name"] == "row"} == {
+            "ok1",
+            "ok2",
+        }
+        assert all(t["intermediate_values"] for t in complete)
+        assert all(a["key"] != "record" and len(a["value"]) < 200 for t in detail["trials"] for a in t["user_attrs"])
+
+        with load_chromium()() as chrome:
+            chrome.open(f"http://127.0.0.1:{port}/dashboard/studies/{summary['study_id']}/smartSelection", 1600, 1000)
+            deadline = time.time() + 60
+            while time.time() < deadline and not chrome.evaluate("document.querySelectorAll('.parcoords').length"):
+                time.sleep(0.5)
+            axes = chrome.evaluate("[...document.querySelectorAll('.parcoords .axis-title')].map(e => e.textContent)")
+            ticks = chrome.evaluate("[...document.querySelectorAll('.parcoords .tick text')].map(e => e.textContent)")
+            chrome.screenshot(tmp_path / "parallel_coordinates.png")
+            assert chrome.console_errors() == []
+        assert {"dev BLEU", "dev PPL", "row", "seed", "model.n_heads", "train.lr_factor"} <= set(axes), axes
+        assert {"ok1", "ok2"} <= set(ticks)  # the row axis names the rows (the failed 'nan' row has no values)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -235,8 +235,9 @@ def test_each_trial_is_an_offline_wandb_run_holding_its_metrics(finished, sweeps
     assert run["finished"]
     assert run["run"]["id"] == record["wandb"]["run_id"] == (trial_dir / "wandb_id").read_text().strip()
     assert run["run"]["project"] == "ablate"
-    assert run["run"]["group"] == "sweep-rows"  # group = study
-    assert run["run"]["name"] == row  # name = row (one seed: no seed suffix)
+    assert run["run"]["group"] == "sweep-rows-smoke"  # group = study + preset
+    assert run["run"]["name"] == f"{row}-s0"  # name = row and seed, one seed or many
+    assert run["run"]["job_type"] == "train"
     assert {ROWS[row], "smoke"} <= set(_tags(runs[0]))  # tags: the row's group and the preset
 
     # Metrics per step: the training losses the record's curve holds, and the dev metrics.
@@ -254,7 +255,7 @@ def test_each_trial_is_an_offline_wandb_run_holding_its_metrics(finished, sweeps
 
     # Config: the row, the study, and the resolved sections that survive as mappings.
     config = run["config"]
-    assert (config["study"], config["row"], config["group"], config["seed"]) == ("sweep-rows", row, ROWS[row], 0)
+    assert (config["study"], config["row"], config["row_group"], config["seed"]) == ("sweep-rows", row, ROWS[row], 0)
     assert config["data"]["vocab_size"] == 300 and config["hardware"]["accelerator"] == "cpu"
 
 
