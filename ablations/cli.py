@@ -12,7 +12,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("ablations.commands.train", "train one configuration: a study row at a preset, plus overrides"),
     "tune": ("ablations.commands.tune", "search hyperparameters for one row with TPE and step-wise pruning"),
     "report": ("ablations.commands.report", "rebuild the table from finished results (md, tex, csv, json, html)"),
-    "compare": ("ablations.commands.compare", "side-by-side of two runs: config differences, metrics, curves"),
+    "compare": ("ablations.commands.compare", "two sweeps row by row over seeds, or two runs side by side"),
     "status": ("ablations.commands.status", "live view of a sweep: rows done, running, pending, failed, ETA"),
     "params": ("ablations.commands.params", "parameter count of every row (models built on the meta device)"),
     "studies": ("ablations.commands.studies", "list the built-in studies and presets; validate a study file"),
