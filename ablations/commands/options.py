@@ -23,11 +23,19 @@ from data.errors import AblateError
 _PLUMBING = ("config", "print_config", "set", "__path__")
 
 
-def command_parser(prog: str, description: str, *, sections: Iterable[str] = ()):
-    """A parser with --config and --print_config, plus the overrides of the named config sections."""
+def wants_help(argv: list[str]) -> bool:
+    """Whether the command line asks for --help: build the parser for the help (`command_parser(documented=True)`)."""
+    return any(arg in ("-h", "--help") for arg in argv)
+
+
+def command_parser(prog: str, description: str, *, sections: Iterable[str] = (), documented: bool = False):
+    """A parser with --config and --print_config, plus the overrides of the named config sections.
+
+    `documented`: the sections' options carry their fields' docstrings as help (read from the source, about 0.2 s,
+    so only for a parser that prints its help)."""
     import argparse
 
-    from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter
+    from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter, set_parsing_settings
 
     class Formatter(DefaultHelpFormatter, argparse.RawDescriptionHelpFormatter):
         """jsonargparse's help, with the description's paragraphs kept as written."""
@@ -43,7 +51,11 @@ def command_parser(prog: str, description: str, *, sections: Iterable[str] = ())
     if sections:
         from ablations.config import add_sections
 
-        add_sections(parser, sections)
+        set_parsing_settings(docstring_parse_attribute_docstrings=documented)
+        try:
+            add_sections(parser, sections)
+        finally:
+            set_parsing_settings(docstring_parse_attribute_docstrings=False)
         parser.add_argument(
             "--set",
             action="append",
@@ -60,13 +72,28 @@ def parse(parser, argv: list[str]):
 
     from ablations.config import describe_error
 
-    for i, arg in enumerate(argv):  # name the file in a config error (jsonargparse says "<unicode string>")
-        if arg.startswith("--config"):
-            _check_config_file(arg.partition("=")[2] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else ""))
+    for path, _ in config_files(argv):  # name the file in a config error (jsonargparse says "<unicode string>")
+        _check_config_file(path)
     try:
         return parser.parse_args(argv)
     except argparse.ArgumentError as err:
         raise AblateError(describe_error(err)) from None
+
+
+def after_configs(argv: list[str]) -> int:
+    """The index in argv just past its last `--config FILE` (0 without one): what comes after it overrides the files."""
+    return max((end for _, end in config_files(argv)), default=0)
+
+
+def config_files(argv: list[str]) -> list[tuple[str, int]]:
+    """Each `--config FILE` (or `--config=FILE`) of a command line: the file and the index just past it."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg == "--config":
+            found.append((argv[i + 1] if i + 1 < len(argv) else "", i + 2))
+        elif arg.startswith("--config="):
+            found.append((arg.partition("=")[2], i + 1))
+    return found
 
 
 def _check_config_file(path: str) -> None:
@@ -101,6 +128,13 @@ def overrides(ns, sections: Iterable[str] | None = None) -> dict[str, dict[str, 
         return check_sections(layer)
     except AblateError as err:
         raise AblateError(f"{err} (in the command-line settings)") from None
+
+
+def changed(layer: dict[str, dict[str, Any]], reference: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The values of a {section: {field: value}} layer that differ from a resolved config's (`RunConfig.to_dict()`);
+    a list and a tuple of the same values are the same."""
+    diff = {s: {k: v for k, v in fields.items() if _plain(v) != _plain(reference[s][k])} for s, fields in layer.items()}
+    return {s: fields for s, fields in diff.items() if fields}
 
 
 def options(ns) -> dict[str, Any]:

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from ablations.cli import COMMANDS, main
+from ablations.config import SECTIONS
 
 
-def ablate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ablations.cli", *args], capture_output=True, text=True, env=env)
+def ablate(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ablations.cli", *args], capture_output=True, text=True, env=env, cwd=cwd
+    )
 
 
 def test_help_lists_every_command_without_importing_torch():
@@ -78,3 +86,89 @@ def test_data_prepare_json_with_every_kind_of_flag(tmp_path):
     stats = json.loads(result.stdout)
     assert stats["splits"]["train"]["pairs"] == 800 and stats["vocab_size"] == 300 and stats["truncate"] is True
     assert stats["padding"]["bucketed"]["overhead"] < stats["padding"]["random"]["overhead"]
+
+
+# ---------------------------------------------------------------------------------------------------------- train
+QUICK = [  # the smoke preset cut to seconds: 4 steps on 300 short pairs, a 200-piece vocabulary, 10 dev sentences
+    *("--train.max_steps", "4", "--train.val_every", "2", "--train.val_max_sentences", "5", "--train.beam_size", "2"),
+    *("--data.vocab_size", "200", "--data.builtin_train", "300", "--data.builtin_valid", "10"),
+    *("--data.builtin_test", "10", "--data.builtin_max_words", "12", "--data.max_len", "40"),
+    *("--data.builtin_lexicon", "0.05", "--hardware.accelerator", "cpu", "--tracking.progress", "false"),
+]
+
+
+def _tags(run_dir: Path) -> list[str]:
+    """The tags of an offline W&B run, from the run record of its .wandb log (read_offline_run leaves them out)."""
+    from wandb.proto import wandb_internal_pb2
+
+    from reports.wandb_log import _payloads
+
+    for payload in _payloads(next(run_dir.glob("run-*.wandb"))):
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(payload)
+        if record.WhichOneof("record_type") == "run":
+            return list(record.run.tags)
+    return []
+
+
+def test_train_config_reruns_the_files_row_seed_and_output_directory(tmp_path):
+    from reports.wandb_log import read_offline_run
+
+    printed = ablate("train", "--row", "B1", "--preset", "smoke", *QUICK, "--print_config", cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    config = yaml.safe_load(printed.stdout)
+    assert (config["row"], config["preset"], config["seed"]) == ("B1", "smoke", 0)
+    config["out"] = str(tmp_path / "mine")  # the user moves the run in the file; the command line says nothing
+    saved = tmp_path / "b1.yaml"
+    saved.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    done = ablate("train", "--config", str(saved), cwd=tmp_path, env=env)  # nothing but the file
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "mine"
+    assert not (tmp_path / "runs").exists()  # not the default directory of base (or of B1)
+    assert yaml.safe_load((out / "config.yaml").read_text()) == {s: config[s] for s in SECTIONS}  # every field
+    metrics = json.loads((out / "result.json").read_text())["metrics"]
+    line = done.stdout.splitlines()[0]
+    assert line.startswith(f"B1-s0: dev BLEU {metrics['bleu']:.2f}  dev PPL {metrics['ppl']:.2f}  "), line
+    assert f"  test BLEU {metrics['test_bleu']:.2f}  " in line  # test-set BLEU, labelled apart from dev
+
+    [run_dir] = sorted((out / "wandb").glob("offline-run-*"))
+    run = read_offline_run(run_dir)
+    assert (run["run"]["name"], run["run"]["group"], run["run"]["job_type"]) == ("B1-s0", "table3-smoke", "train")
+    keys = ("study", "row", "row_group", "seed", "preset", "label")
+    assert {k: run["config"][k] for k in keys} == dict(zip(keys, ["table3", "B1", "B", 0, "smoke", None], strict=True))
+    assert run["config"]["model"]["d_k"] == config["model"]["d_k"] == 1  # B1's d_k (16 / 16 at smoke)
+    assert _tags(run_dir) == ["table3", "smoke", "B1", "B"]
+
+
+def _help_default(help_text: str, option: str) -> str:
+    """The default that --help shows for an option: its entry runs from its line to the next option's."""
+    lines = help_text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(f"  {option} "))
+    entry = [lines[first], *itertools.takewhile(lambda line: line.startswith("   "), lines[first + 1 :])]
+    found = re.search(r"default: ([^)]+)\)", " ".join(" ".join(entry).split()))
+    assert found, entry
+    return found.group(1)
+
+
+def test_train_help_shows_the_values_the_run_starts_from_without_importing_torch():
+    from ablations.studies import load_study
+    from lightning_modules.config import ModelConfig, TrainConfig
+
+    code = (
+        "import sys\nfrom ablations.cli import main\ntry:\n    main(['train', '--help'])\nexcept SystemExit:\n"
+        "    pass\nprint(sorted(sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    help_text, _, loaded = out.strip().rpartition("\n")
+    for heavy in ("'torch'", "'lightning'", "'pytorch_lightning'", "'wandb'", "'optuna'"):
+        assert heavy not in loaded
+    start = load_study("table3").run_config("base", "tiny")
+    assert start.model.d_model != ModelConfig().d_model and start.train.max_steps != TrainConfig().max_steps
+    assert _help_default(help_text, "--model.d_model") == str(start.model.d_model)  # 64, not the dataclass's 512
+    assert _help_default(help_text, "--train.max_steps") == str(start.train.max_steps)
+    assert _help_default(help_text, "--model.d_k") == str(start.model.resolved()["d_k"])
+    assert _help_default(help_text, "--seed") == "0"
+    assert "table3 base at the tiny preset" in " ".join(help_text.split())
+    assert "Width of every sub-layer output" in " ".join(help_text.split())  # the field's docstring

@@ -59,6 +59,49 @@ def test_train_prints_the_resolved_row_and_reruns_it_exactly(tmp_path, capsys):
     assert {k: v for k, v in again["model"].items()} == resolved["model"]
 
 
+def test_a_later_seed_row_or_preset_changes_a_printed_train_config_and_keeps_its_edits(tmp_path, capsys):
+    resolved = printed(capsys, COMMANDS["train"])
+    saved = tmp_path / "b1.yaml"
+    saved.write_text(yaml.safe_dump(resolved), encoding="utf-8")
+    reseeded = printed(capsys, ["train", "--config", str(saved), "--seed", "3"])
+    assert reseeded["seed"] == reseeded["train"]["seed"] == 3  # not the file's train.seed 0
+    assert reseeded["out"] == "runs/train/table3-B1-smoke-s3"  # the default directory follows the seed
+    assert {**reseeded, "seed": 0, "out": resolved["out"], "train": {**reseeded["train"], "seed": 0}} == resolved
+    again = tmp_path / "b1-s3.yaml"
+    again.write_text(yaml.safe_dump(reseeded), encoding="utf-8")
+    assert printed(capsys, ["train", "--config", str(again)]) == reseeded  # the printed file reruns the seed-3 run
+
+    # A field edited in the file wins over its row (it was written after resolution), and stays under a later
+    # --preset, which changes every field the file left as the row had it at its own preset.
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump({**resolved, "model": {**resolved["model"], "d_k": 64}}), encoding="utf-8")
+    assert printed(capsys, ["train", "--config", str(edited)])["model"]["d_k"] == 64
+    tiny = printed(capsys, ["train", "--config", str(edited), "--preset", "tiny"])
+    plain_tiny = printed(capsys, ["train", "--row", "B1", "--preset", "tiny"])
+    assert tiny["model"] == {**plain_tiny["model"], "d_k": 64, "d_ff": 96}  # the file's edits: d_k and d_ff
+    assert tiny["train"] == {**plain_tiny["train"], "max_steps": 7}
+    assert tiny["data"] == plain_tiny["data"] and tiny["out"] == "runs/train/table3-B1-tiny-s0"
+    row = printed(capsys, ["train", "--config", str(saved), "--row", "B2"])
+    assert row["model"]["d_k"] == printed(capsys, ["train", "--row", "B2", "--preset", "smoke"])["model"]["d_k"] == 2
+
+    # An output directory the user chose stays, whatever the seed.
+    moved = tmp_path / "moved.yaml"
+    moved.write_text(yaml.safe_dump({**resolved, "out": str(tmp_path / "mine")}), encoding="utf-8")
+    assert printed(capsys, ["train", "--config", str(moved), "--seed", "3"])["out"] == str(tmp_path / "mine")
+
+    # train.seed is the seed written out: set in a file it is the run's seed (and name), and a later --seed wins.
+    seeded = tmp_path / "seeded.yaml"
+    seeded.write_text("seed: 0\ntrain: {seed: 5}\n", encoding="utf-8")
+    assert printed(capsys, ["train", "--config", str(seeded)])["seed"] == 5
+    assert printed(capsys, ["train", "--config", str(seeded), "--seed", "3"])["train"]["seed"] == 3
+
+    gone = tmp_path / "gone.yaml"  # a file whose row the study no longer has: one line naming the file and the row
+    gone.write_text(yaml.safe_dump({**resolved, "row": "B9"}), encoding="utf-8")
+    assert cli.main(["train", "--config", str(gone), "--row", "B1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--config {gone}: " in err and "no row 'B9'" in err and "\n" not in err
+
+
 def test_set_is_the_same_override_as_section_field(capsys):
     long = printed(capsys, ["sweep", "table3", "--preset", "smoke", "--model.d_ff", "96", "--train.lr_factor", "2"])
     short = printed(
