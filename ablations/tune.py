@@ -168,6 +168,7 @@ def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float | tuple[float
             if len(job.metrics) == 1
             else [],
             resume=False,
+            job_type="tune",
             extra_config={"study": job.study.name, "row": job.row, "preset": job.preset, "tune_trial": trial.number},
         )
     if "pruned_at_step" in queue.user_attrs(trial):

@@ -118,6 +118,13 @@ def test_tune_runs_both_objectives_and_never_picks_a_diverged_trial(tmp_path):
     assert yaml.safe_load((out / "best.yaml").read_text(encoding="utf-8"))["train"]["lr_factor"] == 0.5
     assert f"trial {best['best']}" in done.stdout
 
+    # Each trial is a W&B run of its own job type, grouped with the other trials of this search.
+    from reports.wandb_log import read_offline_run
+
+    (run_dir,) = (out / "trials" / f"trial{healthy[0].number:04d}" / "wandb").glob("offline-run-*")
+    run = read_offline_run(run_dir)["run"]
+    assert (run["job_type"], run["group"]) == ("tune", "tune-rows-smoke-tune-base")
+
     # The search continues with the objective it began with, and refuses another in one line.
     other = subprocess.run(
         [*cmd, "--objective", "bleu"], cwd=REPO, env=env, capture_output=True, text=True, check=False
