@@ -12,14 +12,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ablations.commands.options import command_parser, options, overrides, parse, print_config
+from ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
 from ablations.config import SECTIONS
 from ablations.presets import PRESETS
 from data.errors import AblateError
 
 
-def build_parser():
-    p = command_parser("ablate tune", __doc__, sections=SECTIONS)
+def build_parser(documented: bool = False):
+    p = command_parser("ablate tune", __doc__, sections=SECTIONS, documented=documented)
     p.add_argument("study", help="built-in study (table3) or a study YAML file with a search_space")
     p.add_argument("--row", default="base", help="row to tune (default base)")
     p.add_argument("--trials", type=int, default=20, help="trials in total (default 20)")
@@ -42,7 +42,7 @@ def build_parser():
 
 
 def main(argv: list[str]) -> int:
-    args = parse(build_parser(), argv)
+    args = parse(build_parser(documented=wants_help(argv)), argv)
     extra = overrides(args)
     if args.print_config:
         return print_config({**options(args), **extra})
