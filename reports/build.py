@@ -8,8 +8,8 @@ from pathlib import Path
 from ablations.ledger import write_text_atomic
 from data.errors import AblateError
 from reports.claims import load_claims
-from reports.formats import FORMATS, WRITERS, to_claims_csv, to_html
-from reports.results import load_results
+from reports.formats import FORMATS, WRITERS, check_columns, to_claims_csv, to_html, to_json
+from reports.results import StudyResults, load_results
 from reports.significance import N_SAMPLES
 from reports.table import ReportTable, build_table
 
@@ -25,6 +25,32 @@ def parse_formats(text: str | Sequence[str]) -> list[str]:
     return list(dict.fromkeys(formats))
 
 
+def parse_columns(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """'row,N,bleu' or ['row', 'N', 'bleu'] -> checked column keys (None: each format's default); AblateError naming
+    an unknown one and listing the valid keys."""
+    if text is None:
+        return None
+    return check_columns(text.split(",") if isinstance(text, str) else list(text))
+
+
+def describe_corpus(results: StudyResults) -> str | None:
+    """The data the rows trained on, from their data config, e.g. 'builtin (SentencePiece bpe vocabulary of 1000)';
+    the distinct texts joined by '; ' when rows differ; None when no row says."""
+    texts = []
+    for spec in results.rows:
+        data = (spec.config or {}).get("data") or {}
+        if not data.get("corpus"):
+            continue
+        corpus = str(data["corpus"])
+        name = Path(corpus).name if "/" in corpus else corpus  # a directory or file: its name, not the whole path
+        details = [f"{data['src']}-{data['tgt']}"] if data.get("src") and data.get("tgt") else []
+        if data.get("vocab_size"):
+            kind = f" {data['spm_model_type']}" if data.get("spm_model_type") else ""
+            details.append(f"SentencePiece{kind} vocabulary of {data['vocab_size']}")
+        texts.append(f"{name} ({', '.join(details)})" if details else name)
+    return "; ".join(dict.fromkeys(texts)) or None
+
+
 def build_report(
     out_dir: str | Path,
     formats: Sequence[str] = FORMATS,
@@ -35,6 +61,7 @@ def build_report(
     n_samples: int = N_SAMPLES,
     storage: str | None = None,
     claims: str | Path | None = None,
+    columns: Sequence[str] | None = None,
 ) -> dict[str, Path]:
     """Write the report of the results directory `out_dir` (a finished or running sweep).
 
@@ -48,12 +75,15 @@ def build_report(
         storage: Optuna storage URL to read pending/running trials from (default: $ABLATE_STORAGE, else
             study.json's).
         claims: a claims file to judge instead of the study's own (see ablations/studies/table3.claims.yaml).
+        columns: keys of `reports.formats.COLUMNS` the Markdown, LaTeX and HTML tables show, in that order (default:
+            each format's own choice); CSV and JSON keep every value.
 
     Returns:
         format -> file written ('md', 'tex', ...), 'plot:<name>' -> PNG, 'plot:<name>.svg' -> SVG, and
         'wandb' -> the W&B run directory when one was written.
     """
     formats = parse_formats(formats)
+    columns = parse_columns(columns)
     out_dir = Path(out_dir)
     results = load_results(out_dir, storage=storage)
     chosen = None
@@ -74,7 +104,8 @@ def build_report(
             written[f"plot:{plot.name}"] = plot.png
             written[f"plot:{plot.name}.svg"] = plot.svg
 
-    written.update(_write_formats(table, formats, report_dir, drawn))
+    corpus = describe_corpus(results)
+    written.update(_write_formats(table, formats, report_dir, drawn, columns=columns, corpus=corpus))
     if wandb:
         from reports.wandb_log import log_report
 
@@ -85,13 +116,28 @@ def build_report(
     return written
 
 
-def _write_formats(table: ReportTable, formats: Sequence[str], report_dir: Path, drawn: list) -> dict[str, Path]:
+def _write_formats(
+    table: ReportTable,
+    formats: Sequence[str],
+    report_dir: Path,
+    drawn: list,
+    *,
+    columns: Sequence[str] | None = None,
+    corpus: str | None = None,
+) -> dict[str, Path]:
     """Each format's file (and the claims CSV beside the CSV), each written atomically."""
     written: dict[str, Path] = {}
     stem = report_stem(table)
     for fmt in formats:
         path = report_dir / f"{stem}.{fmt}"
-        text = to_html(table, {p.title: p.png for p in drawn}) if fmt == "html" else WRITERS[fmt](table)
+        if fmt == "html":
+            text = to_html(table, {p.title: p.png for p in drawn}, columns, corpus=corpus)
+        elif fmt in ("md", "tex"):
+            text = WRITERS[fmt](table, columns, corpus=corpus)
+        elif fmt == "json":
+            text = to_json(table, corpus=corpus)
+        else:
+            text = WRITERS[fmt](table)  # CSV: every value, whatever the columns shown
         write_text_atomic(path, text)
         written[fmt] = path
         if fmt == "csv" and table.claims:

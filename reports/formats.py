@@ -1,7 +1,9 @@
 """A `ReportTable` written out: Markdown, LaTeX (booktabs), CSV, JSON and one self-contained HTML page.
 
 Markdown, LaTeX and HTML share the paper's layout (`display_columns`/`display_cells`: blank cell = same as base,
-mean ± std, significance marks). CSV and JSON are for machines: every value spelled out, raw numbers, no blanks.
+mean ± std, significance marks) and show the `COLUMNS` chosen by key (`ablate report --columns`; each format has its
+default: LaTeX's fits a two-column paper). CSV and JSON are for machines: every value spelled out, raw numbers, no
+blanks. Test-set scores, when some row has them, appear in every format apart from the dev ones.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import csv
 import io
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from data.errors import AblateError
 from reports.claims import ClaimVerdict, comparison_text
 from reports.convergence import PLATEAU_BLEU, PLATEAU_PPL
 from reports.significance import ALPHA
@@ -47,35 +51,84 @@ _TEX_HEADERS = {
     "train_steps": r"\shortstack{train\\steps}",
 }
 _HEADERS = {"eps_ls": "ε_ls"}
+_HTML_HEADERS = {
+    "d_model": "d<sub>model</sub>",
+    "d_ff": "d<sub>ff</sub>",
+    "d_k": "d<sub>k</sub>",
+    "d_v": "d<sub>v</sub>",
+    "P_drop": "P<sub>drop</sub>",
+    "eps_ls": "ε<sub>ls</sub>",
+}
+"""Headers the page writes in the paper's notation (trusted markup; everything else is escaped)."""
 
-
-def display_columns(table: ReportTable) -> list[Column]:
-    """The columns shown for this table (paper columns only when rows match the paper, Δ only with a base)."""
-    cols = [Column("group", "", "", "l"), Column("row", "row", "row", "l")]
-    cols += [Column(c.key, _HEADERS.get(c.key, c.header), _TEX_HEADERS[c.key]) for c in CONFIG_COLUMNS]
-    if any(r.other for r in table.rows):
-        cols.append(Column("other", "other", "other", "l"))
-    cols += [
+COLUMNS: dict[str, Column] = {
+    c.key: c
+    for c in (
+        Column("group", "", "", "l"),
+        Column("row", "row", "row", "l"),
+        *(Column(cc.key, _HEADERS.get(cc.key, cc.header), _TEX_HEADERS[cc.key]) for cc in CONFIG_COLUMNS),
+        Column("other", "other", "other", "l"),
         Column("ppl", "PPL (dev)", r"\shortstack{PPL\\(dev)}"),
         Column("bleu", "BLEU (dev)", r"\shortstack{BLEU\\(dev)}"),
         Column("chrf", "chrF (dev)", r"\shortstack{chrF\\(dev)}"),
+        Column("test_bleu", "BLEU (test)", r"\shortstack{BLEU\\(test)}"),
+        Column("test_chrf", "chrF (test)", r"\shortstack{chrF\\(test)}"),
         Column("params", "params ×10⁶", r"\shortstack{params\\$\times 10^6$}"),
-    ]
-    if table.show_paper:
-        cols += [
-            Column("paper_ppl", "paper PPL", r"\shortstack{paper\\PPL}"),
-            Column("paper_bleu", "paper BLEU", r"\shortstack{paper\\BLEU}"),
-        ]
-    if table.base is not None:
-        cols.append(Column("delta_bleu", "ΔBLEU vs base", r"\shortstack{$\Delta$BLEU\\vs base}"))
-    cols += [
+        Column("paper_ppl", "paper PPL", r"\shortstack{paper\\PPL}"),
+        Column("paper_bleu", "paper BLEU", r"\shortstack{paper\\BLEU}"),
+        Column("delta_ppl", "ΔPPL vs base", r"\shortstack{$\Delta$PPL\\vs base}"),
+        Column("delta_bleu", "ΔBLEU vs base", r"\shortstack{$\Delta$BLEU\\vs base}"),
         Column("plateau", "plateau", "plateau", "l"),
-        Column("state", "seeds", "seeds", "l"),
+        Column("seeds", "seeds", "seeds", "l"),
         Column("wall", "wall time", r"\shortstack{wall\\time}"),
         Column("tok_s", "tok/s", "tok/s"),
         Column("device", "device", "device", "l"),
-    ]
-    return cols
+    )
+}
+"""Every column the Markdown, LaTeX and HTML tables can show, by key (`ablate report --columns`), in display order."""
+
+OPTIONAL_COLUMNS = ("test_chrf",)
+"""Columns shown only when `columns` asks for them (test chrF is in the CSV and JSON; the tables keep test BLEU)."""
+
+TEX_HIDDEN = ("plateau", "wall", "tok_s", "device")
+"""Columns LaTeX leaves out unless `columns` asks for them, so that Table 3 with every paper column fits a two-column
+page at a readable size: the machine's (a paper's reader cannot compare wall time, tokens/s or device across papers)
+and plateau (the caption names every row that did not reach its plateau). 'seeds' is left out too when every row
+has all its seeds complete (the caption names the seeds)."""
+
+
+def _applies(key: str, table: ReportTable) -> bool:
+    """Whether the column has anything to show in this table (paper numbers, a base, test scores, other fields)."""
+    if key in ("paper_ppl", "paper_bleu"):
+        return table.show_paper
+    if key in ("delta_ppl", "delta_bleu"):
+        return table.base is not None
+    if key in ("test_bleu", "test_chrf"):
+        return any(getattr(r, key) is not None for r in table.rows)
+    if key == "other":
+        return any(r.other for r in table.rows)
+    return True
+
+
+def check_columns(columns: Sequence[str]) -> tuple[str, ...]:
+    """The column keys, checked: AblateError naming an unknown one and listing the valid keys."""
+    keys = [c.strip() for c in columns if c.strip()]
+    unknown = [k for k in keys if k not in COLUMNS]
+    if unknown or not keys:
+        what = f"unknown column '{','.join(unknown)}'" if unknown else "no column given"
+        raise AblateError(f"--columns: {what}; choose from {','.join(COLUMNS)}")
+    return tuple(dict.fromkeys(keys))
+
+
+def display_columns(table: ReportTable, columns: Sequence[str] | None = None, fmt: str = "md") -> list[Column]:
+    """The columns shown for this table: `columns` in the order given, else the format's default (every column
+    but the optional ones, and for LaTeX but `TEX_HIDDEN`); either way only those with something to show."""
+    if columns is None:
+        hidden = set(OPTIONAL_COLUMNS)
+        if fmt == "tex":
+            hidden |= set(TEX_HIDDEN) | ({"seeds"} if all(r.state == "complete" for r in table.rows) else set())
+        columns = [key for key in COLUMNS if key not in hidden]
+    return [COLUMNS[key] for key in check_columns(columns) if _applies(key, table)]
 
 
 def group_label(group: str, rows: list[ReportRow]) -> str:
@@ -100,10 +153,15 @@ def _steps(value: Any) -> str:
     return _value(value)
 
 
+def _number(value: float, digits: int, sign: str = "") -> str:
+    """`value` to `digits` decimals; one that rounds to zero has no minus sign ('+0.00', not '-0.00')."""
+    return f"{0.0 if round(value, digits) == 0 else value:{sign}.{digits}f}"
+
+
 def _stat(stat: Stat | None, digits: int, sign: str = "") -> str:
     if stat is None:
         return ""
-    text = f"{stat.mean:{sign}.{digits}f}"
+    text = _number(stat.mean, digits, sign)
     return text if stat.std is None else f"{text} ± {stat.std:.{digits}f}"
 
 
@@ -132,7 +190,7 @@ def _rate(value: float | None) -> str:
 
 
 def state_text(row: ReportRow, width: int | None = 60) -> str:
-    """'2/2', '1/2 · 1 running', 'pending', 'failed: <reason>' (reasons cut to `width` characters)."""
+    """'2/2', '1/2 · 1 running', 'pending', 'failed: <reason>' (reasons cut to `width` characters; 0: no reason)."""
     total, done = row.n_seeds, row.count("complete")
     parts = [f"{done}/{total}"] if done else []
     for state in ("running", "pending", "pruned", "failed"):
@@ -141,11 +199,26 @@ def state_text(row: ReportRow, width: int | None = 60) -> str:
             continue
         label = state if n == total else f"{n} {state}"
         reasons = [r for seed, r in sorted(row.reasons.items()) if row.status[seed].state == state]
-        if reasons:
-            reason = reasons[0] if width is None or len(reasons[0]) <= width else reasons[0][: width - 1] + "…"
-            label = f"{label}: {reason}"
+        if reasons and width != 0:
+            label = f"{label}: {reasons[0] if width is None else _cut(reasons[0], width)}"
         parts.append(label)
     return " · ".join(parts) if parts else "no seeds"
+
+
+STAT_COLUMNS = {
+    "ppl": (2, ""),
+    "bleu": (2, ""),
+    "chrf": (1, ""),
+    "test_bleu": (2, ""),
+    "test_chrf": (1, ""),
+    "delta_ppl": (2, "+"),
+    "delta_bleu": (2, "+"),
+}
+"""Columns that show a `Stat` (the `ReportRow` field of the same name): key -> (decimals, sign)."""
+
+
+def _mark(row: ReportRow) -> str:
+    return row.significance.mark if row.significance else ""
 
 
 def display_cells(row: ReportRow) -> dict[str, str]:
@@ -156,34 +229,46 @@ def display_cells(row: ReportRow) -> dict[str, str]:
         shown = _steps(value) if col.key == "train_steps" else _value(value)
         cells[col.key] = "" if row.same_as_base[col.key] else shown
     cells["other"] = ", ".join(f"{k.removeprefix('model.')}={_value(v)}" for k, v in row.other.items())
-    cells["ppl"] = _stat(row.ppl, 2)
-    cells["bleu"] = _stat(row.bleu, 2)
-    cells["chrf"] = _stat(row.chrf, 1)
+    for key, (digits, sign) in STAT_COLUMNS.items():
+        cells[key] = _stat(getattr(row, key), digits, sign)
     cells["plateau"] = row.convergence.text if row.convergence else ""
     cells["params"] = _params(row.params_m)
     cells["paper_ppl"] = f"{row.paper.ppl:.2f}" if row.paper and row.paper.ppl is not None else ""
     cells["paper_bleu"] = f"{row.paper.bleu:.1f}" if row.paper and row.paper.bleu is not None else ""
-    mark = row.significance.mark if row.significance else ""
-    cells["delta_bleu"] = (_stat(row.delta_bleu, 2, "+") + f" {mark}").strip()
+    cells["delta_bleu"] = (cells["delta_bleu"] + f" {_mark(row)}").strip()
     cells["wall"] = duration(row.wall_time_s)
     cells["tok_s"] = _rate(row.tokens_per_sec)
     cells["device"] = ", ".join(row.devices)
-    cells["state"] = state_text(row)
+    cells["seeds"] = state_text(row)
     return cells
 
 
-def legend(table: ReportTable) -> list[str]:
-    """The lines a reader needs under the table: how to read it, then the notes and every failure in full."""
+def has_test(table: ReportTable) -> bool:
+    """True when some row has test-set scores (then every format shows them, apart from the dev columns)."""
+    return any(r.test_bleu is not None or r.test_chrf is not None for r in table.rows)
+
+
+PPL_CAVEAT = (
+    "Our PPL is per subword token of our SentencePiece vocabulary, so it is not comparable with the paper's (per "
+    "wordpiece of a 37K BPE vocabulary) nor across vocabularies: compare directions and gaps, not levels."
+)
+
+
+def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
+    """The lines a reader needs under the table: how to read it, then the notes and every failure in full.
+    `corpus` names the data the study trained on (see `reports.build.describe_corpus`)."""
     seeds = ", ".join(str(s) for s in table.seeds)
+    data = f", corpus {corpus}" if corpus else ""
+    test = " BLEU (test): on the test set, from each trial's final weights." if has_test(table) else ""
     lines = [
-        f"Study '{table.study}', preset '{table.preset}', seeds {seeds}; results from {table.out_dir}.",
-        "PPL and BLEU on the dev set: mean ± sample standard deviation over the complete seeds; "
-        "'seeds' counts complete / all.",
+        f"Study '{table.study}', preset '{table.preset}'{data}, seeds {seeds}; results from {table.out_dir}.",
+        "PPL, BLEU and chrF on the dev set: mean ± sample standard deviation over the complete seeds; "
+        f"'seeds' counts complete / all.{test}",
     ]
     if table.base is not None:
         lines += [
             f"Blank configuration cells: same as the base row '{table.base}'.",
-            f"ΔBLEU: BLEU minus the base's, paired by seed. † / ‡: paired bootstrap resampling "
+            f"ΔPPL, ΔBLEU: the row's minus the base's, paired by seed. † / ‡: paired bootstrap resampling "
             f"(sacrebleu, {table.n_samples} resamples) finds the BLEU difference from the base significant at "
             f"p < {ALPHA} / p < 0.01 on every paired seed, with the same sign.",
         ]
@@ -193,21 +278,32 @@ def legend(table: ReportTable) -> list[str]:
         "sentences); 'rising' means train longer, "
         "'diverged' that a seed failed or ended above the uniform guess's perplexity."
     )
-    unconverged = [r.name for r in table.rows if r.convergence is not None and r.convergence.state != "plateau"]
+    unconverged = _unconverged(table)
     if unconverged:
         lines.append(
             f"NOT AT PLATEAU: {', '.join(unconverged)}. Their numbers measure how fast a model learns, not what it "
             "is worth: raise train.max_steps before reading them as results."
         )
+    lines.append(PPL_CAVEAT)
     if table.show_paper:
-        lines.append(
-            "paper: Vaswani et al. (2017), Table 3, single runs on newstest2013 (EN-DE); its PPL is per wordpiece "
-            "of a 37K BPE vocabulary, so compare directions and gaps, not levels."
-        )
+        lines.append("paper: Vaswani et al. (2017), Table 3, single runs on newstest2013 (EN-DE).")
     for row in table.rows:
         for seed, reason in sorted(row.reasons.items()):
             lines.append(f"{row.name} seed {seed} {row.status[seed].state}: {reason}")
     return lines + table.notes
+
+
+def _unconverged(table: ReportTable) -> list[str]:
+    return [r.name for r in table.rows if r.convergence is not None and r.convergence.state != "plateau"]
+
+
+def _group_cells(table: ReportTable) -> list[list[tuple[ReportRow, dict[str, str]]]]:
+    """Per row group, each row with its cells; the group label in the first row's 'group' cell."""
+    out = []
+    for group, rows in table.groups():
+        labels = [group_label(group, rows)] + [""] * (len(rows) - 1)
+        out.append([(row, display_cells(row) | {"group": label}) for row, label in zip(rows, labels, strict=True)])
+    return out
 
 
 # --- Markdown -----------------------------------------------------------------------------------------------------
@@ -217,19 +313,18 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(table: ReportTable) -> str:
-    """A GitHub-flavoured Markdown table in the paper's layout, with its legend."""
-    cols = display_columns(table)
+def to_markdown(table: ReportTable, columns: Sequence[str] | None = None, *, corpus: str | None = None) -> str:
+    """A GitHub-flavoured Markdown table in the paper's layout, with its legend. `columns`: keys of `COLUMNS` to
+    show, in that order (default: all that apply but the optional ones); `corpus`: named in the legend."""
+    cols = display_columns(table, columns, "md")
     lines = [
         f"## {table.study} ({table.preset})",
         "",
         "| " + " | ".join(c.header for c in cols) + " |",
         "|" + "|".join(":--" if c.align == "l" else "--:" for c in cols) + "|",
     ]
-    for group, rows in table.groups():
-        for i, row in enumerate(rows):
-            cells = display_cells(row) | {"group": group_label(group, rows) if i == 0 else ""}
-            lines.append("| " + " | ".join(_md_escape(cells[c.key]) for c in cols) + " |")
+    for group in _group_cells(table):
+        lines += ["| " + " | ".join(_md_escape(cells[c.key]) for c in cols) + " |" for _, cells in group]
     lines.append("")
     if table.claims:
         # A list rather than a table: it reads the same in a terminal (the sweep prints this file) and rendered.
@@ -238,7 +333,7 @@ def to_markdown(table: ReportTable) -> str:
             lines.append(f"- **{cv.verdict.upper()}**: {claim_title(cv)}")
             lines += [f"  - {c.verdict}: {comparison_text(c, table.base)}" for c in cv.comparisons]
         lines += ["", CLAIMS_LEGEND, ""]
-    lines += [f"- {_md_escape(line)}" for line in legend(table)]
+    lines += [f"- {_md_escape(line)}" for line in legend(table, corpus)]
     return "\n".join(lines) + "\n"
 
 
@@ -293,37 +388,65 @@ _TEX_SYMBOLS = {
 
 
 def tex_escape(text: str) -> str:
-    """Plain text as LaTeX: special characters escaped, the symbols we use as math."""
+    """Plain text as LaTeX: special characters escaped, the symbols we use as math, 'p < 0.05' as $p<0.05$ and any
+    other < or > as math (in text mode, the default OT1 font encoding prints them as ¡ and ¿)."""
     out = re.sub(r"[\\&%$#_{}~^]", lambda m: _TEX_SPECIAL[m.group()], text)
     out = re.sub(r"(?<![\w.])-(?=\d)", "$-$", out)  # a minus sign, not a hyphen
+    out = re.sub(r"\bp ?([<>]) ?(\d+(?:\.\d+)?)|[<>]", lambda m: f"$p{m[1]}{m[2]}$" if m[1] else f"${m[0]}$", out)
     for symbol, tex in _TEX_SYMBOLS.items():
         out = out.replace(symbol, tex)
     return out
 
 
-def to_latex(table: ReportTable) -> str:
-    """A booktabs table ready to paste (needs \\usepackage{booktabs}); row groups separated by \\midrule."""
-    cols = display_columns(table)
+TEX_PACKAGES = ("booktabs", "graphicx")
+r"""What the LaTeX needs in the preamble: booktabs for the rules, graphicx for \resizebox."""
+
+
+def to_latex(table: ReportTable, columns: Sequence[str] | None = None, *, corpus: str | None = None) -> str:
+    """A booktabs table* that pastes into a one- or two-column paper as is, with a caption saying what the numbers
+    are; then the claims' verdicts, if any. `columns`: keys of `COLUMNS` (default: all that apply but the optional and
+    the machine's); `corpus`: named in the caption."""
+    cols = display_columns(table, columns, "tex")
+    span = _other_span(table, cols)
+    if span is not None:  # as the paper's row (E): the difference written across the blank configuration cells
+        cols = [c for c in cols if c.key != "other"]
+    label = re.sub(r"[^A-Za-z0-9-]", "-", table.study)
+    packages = ", ".join(rf"\usepackage{{{p}}}" for p in TEX_PACKAGES)
     lines = [
-        r"% Generated by `ablate report`. Needs \usepackage{booktabs}.",
+        f"% Generated by `ablate report` (study {table.study}, preset {table.preset}). Needs {packages}.",
+        "% table* spans both columns of a two-column paper. The tabular is measured in a box and scaled down to",
+        r"% \textwidth only if it is wider (a wide tabular runs into the margin; a narrow one keeps its font size).",
         r"\begin{table*}[t]",
         r"\centering",
         r"\scriptsize",
         r"\setlength{\tabcolsep}{3pt}",
+        r"\ifdefined\ablatetablebox\else\newsavebox{\ablatetablebox}\fi",
+        r"\sbox{\ablatetablebox}{%",
         r"\begin{tabular}{" + "".join(c.align for c in cols) + "}",
         r"\toprule",
         " & ".join(c.tex for c in cols) + r" \\",
     ]
-    for group, rows in table.groups():
+    for group in _group_cells(table):
         lines.append(r"\midrule")
-        for i, row in enumerate(rows):
-            cells = display_cells(row) | {"group": group_label(group, rows) if i == 0 else ""}
-            cells["state"] = state_text(row, width=30)
-            lines.append(" & ".join(tex_escape(cells[c.key]) for c in cols) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    caption = " ".join(legend(table)[1:4])
-    lines += [r"\caption{" + tex_escape(f"Variations on the Transformer ({table.study}). {caption}") + "}"]
-    lines += [r"\label{tab:" + re.sub(r"[^A-Za-z0-9-]", "-", table.study) + "}", r"\end{table*}"]
+        for row, cells in group:
+            cells = {key: tex_escape(text) for key, text in cells.items()} | _tex_stats(row)
+            cells["seeds"] = tex_escape(state_text(row, width=0))  # counts only: the reasons are in the caption
+            texts = [cells[c.key] for c in cols]
+            if span is not None and row.other:
+                start, n = span
+                texts[start : start + n] = [rf"\multicolumn{{{n}}}{{l}}{{{cells['other']}}}"]
+            lines.append(" & ".join(texts) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}}%"]
+    lines += [
+        r"\ifdim\wd\ablatetablebox>\textwidth",
+        r"\resizebox{\textwidth}{!}{\usebox{\ablatetablebox}}",
+        r"\else",
+        r"\usebox{\ablatetablebox}",
+        r"\fi",
+        r"\caption{" + _tex_caption(table, {c.key for c in cols}, corpus) + "}",
+        r"\label{tab:" + label + "}",
+        r"\end{table*}",
+    ]
     if table.claims:
         lines += [
             "",
@@ -334,11 +457,98 @@ def to_latex(table: ReportTable) -> str:
         ]
         lines += [r"\toprule", r"claim & verdict & evidence \\", r"\midrule"]
         for cv in table.claims:
+            # ragged right in the narrow columns (justified, they stretch); \tabularnewline, as \raggedright takes \\
             evidence = r" \newline ".join(tex_escape(comparison_text(c, table.base)) for c in cv.comparisons)
-            lines.append(f"{tex_escape(claim_title(cv))} & {cv.verdict} & {evidence} " + r"\\")
+            cells = [rf"\raggedright {tex_escape(claim_title(cv))}", cv.verdict, rf"\raggedright {evidence}"]
+            lines.append(" & ".join(cells) + r" \tabularnewline")
         lines += [r"\bottomrule", r"\end{tabular}", r"\caption{" + tex_escape(CLAIMS_LEGEND) + "}"]
-        lines += [r"\label{tab:" + re.sub(r"[^A-Za-z0-9-]", "-", table.study) + "-claims}", r"\end{table*}"]
+        lines += [r"\label{tab:" + label + "-claims}", r"\end{table*}"]
     return "\n".join(lines) + "\n"
+
+
+def _other_span(table: ReportTable, cols: list[Column]) -> tuple[int, int] | None:
+    """Where the 'other' differences can be written instead of their own column: (first index, count) of the shown
+    configuration columns, when they are side by side and blank in every row that has other differences."""
+    if "other" not in {c.key for c in cols}:
+        return None
+    config = {c.key for c in CONFIG_COLUMNS}
+    at = [i for i, c in enumerate(cols) if c.key in config]
+    if len(at) < 2 or at != list(range(at[0], at[0] + len(at))):
+        return None
+    if any(r.other and any(not r.same_as_base[cols[i].key] for i in at) for r in table.rows):
+        return None
+    return at[0], len(at)
+
+
+_TEX_MARKS = {"†": r"{}^{\dagger}", "‡": r"{}^{\ddagger}"}
+
+
+TEX_DIGITS = {"bleu": 1, "test_bleu": 1, "delta_bleu": 1}
+"""Decimals LaTeX shows where they differ from `STAT_COLUMNS`': BLEU to one decimal, as the paper's Table 3."""
+
+
+def _tex_stats(row: ReportRow) -> dict[str, str]:
+    r"""The `STAT_COLUMNS` cells as math, the standard deviation as a subscript ($49.1_{\pm 3.6}$, as in many ML
+    papers): narrower than '49.1 ± 3.6', so that Table 3 fits a page at a readable size."""
+    cells = {}
+    for key, (digits, sign) in STAT_COLUMNS.items():
+        stat = getattr(row, key)
+        digits = TEX_DIGITS.get(key, digits)
+        if stat is None:
+            cells[key] = ""
+            continue
+        text = _number(stat.mean, digits, sign) + (f"_{{\\pm {stat.std:.{digits}f}}}" if stat.std is not None else "")
+        mark = _TEX_MARKS.get(_mark(row), "") if key == "delta_bleu" else ""  # {}: beside the subscript, not above
+        cells[key] = f"${text}{mark}$"
+    return cells
+
+
+def _tex_caption(table: ReportTable, shown: set[str], corpus: str | None) -> str:
+    """What the numbers are: the study, preset, corpus and seeds, dev vs test, the tests, the PPL caveat, and what
+    did not converge or failed. Only sentences about columns that are shown."""
+
+    def name(text: str) -> str:
+        return r"\texttt{" + tex_escape(text) + "}"
+
+    seeds = ", ".join(str(s) for s in table.seeds)
+    data = f", corpus {tex_escape(corpus)}" if corpus else ""
+    study = f"study {name(table.study)}, preset {name(table.preset)}{data}, seeds {seeds}"
+    test = "; BLEU (test) on the test set" if shown & {"test_bleu", "test_chrf"} else ""
+    parts = [
+        f"Variations on the Transformer: {study}.",
+        f"PPL, BLEU and chrF on the dev set{test}: mean $\\pm$ sample standard deviation over the complete seeds.",
+    ]
+    if "seeds" in shown:
+        parts.append("The seeds column counts complete / all trials.")
+    if table.base is not None:
+        parts.append("Blank configuration cells: same as the base row.")
+        if shown & {"delta_ppl", "delta_bleu"}:
+            parts.append(
+                r"$\Delta$: the row's minus the base's, paired by seed; $^\dagger$ / $^\ddagger$: BLEU difference from "
+                f"the base significant at $p<{ALPHA}$ / $p<0.01$ on every paired seed (paired bootstrap, "
+                f"{table.n_samples} resamples)."
+            )
+    parts.append(tex_escape(PPL_CAVEAT))
+    if shown & {"paper_ppl", "paper_bleu"}:
+        parts.append("paper: Vaswani et al. (2017), Table 3, single runs on newstest2013 (EN-DE).")
+    unconverged = _unconverged(table)
+    if unconverged:
+        parts.append(
+            f"Not at plateau: {tex_escape(', '.join(unconverged))}; their numbers say how fast a model learns, "
+            "not what it is worth."
+        )
+    failures = [
+        f"{row.name} seed {seed} {row.status[seed].state} ({_cut(reason, 60)})"
+        for row in table.rows
+        for seed, reason in sorted(row.reasons.items())
+    ]
+    if failures:
+        parts.append(tex_escape("; ".join(failures)) + ".")
+    return " ".join(parts)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # --- CSV and JSON -------------------------------------------------------------------------------------------------
@@ -348,8 +558,13 @@ def _round(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def row_record(row: ReportRow) -> dict[str, Any]:
-    """One row as flat, raw values (the CSV line; also the core of the JSON row)."""
+def _stat_fields(name: str, stat: Stat | None) -> dict[str, float | None]:
+    return {f"{name}_mean": _round(stat.mean) if stat else None, f"{name}_std": _round(stat.std) if stat else None}
+
+
+def row_record(row: ReportRow, test: bool = True) -> dict[str, Any]:
+    """One row as flat, raw values (the CSV line; also the core of the JSON row). `test`: include the test-set
+    fields (`table_records` leaves them out of a table where no row has them)."""
     sig = row.significance
     return {
         "row": row.name,
@@ -368,9 +583,11 @@ def row_record(row: ReportRow) -> dict[str, Any]:
         "delta_bleu": _round(row.delta_bleu.mean) if row.delta_bleu else None,
         "delta_bleu_std": _round(row.delta_bleu.std) if row.delta_bleu else None,
         "delta_ppl": _round(row.delta_ppl.mean) if row.delta_ppl else None,
+        "delta_ppl_std": _round(row.delta_ppl.std) if row.delta_ppl else None,
         "chrf_mean": _round(row.chrf.mean) if row.chrf else None,
         "chrf_std": _round(row.chrf.std) if row.chrf else None,
         "delta_chrf": _round(row.delta_chrf.mean) if row.delta_chrf else None,
+        **(_stat_fields("test_bleu", row.test_bleu) | _stat_fields("test_chrf", row.test_chrf) if test else {}),
         "plateau": row.convergence.state if row.convergence else None,
         **{
             f"{metric}_{key}": _round(getattr(row.tests.get(metric), attr, None))
@@ -392,48 +609,57 @@ def row_record(row: ReportRow) -> dict[str, Any]:
     }
 
 
+def table_records(table: ReportTable) -> list[dict[str, Any]]:
+    """Every row's `row_record`, with the test-set fields only when some row has test scores."""
+    return [row_record(r, test=has_test(table)) for r in table.rows]
+
+
 def to_csv(table: ReportTable) -> str:
     """One line per row, every value spelled out (no 'same as base' blanks); empty field = no value."""
-    records = [row_record(r) for r in table.rows]
+    records = table_records(table)
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(row_record(table.rows[0]) if table.rows else ["row"]))
+    writer = csv.DictWriter(buffer, fieldnames=list(records[0]) if records else ["row"])
     writer.writeheader()
     writer.writerows(records)
     return buffer.getvalue()
 
 
-def to_json(table: ReportTable) -> str:
+def to_json(table: ReportTable, *, corpus: str | None = None) -> str:
     """The whole report: metadata, legend, and per row the flat values plus per-seed details."""
+    test = has_test(table)
 
     def seed_detail(row: ReportRow, seed: int) -> dict[str, Any]:
         status = row.status[seed]
         sig = row.significance
+        scores = {"bleu": row.bleu, "ppl": row.ppl}
+        if test:
+            scores |= {"test_bleu": row.test_bleu, "test_chrf": row.test_chrf}
         return {
             "state": status.state,
             "reason": status.reason,
-            "bleu": row.bleu.values.get(seed) if row.bleu else None,
-            "ppl": row.ppl.values.get(seed) if row.ppl else None,
+            **{key: stat.values.get(seed) if stat else None for key, stat in scores.items()},
             "bleu_p_value": sig.p_values.get(seed) if sig else None,
             "record": str(status.record.path) if status.record else None,
         }
 
     rows = [
-        row_record(r)
+        record
         | {
             "same_as_base": r.same_as_base,
             "other": r.other,
             "seeds": {str(seed): seed_detail(r, seed) for seed in sorted(r.status)},
         }
-        for r in table.rows
+        for r, record in zip(table.rows, table_records(table), strict=True)
     ]
     doc = {
         "study": table.study,
         "preset": table.preset,
+        "corpus": corpus,
         "seeds": table.seeds,
         "base": table.base,
         "out_dir": table.out_dir,
         "generated_at": table.generated_at,
-        "legend": legend(table),
+        "legend": legend(table, corpus),
         "rows": rows,
         "claims": claims_data(table),
     }
@@ -492,9 +718,25 @@ def data_uri(path: Path) -> str:
     return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
 
 
-def to_html(table: ReportTable, plots: dict[str, Path] | None = None) -> str:
-    """One self-contained page (inline CSS, plots as data URIs, no script, no network)."""
+def _html_cell(col: Column, text: str) -> dict[str, Any]:
+    """A cell for the template; '4.55 ± 0.18' split so the page sets the deviation in a smaller type (the mean reads
+    first, and Table 3 fits a 1400 px window)."""
+    mean, _, sd = text.partition(" ± ")
+    sd, mark = (sd[:-2], sd[-1]) if sd.endswith((" †", " ‡")) else (sd, "")  # the significance mark in full size
+    return {"key": col.key, "align": col.align, "text": mean, "sd": sd, "mark": mark}
+
+
+def to_html(
+    table: ReportTable,
+    plots: dict[str, Path] | None = None,
+    columns: Sequence[str] | None = None,
+    *,
+    corpus: str | None = None,
+) -> str:
+    """One self-contained page (inline CSS, plots as data URIs, no script, no network). `columns`: keys of `COLUMNS`
+    (default: all that apply but the optional ones); `corpus`: named in the legend."""
     import jinja2
+    import markupsafe
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
@@ -502,13 +744,24 @@ def to_html(table: ReportTable, plots: dict[str, Path] | None = None) -> str:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    cols = display_columns(table)
+    cols = display_columns(table, columns, "html")
+    span = _other_span(table, cols)
+    if span is not None:  # as in LaTeX: the difference written across the blank configuration cells
+        cols = [c for c in cols if c.key != "other"]
     groups = []
-    for group, rows in table.groups():
+    for group in _group_cells(table):
         body = []
-        for i, row in enumerate(rows):
-            cells = display_cells(row) | {"group": group_label(group, rows) if i == 0 else ""}
-            body.append({"state": row.state, "cells": [(c.key, c.align, cells[c.key]) for c in cols]})
+        for row, cells in group:
+            tds = [_html_cell(c, cells[c.key]) for c in cols]
+            # seeds: the counts in the cell (a failure's reason would make the row tall), the reasons on hover and
+            # in the legend
+            for td in tds:
+                if td["key"] == "seeds":
+                    td.update(text=state_text(row, width=0), title=state_text(row) if row.reasons else "")
+            if span is not None and row.other:
+                start, n = span
+                tds[start : start + n] = [{"key": "other", "align": "l", "text": cells["other"], "colspan": n}]
+            body.append({"state": row.state, "cells": tds})
         groups.append(body)
     images = [
         {"title": title, "src": data_uri(path)}
@@ -517,9 +770,12 @@ def to_html(table: ReportTable, plots: dict[str, Path] | None = None) -> str:
     ]
     return env.get_template("report.html.j2").render(
         title=f"{table.study} ({table.preset})",
-        headers=[(c.align, c.header) for c in cols],
+        headers=[
+            (c.key, c.align, markupsafe.Markup(_HTML_HEADERS[c.key]) if c.key in _HTML_HEADERS else c.header)
+            for c in cols
+        ],
         groups=groups,
-        legend=legend(table),
+        legend=legend(table, corpus),
         claims=[
             {
                 "title": claim_title(cv),
@@ -535,4 +791,5 @@ def to_html(table: ReportTable, plots: dict[str, Path] | None = None) -> str:
 
 
 WRITERS = {"md": to_markdown, "tex": to_latex, "csv": to_csv, "json": to_json}
-"""Format -> writer, for every format but HTML (which also takes the plots)."""
+"""Format -> writer, for every format but HTML (which also takes the plots). Each takes the table alone (every format's
+default columns); Markdown and LaTeX also take `columns` and `corpus`, JSON `corpus`."""

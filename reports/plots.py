@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,35 +42,84 @@ def _group_colors(table: ReportTable) -> dict[str, str]:
     return {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(groups)}
 
 
+DODGE_DECADES = 0.007
+"""How far apart, in decades of the log parameter axis (a few pixels), rows of the same size are drawn."""
+
+
+def _dodged(rows: list[ReportRow]) -> dict[str, float]:
+    """Row -> x to draw it at: rows with the same parameter count (Table 3's A, D, E rows keep the base's) spread side
+    by side around it, so that their error bars do not hide each other. On a log axis a factor is a fixed shift."""
+    same: dict[str, list[ReportRow]] = {}
+    for row in rows:
+        same.setdefault(f"{row.params_m:.4g}", []).append(row)
+    return {
+        row.name: row.params_m * 10 ** (DODGE_DECADES * (i - (len(group) - 1) / 2))  # type: ignore[operator]
+        for group in same.values()
+        for i, row in enumerate(group)
+    }
+
+
+def _log_minor_label(value: float, _pos: int) -> str:
+    """0.2, 0.3, 0.5, 2, 3, 5... on a log axis (plain numbers, not 2e-01), the other minor ticks unlabelled."""
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    return f"{value:g}" if round(mantissa) in (2, 3, 5) and abs(mantissa - round(mantissa)) < 1e-6 else ""
+
+
 def plot_bleu_vs_params(table: ReportTable, out_dir: Path) -> Plot | None:
-    """Dev BLEU (mean ± std over seeds) against parameter count, one colour per row group."""
+    """Dev BLEU (mean ± std over seeds) against parameter count (log scale), one colour per row group."""
+    fig = bleu_vs_params_figure(table)
+    if fig is None:
+        return None
+    title = "Dev BLEU vs parameters (mean ± std over seeds; rows of the same size drawn side by side)"
+    return _save(fig, out_dir, "bleu_vs_params", title)
+
+
+def bleu_vs_params_figure(table: ReportTable):
+    """The figure of `plot_bleu_vs_params` (a matplotlib Figure), or None when no row has BLEU and parameters."""
+    from adjustText import adjust_text  # moves labels off each other and off the points, deterministically
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     rows = [r for r in table.rows if r.bleu is not None and r.params_m is not None]
     if not rows:
         return None
     colors = _group_colors(table)
+    xs = _dodged(rows)
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
     seen: set[str] = set()
     for row in rows:
         ax.errorbar(
-            row.params_m,
+            xs[row.name],
             row.bleu.mean,  # type: ignore[union-attr]
             yerr=row.bleu.std or 0.0,  # type: ignore[union-attr]
             fmt="o",
+            markersize=4,
+            elinewidth=1,
             color=colors[row.group],
-            capsize=3,
+            capsize=2,
             label=None if row.group in seen else row.group,
         )
         seen.add(row.group)
-        ax.annotate(row.name, (row.params_m, row.bleu.mean), textcoords="offset points", xytext=(4, 4), fontsize=7)  # type: ignore[union-attr,arg-type]
-    ax.set_xlabel("parameters ×10⁶")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(_log_minor_label))
+    ax.set_xlabel("parameters ×10⁶ (log scale)")
     ax.set_ylabel("BLEU (dev)")
-    ax.set_title(f"{table.study}: dev BLEU vs parameters")
+    ax.set_title(f"{table.study}: dev BLEU vs parameters", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, title="group", title_fontsize=7)
-    return _save(fig, out_dir, "bleu_vs_params", "Dev BLEU vs parameters (mean ± std over seeds)")
+    fig.tight_layout()
+    # Labels last, once the axes have their final size: adjustText needs it to measure them.
+    labels = [ax.text(xs[r.name], r.bleu.mean, r.name, fontsize=7) for r in rows]  # type: ignore[union-attr]
+    adjust_text(
+        labels,
+        x=[xs[r.name] for r in rows],
+        y=[r.bleu.mean for r in rows],  # type: ignore[union-attr]
+        ax=ax,
+        arrowprops={"arrowstyle": "-", "color": "#888", "lw": 0.5},
+    )
+    return fig
 
 
 def _curve(points: list[dict], key: str) -> tuple[list[float], list[float]]:

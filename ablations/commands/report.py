@@ -14,6 +14,8 @@ FORMATS_HELP = "comma-separated formats among md,tex,csv,json,html (default: all
 
 
 def build_parser():
+    from reports.formats import COLUMNS
+
     parser = command_parser("ablate report", __doc__)
     parser.add_argument(
         "study_or_out",
@@ -24,6 +26,14 @@ def build_parser():
     parser.add_argument("--runs_dir", default="runs", help="where study names are looked up (default: runs)")
     parser.add_argument("--out", default=None, metavar="REPORT_DIR", help="where to write (default: OUT/report)")
     parser.add_argument("--format", default="md,tex,csv,json,html", help=FORMATS_HELP)
+    parser.add_argument(
+        "--columns",
+        default=None,
+        metavar="KEYS",
+        help="comma-separated column keys the Markdown, LaTeX and HTML tables show, in that order, e.g. "
+        "row,N,d_model,ppl,bleu,delta_bleu (default: all but test_chrf; LaTeX also leaves out wall, tok_s, device). "
+        "CSV and JSON keep every value. Keys: " + ", ".join(COLUMNS),
+    )
     parser.add_argument(
         "--wandb",
         action="store_true",
@@ -51,10 +61,11 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
         return print_config(options(args))
-    from reports.build import build_report, parse_formats
+    from reports.build import build_report, parse_columns, parse_formats
     from reports.results import resolve_out_dir
 
-    formats = parse_formats(args.format)  # bad formats fail before any work
+    formats = parse_formats(args.format)  # bad formats and columns fail before any work
+    columns = parse_columns(args.columns)
     out_dir = resolve_out_dir(args.study_or_out, preset=args.preset, runs_dir=args.runs_dir)
     written = build_report(
         out_dir,
@@ -65,6 +76,7 @@ def main(argv: list[str]) -> int:
         n_samples=args.samples,
         storage=args.storage,
         claims=args.claims,
+        columns=columns,
     )
     if "md" in written and not args.quiet:
         print(written["md"].read_text(encoding="utf-8"))

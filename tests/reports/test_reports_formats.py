@@ -1,15 +1,23 @@
-"""Every format is written and parses; Markdown and LaTeX keep the paper's layout."""
+"""Every format is written and parses; Markdown and LaTeX keep the paper's layout; ΔPPL and test-set columns in every
+format; `--columns` chooses what the tables show."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import re
 
 import pytest
 from reports_fixtures import TABLE3_ROWS, make_study
+from test_latex import table3_tiny
 
-from reports.build import build_report
-from reports.formats import FORMATS, tex_escape
+from ablations.cli import main as ablate
+from reports.build import build_report, describe_corpus
+from reports.formats import FORMATS, tex_escape, to_csv, to_html, to_json, to_latex, to_markdown
+from reports.plots import bleu_vs_params_figure
+from reports.results import load_results
+from reports.table import Stat, build_table
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +75,10 @@ def test_markdown_has_the_paper_layout(report):
     table = [line for line in md.splitlines() if line.startswith("|")]
     header = [c.strip() for c in table[0].strip("|").split("|")]
     assert header[:11] == ["", "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "ε_ls", "train steps"]
-    assert {"PPL (dev)", "BLEU (dev)", "params ×10⁶", "paper PPL", "paper BLEU", "ΔBLEU vs base"} <= set(header)
+    shown = {"PPL (dev)", "BLEU (dev)", "params ×10⁶", "paper PPL", "paper BLEU", "ΔPPL vs base", "ΔBLEU vs base"}
+    assert shown <= set(header)
+    assert header.index("ΔPPL vs base") + 1 == header.index("ΔBLEU vs base")
+    assert not any("test" in h for h in header)  # no row scored the test set
     assert {"wall time", "tok/s", "device", "seeds"} <= set(header)
     body = {cells[1]: cells for cells in ([c.strip() for c in line.strip("|").split("|")] for line in table[2:])}
     assert list(body) == [name for name, *_ in TABLE3_ROWS]
@@ -79,6 +90,7 @@ def test_markdown_has_the_paper_layout(report):
     assert body["C1"][col["paper BLEU"]] == "23.7" and body["F1"][col["paper BLEU"]] == ""
     assert "±" in body["base"][col["BLEU (dev)"]]
     assert body["A1"][col["ΔBLEU vs base"]].endswith("‡")
+    assert body["base"][col["ΔPPL vs base"]] == "" and body["A1"][col["ΔPPL vs base"]].startswith("+")  # A1 worse
     assert body["E1"][col["seeds"]] == "pending"
     assert body["D1"][col["seeds"]] == "1/2 · 1 running"
     assert body["C1"][col["seeds"]].startswith("1/2 · 1 failed: diverged")
@@ -91,12 +103,17 @@ def test_latex_is_booktabs(report):
     for command in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}", r"\end{table*}"):
         assert command in tex
     assert tex.count(r"\midrule") == 8  # one above each of the 8 row groups
-    assert r"$\pm$" in tex and r"$^\ddagger$" in tex and "±" not in tex and "‡" not in tex
+    assert r"_{\pm " in tex and r"{}^{\ddagger}$" in tex and "±" not in tex and "‡" not in tex
+    assert r"$\Delta$PPL" in tex and r"$\Delta$BLEU" in tex
     assert tex.count(r"\begin{") == tex.count(r"\end{")
     n_cols = len(tex.split(r"\begin{tabular}{")[1].split("}")[0])
-    for line in tex.splitlines():
-        if line.endswith(r"\\") and "&" in line:
-            assert line.count("&") == n_cols - 1, line
+    rows = [line for line in tex.splitlines() if line.endswith(r"\\") and "&" in line]
+    assert len(rows) == 1 + len(TABLE3_ROWS)  # the header and every row
+    for line in rows:
+        spans = sum(int(n) - 1 for n in re.findall(r"\\multicolumn\{(\d+)\}", line))
+        assert line.count("&") + spans == n_cols - 1, line
+    e1 = next(line for line in rows if " & E1 & " in line)
+    assert r"\multicolumn{9}{l}{positions=learned}" in e1  # as the paper's row (E)
 
 
 def test_tex_escape():
@@ -115,3 +132,107 @@ def test_only_requested_formats(tmp_path):
 def test_tex_minus_signs():
     assert tex_escape("-14.79 ± 0.43") == r"$-$14.79 $\pm$ 0.43"
     assert tex_escape("pre-norm 1e-4") == "pre-norm 1e-4"
+
+
+def test_tex_escape_puts_comparisons_in_math():
+    assert tex_escape("significant at p < 0.05 / p < 0.01.") == "significant at $p<0.05$ / $p<0.01$."
+    assert tex_escape("p(Holm) <0.001, a>b") == "p(Holm) $<$0.001, a$>$b"
+
+
+@pytest.fixture(scope="module")
+def scored(report):
+    """The report's table with test-set scores on every complete row, as the test-set evaluation fills them."""
+    out, _ = report
+    table = build_table(load_results(out), n_samples=100)
+    for row in table.rows:
+        if row.bleu is not None and row.chrf is not None:
+            row.test_bleu = Stat(values={seed: bleu - 2.0 for seed, bleu in row.bleu.values.items()})
+            row.test_chrf = Stat(values={seed: chrf - 1.0 for seed, chrf in row.chrf.values.items()})
+    return table
+
+
+def test_test_set_columns_in_every_format_apart_from_dev(scored, report):
+    base = scored.row("base")
+    md = to_markdown(scored)
+    header = [c.strip() for c in md.splitlines()[2].strip("|").split("|")]
+    assert header.index("BLEU (test)") == header.index("chrF (dev)") + 1 and "chrF (test)" not in header
+    base_line = next(line for line in md.splitlines() if line.startswith("| base | base |"))
+    assert f"{base.test_bleu.mean:.2f} ± {base.test_bleu.std:.2f}" in base_line
+    assert "BLEU (test): on the test set" in md
+
+    tex = to_latex(scored)
+    assert r"\shortstack{BLEU\\(dev)}" in tex and r"\shortstack{BLEU\\(test)}" in tex
+    assert "dev set; BLEU (test) on the test set" in tex
+
+    html = to_html(scored)
+    assert '<th class="r col-test_bleu">BLEU (test)</th>' in html and '<th class="r col-bleu">BLEU (dev)</th>' in html
+
+    rows = {r["row"]: r for r in csv.DictReader(io.StringIO(to_csv(scored)))}
+    assert float(rows["base"]["test_bleu_mean"]) == pytest.approx(base.test_bleu.mean, abs=1e-6)
+    assert float(rows["base"]["test_chrf_std"]) == pytest.approx(base.test_chrf.std, abs=1e-6)
+    assert rows["E1"]["test_bleu_mean"] == ""  # pending: not scored
+    doc = json.loads(to_json(scored))
+    base_json = next(r for r in doc["rows"] if r["row"] == "base")
+    assert base_json["test_chrf_mean"] == pytest.approx(base.test_chrf.mean, abs=1e-6)
+    assert base_json["seeds"]["1"]["test_bleu"] == pytest.approx(base.test_bleu.values[1])
+
+    # the same study before any test-set score: no test column anywhere
+    _, written = report
+    assert "test_bleu_mean" not in written["csv"].read_text().splitlines()[0]
+    base_json = json.loads(written["json"].read_text())["rows"][0]
+    assert not [key for key in [*base_json, *base_json["seeds"]["0"]] if key.startswith("test_")]
+    assert "(test)" not in written["html"].read_text() and "(test)" not in written["tex"].read_text()
+
+
+def test_columns_choose_what_md_tex_and_html_show(report, tmp_path, capsys):
+    out, _ = report
+    keys = "row,N,d_model,ppl,bleu,delta_ppl,delta_bleu"
+    argv = ["report", str(out), "--columns", keys, "--out", str(tmp_path), "--no_plots", "--quiet", "--samples", "50"]
+    assert ablate(argv) == 0
+    md = (tmp_path / "table3-smoke.md").read_text()
+    header = [c.strip() for c in md.splitlines()[2].strip("|").split("|")]
+    assert header == ["row", "N", "d_model", "PPL (dev)", "BLEU (dev)", "ΔPPL vs base", "ΔBLEU vs base"]
+    tex = (tmp_path / "table3-smoke.tex").read_text()
+    assert tex.split(r"\begin{tabular}{")[1].startswith("lrrrrrr}")
+    html = (tmp_path / "table3-smoke.html").read_text()
+    assert re.findall(r'<th class="\w+ col-(\w+)"', html) == keys.split(",")
+    fields = (tmp_path / "table3-smoke.csv").read_text().splitlines()[0].split(",")
+    assert {"d_ff", "chrf_mean", "wall_time_s", "device", "delta_chrf"} <= set(fields)  # CSV keeps every value
+
+    assert ablate([*argv[:3], "row,bleuu,N", *argv[4:]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "unknown column 'bleuu'" in err and "delta_ppl" in err and "test_bleu" in err
+
+
+def test_corpus_is_named_from_the_data_config(tmp_path):
+    out = make_study(tmp_path / "s", rows=TABLE3_ROWS[:2], seeds=(0,), storage=None)
+    study = json.loads((out / "study.json").read_text())
+    for row in study["rows"]:
+        row["config"]["data"] = {"corpus": "/data/wmt14", "src": "de", "tgt": "en", "vocab_size": 37000}
+        row["config"]["data"]["spm_model_type"] = "bpe"
+    (out / "study.json").write_text(json.dumps(study))
+    results = load_results(out)
+    assert describe_corpus(results) == "wmt14 (de-en, SentencePiece bpe vocabulary of 37000)"
+    legend = to_markdown(build_table(results, n_samples=50), corpus=describe_corpus(results))
+    assert "preset 'smoke', corpus wmt14 (de-en, SentencePiece bpe vocabulary of 37000), seeds 0;" in legend
+
+
+def test_bleu_vs_params_labels_do_not_overlap(tmp_path):
+    """Table 3 puts ten rows at the base's parameter count: their labels must still be apart and inside the axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    table, _ = table3_tiny(tmp_path / "table3-tiny")
+    fig = bleu_vs_params_figure(table)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    (ax,) = fig.axes
+    labels = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts}
+    assert set(labels) == {r.name for r in table.rows}
+    overlaps = [
+        (a, b)
+        for i, (a, box) in enumerate(labels.items())
+        for b, other in list(labels.items())[i + 1 :]
+        if box.overlaps(other)
+    ]
+    assert overlaps == []
+    inside, legend = ax.get_window_extent(renderer), ax.get_legend().get_window_extent(renderer)
+    assert all(inside.x0 <= box.x0 and box.x1 <= inside.x1 and not box.overlaps(legend) for box in labels.values())

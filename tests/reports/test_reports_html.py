@@ -1,5 +1,6 @@
 """The HTML page in headless Chromium: it renders the table and every plot, asks for nothing over the network,
-and logs no console error. Set ABLATE_REPORT_SCREENSHOT=/path/shot.png to keep the screenshot."""
+logs no console error, and its table fits a 1400 px window without scrolling sideways. Set
+ABLATE_REPORT_SCREENSHOT=/path/shot.png to keep the screenshot."""
 
 from __future__ import annotations
 
@@ -10,12 +11,23 @@ from pathlib import Path
 import pytest
 from cdp_pipe import CHROMIUM, Chromium
 from reports_fixtures import TABLE3_ROWS, make_study
+from test_latex import table3_tiny
 
 from reports.build import build_report
+from reports.formats import to_html
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (Debian: apt-get install chromium)"
 )
+
+WIDTH = 1400
+"""The window width the table must fit without a sideways scroll bar (a laptop's browser, full screen)."""
+
+FITS = """const fits = () => {
+  const box = document.getElementById('report-table').parentElement;  // the div that would scroll sideways
+  return {table: box.scrollWidth, box: box.clientWidth, page: document.documentElement.scrollWidth};
+};
+"""
 
 
 def test_html_renders_table_and_plots_offline_without_errors(tmp_path):
@@ -33,9 +45,10 @@ def test_html_renders_table_and_plots_offline_without_errors(tmp_path):
     shutil.rmtree(out / "report" / "plots")
 
     with Chromium() as chrome:
-        chrome.open(alone.as_uri())
+        chrome.open(alone.as_uri(), width=WIDTH)
         page = chrome.evaluate(
-            """(() => {
+            FITS
+            + """(() => {
               const rows = [...document.querySelectorAll('#report-table tbody tr')];
               const images = [...document.images];
               return {
@@ -45,8 +58,9 @@ def test_html_renders_table_and_plots_offline_without_errors(tmp_path):
                 loaded: images.filter(i => i.complete && i.naturalWidth > 100 && i.naturalHeight > 100).length,
                 visible: images.filter(i => i.getBoundingClientRect().width > 100).length,
                 pending: document.querySelector('tr.pending') !== null,
-                failed: document.querySelector('tr.failed').textContent,
+                failed: document.querySelector('tr.failed td.col-seeds').title,  // the reason, on hover
                 tableWidth: document.getElementById('report-table').getBoundingClientRect().width,
+                fits: fits(),
               };
             })()"""
         )
@@ -61,6 +75,7 @@ def test_html_renders_table_and_plots_offline_without_errors(tmp_path):
     assert page["loaded"] == page["visible"] == n_plots
     assert page["pending"] and "nan at step 37" in page["failed"]
     assert page["tableWidth"] > 600
+    assert page["fits"]["table"] <= page["fits"]["box"] and page["fits"]["page"] <= WIDTH, page["fits"]
     assert errors == []
     assert all(url.startswith(("file:", "data:")) for url in urls), urls
     assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 50_000
@@ -68,3 +83,16 @@ def test_html_renders_table_and_plots_offline_without_errors(tmp_path):
         target = Path(os.environ["ABLATE_REPORT_SCREENSHOT"])
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, target)
+
+
+def test_widest_table_fits_1400px(tmp_path):
+    """Every Table 3 row with every default column, test BLEU included: headers wrap, deviations are set smaller."""
+    table, corpus = table3_tiny(tmp_path / "table3-tiny")
+    page = tmp_path / "page.html"
+    page.write_text(to_html(table, corpus=corpus), encoding="utf-8")
+    with Chromium() as chrome:
+        chrome.open(page.as_uri(), width=WIDTH)
+        fits = chrome.evaluate(FITS + "fits()")
+        headers = chrome.evaluate("[...document.querySelectorAll('#report-table thead th')].map(th => th.textContent)")
+    assert {"BLEU (dev)", "BLEU (test)", "ΔPPL vs base", "ΔBLEU vs base", "device"} <= set(headers)
+    assert fits["table"] <= fits["box"] and fits["page"] <= WIDTH, fits

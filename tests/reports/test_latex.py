@@ -1,0 +1,173 @@
+"""The LaTeX table compiled by a real TeX (pdflatex, Debian's texlive) in a two-column article: it fits the page,
+p-values are math, and the caption says what the numbers are.
+
+`table3_tiny` (also used by the HTML and plot tests) is the widest realistic table: every Table 3 row at the tiny
+preset's sizes, two seeds, the paper's columns, test-set BLEU and the claims."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from reports_fixtures import BASE_MODEL, BASE_TRAIN, make_study
+
+from reports.build import describe_corpus
+from reports.claims import load_claims
+from reports.formats import TEX_PACKAGES, to_latex
+from reports.results import load_results
+from reports.table import ReportTable, Stat, build_table
+
+PDFLATEX = shutil.which("pdflatex")
+needs_tex = pytest.mark.skipif(
+    PDFLATEX is None,
+    reason="pdflatex not installed (Debian: apt-get install texlive-latex-base texlive-latex-recommended)",
+)
+CLAIMS = Path(__file__).resolve().parents[2] / "ablations" / "studies" / "table3.claims.yaml"
+
+
+def table3_tiny(out: Path) -> tuple[ReportTable, str | None]:
+    """Every row of the built-in Table 3 with the tiny preset's resolved values, two seeds each, judged against the
+    study's claims, with test BLEU and chrF on every row (as the test-set evaluation fills them). Returns the table
+    and its corpus text."""
+    from ablations.studies import load_study
+
+    study = load_study("table3")
+    rows = []
+    for i, row in enumerate(study.rows):
+        config = study.run_config(row, "tiny", 0).to_dict()
+        values = {k: v for k, v in config["model"].items() if k in BASE_MODEL}
+        values |= {k: v for k, v in config["train"].items() if k in BASE_TRAIN and k != "seed"}
+        rows.append((row.name, row.group, values, 0.25 + 0.02 * (i % 7)))  # hypotheses of varied quality
+    results = load_results(make_study(out, rows=rows, storage=None))
+    names = [r.name for r in results.rows]
+    table = build_table(results, n_samples=200, claims=load_claims(CLAIMS, names, "base"))
+    for row in table.rows:
+        if row.bleu is not None and row.chrf is not None:
+            row.test_bleu = Stat(values={s: v - 1.5 for s, v in row.bleu.values.items()})
+            row.test_chrf = Stat(values={s: v - 1.0 for s, v in row.chrf.values.items()})
+    return table, describe_corpus(results)
+
+
+def compile_twocolumn(tex: str, workdir: Path, *, copies: int = 1) -> str:
+    """Compile `tex` (pasted `copies` times) in a two-column article; returns the log. Also writes to the log the
+    natural width of the table's tabular (set alone, with the table's own font size and column separation) and the
+    page's text width, as 'ABLATE natural=...pt; textwidth=...pt'."""
+    (workdir / "table.tex").write_text(tex, encoding="utf-8")
+    body = tex[tex.index(r"\begin{tabular}") : tex.index(r"\end{tabular}") + len(r"\end{tabular}")]
+    size = re.search(r"^\\(tiny|scriptsize|footnotesize|small|normalsize)$", tex, re.M)
+    sep = re.search(r"\\setlength\{\\tabcolsep\}\{([^}]*)\}", tex)
+    (workdir / "tabular.tex").write_text(body, encoding="utf-8")
+    packages = "\n".join(rf"\usepackage{{{p}}}" for p in TEX_PACKAGES)
+    document = "\n".join(
+        [
+            r"\documentclass[twocolumn]{article}",
+            packages,
+            r"\begin{document}",
+            "Text of the paper.",
+            *([r"\input{table.tex}"] * copies),
+            r"\setbox0=\hbox{"
+            + (rf"\{size[1]}" if size else "")
+            + (rf"\setlength{{\tabcolsep}}{{{sep[1]}}}" if sep else "")
+            + r"\input{tabular.tex}}",
+            r"\typeout{ABLATE natural=\the\wd0; textwidth=\the\textwidth}",
+            r"\end{document}",
+        ]
+    )
+    (workdir / "paper.tex").write_text(document, encoding="utf-8")
+    run = subprocess.run(
+        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log = (workdir / "paper.log").read_text(encoding="utf-8", errors="replace")
+    assert run.returncode == 0, log[-3000:]
+    assert (workdir / "paper.pdf").stat().st_size > 0
+    return log
+
+
+def widths(log: str) -> tuple[float, float]:
+    found = re.search(r"ABLATE natural=([\d.]+)pt; textwidth=([\d.]+)pt", log)
+    assert found, log[-2000:]
+    return float(found[1]), float(found[2])
+
+
+def outside_math(tex: str) -> str:
+    """The text with every $...$ removed (line breaks \\\\ and escaped \\$ first out of the way)."""
+    return re.sub(r"\$[^$]*\$", "", tex.replace("\\\\", " ").replace("\\$", " "))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return table3_tiny(tmp_path_factory.mktemp("latex") / "table3-tiny")
+
+
+@needs_tex
+def test_table3_fits_a_two_column_page(tiny, tmp_path):
+    table, corpus = tiny
+    tex = to_latex(table, corpus=corpus)
+    header = next(line for line in tex.splitlines() if line.startswith(" & row"))
+    for column in ("PPL", "BLEU", "chrF", r"paper\\BLEU", r"$\Delta$PPL", r"$\Delta$BLEU", r"BLEU\\(test)"):
+        assert column in header, column
+    assert "tok/s" not in header and "device" not in header  # the machine's columns: only when asked for
+
+    log = compile_twocolumn(tex, tmp_path, copies=2)  # pasted twice: a second table reuses the first's box
+    assert "Overfull \\hbox" not in log, re.findall(r"Overfull \\hbox.*", log)
+    natural, textwidth = widths(log)
+    # Scaled down to the page if wider, but not below 80%: \scriptsize stays above 5.6 pt, readable in print.
+    assert natural <= textwidth / 0.8, (natural, textwidth)
+
+
+@needs_tex
+def test_every_column_still_fits_scaled_down(tiny, tmp_path):
+    table, corpus = tiny
+    every = ["group", "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "train_steps", "other"]
+    every += ["ppl", "bleu", "chrf", "test_bleu", "test_chrf", "params", "paper_ppl", "paper_bleu", "delta_ppl"]
+    every += ["delta_bleu", "plateau", "seeds", "wall", "tok_s", "device"]
+    log = compile_twocolumn(to_latex(table, every, corpus=corpus), tmp_path)
+    natural, textwidth = widths(log)
+    assert natural > textwidth  # wider than the page at its natural size...
+    assert "Overfull \\hbox" not in log  # ...and scaled to fit all the same
+
+
+@needs_tex
+def test_a_narrow_choice_keeps_its_size(tiny, tmp_path):
+    table, corpus = tiny
+    tex = to_latex(table, ["row", "N", "d_model", "ppl", "bleu", "delta_bleu"], corpus=corpus)
+    assert tex.count(r"\midrule") == len(table.groups()) + 1  # + the claims table's
+    log = compile_twocolumn(tex, tmp_path)
+    natural, textwidth = widths(log)
+    assert natural < textwidth / 2 and "Overfull \\hbox" not in log
+
+
+def test_p_values_and_symbols_are_math_and_the_caption_says_what_the_numbers_are(tiny):
+    table, corpus = tiny
+    tex = to_latex(table, corpus=corpus)
+    caption = re.search(r"\\caption\{(.*)\}\n\\label\{tab:table3\}", tex)[1]  # type: ignore[index]
+    assert "$p<0.05$" in caption and "$p<0.01$" in caption
+    text = "\n".join(line for line in tex.splitlines() if line.startswith(r"\caption") or "&" in line)
+    assert text.count(r"\caption") == 2 and "$<$0.001" in text  # the claims' p(Holm) <0.001, as math
+    assert "<" not in outside_math(text) and ">" not in outside_math(text)  # OT1 text mode prints them as ¡ and ¿
+    assert not re.search(r"[^\x00-\x7f]", tex), "non-ASCII characters left for LaTeX"
+    assert r"study \texttt{table3}" in caption and r"preset \texttt{smoke}" in caption  # the fixture's preset
+    assert f"corpus {corpus}" in caption and corpus.startswith("builtin (SentencePiece")  # type: ignore[union-attr]
+    assert "seeds 0, 1" in caption
+    assert "dev set; BLEU (test) on the test set" in caption
+    assert "per subword token of our SentencePiece vocabulary" in caption and "not comparable" in caption
+    assert "Vaswani" in caption and "Not at plateau:" in caption
+    assert all(rf"\usepackage{{{p}}}" in tex.splitlines()[0] for p in ("booktabs", "graphicx"))
+    # the difference of row E written across its blank configuration cells, as in the paper
+    assert re.search(r"^\(E\) & E1 & \\multicolumn\{9\}\{l\}\{positions=learned\} & ", tex, re.M)
+
+
+def test_test_columns_only_when_scored(tiny):
+    table, corpus = copy.deepcopy(tiny)
+    for row in table.rows:
+        row.test_bleu = row.test_chrf = None
+    tex = to_latex(table, corpus=corpus)
+    assert "(test)" not in tex and "test set" not in tex and r"BLEU\\(dev)" in tex
