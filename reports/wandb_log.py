@@ -27,7 +27,7 @@ from typing import Any
 from ablations.ledger import write_text_atomic
 from ablations.tracking import run_group
 from data.errors import AblateError
-from reports.formats import claims_data, row_record
+from reports.formats import claims_data, table_records
 from reports.plots import Plot
 from reports.results import read_study_json
 from reports.table import ReportTable
@@ -95,7 +95,7 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
     try:
         if getattr(run, "disabled", False):
             return None
-        records = [row_record(r) for r in table.rows]
+        records = table_records(table)
         columns = list(records[0]) if records else ["row"]
         data = [[_cell(rec[c]) for c in columns] for rec in records]
         logged: dict[str, Any] = {TABLE_KEY: wandb.Table(columns=columns, data=data)}

@@ -32,6 +32,17 @@ FLAGS = [
 ]
 
 
+def _above(fd: int, floor: int) -> int:
+    """`fd` moved to a descriptor number above `floor` (the original closed)."""
+    if fd > floor:
+        return fd
+    import fcntl
+
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD, floor + 1)
+    os.close(fd)
+    return moved
+
+
 class Chromium:
     """One headless Chromium with one page; use as a context manager."""
 
@@ -41,6 +52,9 @@ class Chromium:
         self._profile = tempfile.mkdtemp(prefix="ablate-chromium-")
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
+
+        # Both ends above 4 first: were a pipe end itself on fd 3 or 4, the first dup2 below could close the other.
+        to_chrome_r, from_chrome_w = _above(to_chrome_r, 4), _above(from_chrome_w, 4)
 
         def wire_fds() -> None:  # in the child: the pipe ends on fds 3 and 4, where Chromium expects them
             os.dup2(to_chrome_r, 3)
