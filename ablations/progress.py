@@ -1,7 +1,9 @@
-"""The live view of a study: rows done, running, pending and failed, the latest dev BLEU of each row, and an ETA."""
+"""The live view of a study: rows done, running, pending and failed, the latest dev BLEU of each row, and an ETA
+that weighs each remaining trial by its steps and its row's measured cost per step (`Eta`)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -24,6 +26,11 @@ class RowStatus:
     host: str | None = None
     job: str | None = None
     """The SLURM job that ran (or runs) the trial, with its state when known: '123_0 RUNNING'."""
+    started_at: float | None = None
+    """When the trial that speaks for the row x seed started (epoch seconds): tells one attempt from the next."""
+    startup_s: float | None = None
+    """A finished trial's seconds from its start to its first step (a worker's first trial pays the process's
+    imports and W&B's service): left out of its row's cost per step."""
 
 
 def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
@@ -37,7 +44,7 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
             out.append(RowStatus(row, seed, "pending"))
             continue
         attrs = trial.user_attrs
-        record = attrs.get("record") or {}
+        record = ledger.stored_record(trial) or {}
         metrics = record.get("metrics") or {}
         progress = attrs.get("progress") or {}
         state = {"running": "running", "complete": "complete"}.get(ledger.trial_state(trial), "failed")
@@ -58,18 +65,172 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
                 reason=attrs.get("reason") if state == "failed" else None,
                 host=attrs.get("host"),
                 job=attrs.get("slurm_job"),
+                started_at=trial.datetime_start.timestamp() if trial.datetime_start is not None else None,
+                startup_s=metrics.get("overhead_s"),
             )
         )
     return out
 
 
-def eta_seconds(rows: list[RowStatus], workers: int) -> float | None:
-    """Remaining trials times the median wall time of finished ones, spread over the workers."""
-    walls = [r.wall_s for r in rows if r.state == "complete" and r.wall_s]
-    if not walls:
+@dataclass(frozen=True)
+class Work:
+    """How much training one trial of a row is: what the ETA weighs the row's remaining trials by."""
+
+    steps: int
+    """The row's train.max_steps (the big row of Table 3 has 3x the base's)."""
+    params: int
+    """The row's parameter count, its model built on the meta device: the size model for a row not measured yet."""
+
+    @classmethod
+    def of(cls, run: Any) -> Work:
+        """The work of a row from its RunConfig."""
+        import torch
+
+        from lightning_modules.transformer import Transformer
+
+        with torch.device("meta"):
+            params = Transformer(run.model).num_parameters()
+        return cls(steps=run.train.max_steps, params=params)
+
+
+class Eta:
+    """Time left in a sweep: each unfinished trial's steps times its row's seconds per step, spread over the workers
+    (and never less than the longest single trial left).
+
+    A row's seconds per step (whole trial: periodic and final validation, test decoding, all but the start-up) are
+    learnt as the sweep runs, best source first:
+    1. the row's finished trials: (wall time - start-up) / steps;
+    2. its running trials' pace: the time between two validations this view saw land (a trial's 'progress'
+       attribute moves at each validation), else from the trial's start to its last validated step; times the
+       ratio of whole trial to pace (the final full-dev validation and the test set come after the last step),
+       learnt from the trials this view watched run and finish (1 until one has);
+    3. a row not measured yet: the size model s(row) = c * params(row) ** alpha, fitted by least squares on
+       log(seconds per step) against log(parameter count) of the measured rows. Until these span 1.5x in
+       parameters alpha is 1 (cost in proportion to parameters, as FLOPs per token are about 6 x parameters); the
+       fit is clipped to 0 <= alpha <= 1 (a bigger model is never cheaper, nor dearer than in proportion). It is a
+       fit because small models on a CPU do not follow FLOPs: at the smoke preset on 2 cores the big row has 3.6x
+       the base's parameters and takes 2.0x its time per step, N=1 has 0.43x and takes 0.5x.
+    A running trial is left its row's whole time less the time it has run, and at least its own pace over its steps
+    left. Without `work` (the rows' steps and sizes) a trial that nothing is known of counts the median wall time
+    of the finished trials.
+
+    A live view calls `observe` at each poll; `estimate` and `total` observe the rows they are given too."""
+
+    SPAN = 1.5
+    """Parameter counts of the measured rows must span this factor before alpha is fitted instead of taken as 1."""
+
+    def __init__(self, work: dict[str, Work] | None = None) -> None:
+        self.work = dict(work or {})
+        self._seen: dict[tuple[str, int, float | None], list[tuple[float, int, bool]]] = {}
+        """Per trial attempt (row, seed, started_at): (time, validated step, whether this view saw it land)."""
+        self._whole: dict[tuple[str, int, float | None], float] = {}
+        """Per attempt watched running, then finished: its seconds per step over its last pace while running."""
+
+    @classmethod
+    def for_plan(cls, plan: Any) -> Eta:
+        """An Eta that knows every row's steps and size, from a sweep's `Plan`."""
+        return cls({row.name: Work.of(plan.run_config(row, 0)) for row in plan.rows()})
+
+    def observe(self, rows: list[RowStatus], now: float | None = None) -> None:
+        """Note when each running trial's validated step changed (a step this view saw arrive, as the previous look
+        had another, is timed to within one poll), and how each watched trial's whole time compared to its pace."""
+        now = time.time() if now is None else now
+        for r in rows:
+            attempt = (r.row, r.seed, r.started_at)
+            if r.state == "running" and r.started_at is not None:
+                seen = self._seen.setdefault(attempt, [])
+                step = r.step or 0
+                if not seen or seen[-1][1] != step:
+                    seen.append((now, step, bool(seen)))
+            elif r.state == "complete" and attempt in self._seen and attempt not in self._whole:
+                pace, whole = self._pace(attempt), _per_step(r)
+                if pace and whole:
+                    self._whole[attempt] = whole / pace
+
+    def _pace(self, attempt: tuple[str, int, float | None]) -> float | None:
+        """Seconds per step of one attempt as this view saw it run (None before its first validation)."""
+        seen = self._seen.get(attempt) or []
+        landed = [(t, step) for t, step, timed in seen if timed and step]
+        if len(landed) >= 2 and landed[-1][1] > landed[0][1]:
+            return (landed[-1][0] - landed[0][0]) / (landed[-1][1] - landed[0][1])
+        started = attempt[2]
+        if not seen or not seen[-1][1] or started is None or seen[-1][0] <= started:
+            return None
+        return (seen[-1][0] - started) / seen[-1][1]
+
+    def rates(self, rows: list[RowStatus]) -> dict[str, float]:
+        """Whole-trial seconds per step of every row that something is known of (sources 1-3 above)."""
+        tail = max(statistics.median(self._whole.values()), 1.0) if self._whole else 1.0
+        measured = {}
+        for row in dict.fromkeys(r.row for r in rows):
+            done = [x for r in rows if r.row == row and r.state == "complete" and (x := _per_step(r))]
+            paces = [x * tail for r in rows if r.row == row and r.state == "running" and (x := self._pace(_key(r)))]
+            if done or paces:
+                measured[row] = statistics.median(done or paces)
+        sized = {row: rate for row, rate in measured.items() if row in self.work}
+        if not sized:
+            return measured
+        alpha = self._alpha(sized)
+        c = math.exp(statistics.fmean(math.log(rate) - alpha * math.log(self.work[row].params)
+                                      for row, rate in sized.items()))  # fmt: skip
+        return {**{row: c * work.params**alpha for row, work in self.work.items()}, **measured}
+
+    def _alpha(self, sized: dict[str, float]) -> float:
+        xs = [math.log(self.work[row].params) for row in sized]
+        ys = [math.log(rate) for rate in sized.values()]
+        if max(xs) - min(xs) < math.log(self.SPAN):
+            return 1.0
+        return min(max(statistics.linear_regression(xs, ys).slope, 0.0), 1.0)
+
+    def estimate(self, rows: list[RowStatus], now: float | None = None) -> dict[tuple[str, int], float | None]:
+        """Seconds left of each pending or running trial (None where nothing is known yet)."""
+        now = time.time() if now is None else now
+        self.observe(rows, now)
+        rates = self.rates(rows)
+        walls = [r.wall_s for r in rows if r.state == "complete" and r.wall_s]
+        out: dict[tuple[str, int], float | None] = {}
+        for r in (r for r in rows if r.state in ("pending", "running")):
+            steps = self.work[r.row].steps if r.row in self.work else r.max_steps
+            rate = rates.get(r.row)
+            if rate is None or not steps:
+                left = statistics.median(walls) if walls else None
+                if left is not None and r.state == "running":
+                    left = max(left - (r.wall_s or 0.0), 0.0)
+            elif r.state == "pending":
+                left = rate * steps
+            else:
+                t, step, _ = (self._seen.get(_key(r)) or [(now, 0, False)])[-1]
+                elapsed = now - r.started_at if r.started_at is not None else 0.0
+                if not step:  # before its first validation: it has run since it started
+                    t = now - elapsed
+                pace = self._pace(_key(r)) or rate
+                left = max(rate * steps - elapsed, pace * (steps - step) - (now - t), 0.0)
+            out[(r.row, r.seed)] = left
+        return out
+
+    def total(self, rows: list[RowStatus], workers: int, now: float | None = None) -> float | None:
+        """Seconds until the sweep ends: the trials' time left over the workers, at least the longest one. None while
+        some trial's cost is unknown (before any trial was measured)."""
+        left = list(self.estimate(rows, now).values())
+        if not left or any(x is None for x in left):
+            return None
+        return max(sum(left) / max(workers, 1), max(left))
+
+
+def _key(r: RowStatus) -> tuple[str, int, float | None]:
+    return (r.row, r.seed, r.started_at)
+
+
+def _per_step(r: RowStatus) -> float | None:
+    """A finished trial's seconds per step, its start-up left out."""
+    if not r.step or not r.wall_s:
         return None
-    remaining = sum(r.state == "pending" for r in rows) + 0.5 * sum(r.state == "running" for r in rows)
-    return remaining * statistics.median(walls) / max(workers, 1)
+    return max(r.wall_s - (r.startup_s or 0.0), 0.0) / r.step or None
+
+
+def eta_seconds(rows: list[RowStatus], workers: int, eta: Eta | None = None) -> float | None:
+    """Seconds until the sweep ends (`Eta.total`; a fresh `Eta` without rows' work when none is given)."""
+    return (eta or Eta()).total(rows, workers)
 
 
 def counts(rows: list[RowStatus]) -> dict[str, int]:
@@ -79,41 +240,34 @@ def counts(rows: list[RowStatus]) -> dict[str, int]:
     return out
 
 
-def summary_line(rows: list[RowStatus], workers: int) -> str:
+def summary_line(rows: list[RowStatus], workers: int, eta: Eta | None = None) -> str:
     c = counts(rows)
-    eta = eta_seconds(rows, workers)
-    eta_text = f", ETA {_fmt(eta)}" if eta is not None and (c["pending"] or c["running"]) else ""
+    seconds = eta_seconds(rows, workers, eta) if c["pending"] or c["running"] else None
+    eta_text = f", ETA {_fmt(seconds)}" if seconds is not None else ""
     return (
         f"{c['complete']}/{len(rows)} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed"
         f"{eta_text}"
     )
 
 
-def render(rows: list[RowStatus], workers: int, title: str):
-    """A rich Table of the study."""
+def render(rows: list[RowStatus], workers: int, title: str, eta: Eta | None = None):
+    """A rich Table of the study: per trial its state, validated step, dev BLEU and PPL, time so far and time left
+    (`Eta`), and the sweep's ETA in the title."""
     from rich.table import Table
 
-    table = Table(title=f"{title}: {summary_line(rows, workers)}", title_justify="left")
-    jobs = any(r.job for r in rows)
-    for col in (
-        "row",
-        "seed",
-        "state",
-        "step",
-        "dev BLEU",
-        "dev PPL",
-        "time",
-        *(["SLURM job"] if jobs else []),
-        "note",
-    ):
-        table.add_column(col, justify="right" if col in ("seed", "step", "dev BLEU", "dev PPL", "time") else "left")
+    eta = eta or Eta()
+    left = eta.estimate(rows)
+    table = Table(title=f"{title}: {summary_line(rows, workers, eta)}", title_justify="left")
+    jobs, ahead = any(r.job for r in rows), bool(left)  # "left" only while trials are left
+    numeric = ("seed", "step", "dev BLEU", "dev PPL", "time", "left")
+    for col in ("row", "seed", "state", "step", "dev BLEU", "dev PPL", "time", *(["left"] if ahead else []),
+                *(["SLURM job"] if jobs else []), "note"):  # fmt: skip
+        table.add_column(col, justify="right" if col in numeric else "left")
     style = {"complete": "green", "running": "yellow", "pending": "dim", "failed": "red"}
     for r in rows:
-        step = (
-            f"{r.step}/{r.max_steps}"
-            if r.state == "running" and r.step is not None and r.max_steps
-            else (str(r.step or ""))
-        )
+        steps = eta.work[r.row].steps if r.row in eta.work else r.max_steps
+        validated = "-" if r.step is None else r.step  # a running trial before its first validation: "-/60"
+        step = f"{validated}/{steps}" if r.state == "running" and steps else str(r.step or "")
         table.add_row(
             r.row,
             str(r.seed),
@@ -122,6 +276,7 @@ def render(rows: list[RowStatus], workers: int, title: str):
             f"{r.bleu:.2f}" if r.bleu is not None else "",
             f"{r.ppl:.2f}" if r.ppl is not None else "",
             _fmt(r.wall_s) if r.wall_s else "",
+            *([_fmt(left[(r.row, r.seed)]) if left.get((r.row, r.seed)) is not None else ""] if ahead else []),
             *([r.job or ""] if jobs else []),
             (r.reason or "")[:60] if r.state == "failed" else (r.host or "" if r.state == "running" else ""),
         )

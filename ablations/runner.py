@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -42,10 +43,15 @@ def start(plan: Plan) -> tuple[Queue, int]:
 
 def coordinate(plan: Plan, workers: int | None) -> None:
     """Prepare data once, queue the rows, run the workers, show progress and the final table. (The report is the
-    command's: reports build on ablations, not the other way round.)"""
+    command's: reports build on ablations, not the other way round.)
+
+    The live table needs the trials in worker processes, whose lines go to their logs: so on a terminal even one
+    worker is a child process. Elsewhere (CI logs, pipes) one worker trains here and its lines are the log, with
+    a summary line after each trial."""
     queue, queued = start(plan)
     keys = [(row.name, seed) for row, seed in plan.keys()]
     workers = workers or default_workers(plan)
+    eta = progress.Eta.for_plan(plan)
     storage = redact(plan.storage)
     print(
         f"sweep {plan.study.name} at preset {plan.preset}: {len(plan.study.rows)} rows x {len(plan.seeds)} seeds = "
@@ -58,16 +64,16 @@ def coordinate(plan: Plan, workers: int | None) -> None:
 
     def show(queue_now: Queue) -> None:
         rows = progress.collect(queue_now.trials(), keys)
-        print(f"[sweep] {progress.summary_line(rows, workers)}", file=sys.stderr, flush=True)
+        print(f"[sweep] {progress.summary_line(rows, workers, eta)}", file=sys.stderr, flush=True)
 
     try:
-        if workers > 1:
-            run_workers(plan, queue, workers, keys, title)
-        work(plan, on_trial_end=show)  # with several workers: anything a crashed one left behind
+        if workers > 1 or sys.stderr.isatty():
+            run_workers(plan, queue, workers, keys, title, eta)
+        work(plan, on_trial_end=show)  # after worker processes: anything a crashed one left behind
     except interrupt.Interrupted as err:
         raise interrupt.Interrupted(err.step, err.checkpoint, saved=saved_summary(plan, keys)) from None
     synced = sync_records(plan, queue)
-    print_table(progress.render(progress.collect(queue.trials(), keys), workers, title))
+    print_table(progress.render(progress.collect(queue.trials(), keys), workers, title, eta))
     if synced:
         print(f"{synced} record(s) from other machines written to {plan.out / 'records'}", file=sys.stderr)
 
@@ -178,8 +184,9 @@ def set_threads(workers: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
-def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str) -> None:
-    """Start n worker processes (one GPU each when there are GPUs) and show the live table until they finish.
+def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str, eta: progress.Eta | None = None) -> None:
+    """Start n worker processes (one GPU each when there are GPUs) and show the live table until they finish; `eta`
+    learns each row's cost per step from what the table shows.
 
     Workers run in their own sessions, so a terminal's Ctrl-C reaches only this process, which passes it on once
     (a second one, again): each worker saves its running trial and stops. A worker that stops on a full disk
@@ -198,8 +205,9 @@ def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str) -> None:
         cmd = [sys.executable, "-m", "ablations.cli", "sweep", *worker_argv(plan), "--worker"]
         with open(logs / f"worker-{i}.log", "ab") as log:
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-    print(f"  {n} workers started; their logs: {logs}/worker-*.log", file=sys.stderr)
-    live = live_view(title)
+    print(f"  {n} worker process(es) started; their lines go to {logs}/worker-*.log", file=sys.stderr)
+    eta = eta or progress.Eta()
+    live = live_view(title, transient=True)  # the command prints the final table
     stopping = False
     try:
         with interrupt.graceful(on_second=lambda: _signal(procs, signal.SIGINT)):
@@ -209,7 +217,8 @@ def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str) -> None:
                     _signal(procs, signal.SIGINT)
                 recover_dead(queue)
                 rows = progress.collect(queue.trials(), keys)
-                live(progress.render(rows, n, title), progress.summary_line(rows, n))
+                eta.observe(rows)
+                live(progress.render(rows, n, title, eta), progress.summary_line(rows, n, eta))
                 time.sleep(0.5 if stopping else 3)
     finally:
         live(None, None)
@@ -259,13 +268,14 @@ def _last_line(path: Path) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def live_view(title: str):
-    """A refreshing rich table on a terminal; a summary line whenever it changes otherwise (CI logs, files)."""
+def live_view(title: str, every_s: float = 60.0, transient: bool = False):
+    """A refreshing rich table on a terminal (`transient`: gone when it stops); otherwise (CI logs, files) a summary
+    line whenever a trial changes state, and at most every `every_s` seconds while only the ETA moves."""
     if sys.stderr.isatty():
         from rich.console import Console
         from rich.live import Live
 
-        live = Live(console=Console(stderr=True), refresh_per_second=1)
+        live = Live(console=Console(stderr=True), refresh_per_second=1, transient=transient)
         live.start()
 
         def update(table, line):
@@ -275,12 +285,16 @@ def live_view(title: str):
                 live.update(table)
 
         return update
-    last = [""]
+    last = {"line": "", "states": "", "at": 0.0}
 
     def update_plain(table, line):
-        if line and line != last[0]:
-            last[0] = line
-            print(f"[sweep] {line}", file=sys.stderr, flush=True)
+        if not line or line == last["line"]:
+            return
+        states = re.sub(r"ETA [^,;]*", "ETA", line)  # the line without the ETA's value
+        if states == last["states"] and time.monotonic() - last["at"] < every_s:
+            return
+        last.update(line=line, states=states, at=time.monotonic())
+        print(f"[sweep] {line}", file=sys.stderr, flush=True)
 
     return update_plain
 

@@ -1,21 +1,32 @@
 """`ablate sweep` with faults and with several workers: a worker SIGKILLed mid-trial, then a rerun, finishes every
 row exactly once (the killed trial resumes from its checkpoint); workers started together on one storage (a
 journal file, or PostgreSQL shared by two "machines") split the rows and never run one twice; a DDP trial over two
-CPU processes records one result.
+CPU processes records one result; one worker on a terminal shows the live table, and Ctrl-C typed there saves it.
 
-Every sweep here is a real process on a real storage; nothing of Optuna, W&B or Lightning is mocked.
+Every sweep here is a real process on a real storage; nothing of Optuna, W&B or Lightning is mocked. The terminal
+is a real pseudo-terminal, the sweep's controlling terminal, so a typed Ctrl-C reaches it as it would a user's.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
+import re
 import socket
+import struct
+import subprocess
+import termios
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[2]
 
 KILL_STUDY, KILL_NAME, LONG_STEPS = "sweep_kill.yaml", "sweep-kill-smoke", 60
 SPLIT_STUDY, SPLIT_NAME = "sweep_split.yaml", "sweep-split-smoke"
@@ -257,3 +268,121 @@ def test_a_ddp_trial_on_two_cpu_processes_records_one_result(sweeps, tmp_path):
     assert trials[0].state == TrialState.COMPLETE
     assert record["metrics"]["device"].endswith("x2")  # both ranks trained
     assert len(sweeps.wandb_runs(out / "trials" / "d1__seed0")) == 1  # rank 0 alone logs to W&B
+
+
+# ---------------------------------------------------------------------------------------------- one worker, a terminal
+@dataclass
+class Terminal:
+    """A command whose stdin, stdout and stderr are a pseudo-terminal (140 columns) that is its controlling
+    terminal: what it shows is `text()`, and `type()` writes keys to it (Ctrl-C is b"\x03")."""
+
+    proc: subprocess.Popen
+    master: int
+    shown: bytearray = field(default_factory=bytearray)
+    reader: threading.Thread | None = None
+
+    @classmethod
+    def start(cls, cmd: list[str], env: dict[str, str], cwd: Path) -> Terminal:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 140, 0, 0))
+
+        def own_terminal() -> None:  # in the child, after setsid: the pty becomes its controlling terminal
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        env = {**env, "TERM": "xterm-256color", "COLUMNS": "140"}
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
+                                start_new_session=True, preexec_fn=own_terminal)  # fmt: skip
+        os.close(slave)
+        term = cls(proc, master)
+        term.reader = threading.Thread(target=term._read, daemon=True)
+        term.reader.start()
+        return term
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:  # EIO: every process holding the terminal has gone
+                return
+            if not data:
+                return
+            self.shown.extend(data)
+
+    def text(self) -> str:
+        return bytes(self.shown).decode("utf-8", "replace")
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def wait(self, timeout: float) -> int:
+        code = self.proc.wait(timeout=timeout)
+        if self.reader is not None:
+            self.reader.join(timeout=5)  # until the terminal is closed (EIO), with what is left to read
+        os.close(self.master)
+        return code
+
+
+def _plain(text: str) -> str:
+    """Terminal output without its escape sequences."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", text)
+
+
+@pytest.mark.slow
+def test_one_worker_on_a_terminal_shows_the_live_table_not_the_trials_lines(sweeps, tmp_path):
+    """The default (one worker) on a terminal: the same live table as several workers (trials in a worker process
+    whose lines go to its log), refreshed while trials run; then the final table. No `srun` hint from Lightning."""
+    out = tmp_path / "out"
+    term = Terminal.start(sweeps.command("sweep_rows.yaml", out, "--workers", "1"), sweeps.env, REPO)
+    sweeps.started.append(term.proc)  # killed with its process group if the test fails
+    try:
+        code = term.wait(timeout=300)
+    finally:
+        sweeps.kill_all()
+    shown = _plain(term.text())
+
+    assert code == 0, shown[-3000:]
+    assert "Traceback" not in shown and "srun" not in shown, shown[-3000:]
+    frames = shown.count("sweep-rows (smoke):")
+    assert frames >= 3, shown[-3000:]  # refreshed: several frames, then the final table
+    assert re.search(r"│ ok1 +│ +0 │ running +│", shown), shown[-3000:]  # a trial seen running
+    assert "left" in shown  # the time-left column while trials are left
+    assert re.search(r"│ nan +│ +0 │ failed", shown), shown[-3000:]
+    assert "sweep-rows (smoke): 2/3 done, 0 running, 0 pending, 1 failed" in shown, shown[-3000:]
+    # The trials' own progress lines went to the worker's log, not over the table.
+    log = (out / "logs" / "worker-0.log").read_text(encoding="utf-8")
+    assert re.search(r"\[ok1\S*\] step 10/10 loss", log), log[-3000:]
+    assert "srun" not in log, log[-3000:]
+    assert not re.search(r"step \d+/\d+ loss", shown), shown[-3000:]
+    assert set(sweeps.records(out)) == {"ok1__seed0", "nan__seed0", "ok2__seed0"}
+
+
+@pytest.mark.slow
+def test_ctrl_c_typed_at_a_one_worker_sweeps_terminal_saves_the_trial_and_prints_the_resume_line(sweeps, tmp_path):
+    from optuna.trial import TrialState
+
+    out, study = tmp_path / "out", "sweep_interrupt.yaml"
+    ckpt = out / "trials" / "long__seed0" / "checkpoints" / "last.ckpt"
+    term = Terminal.start(sweeps.command(study, out, "--workers", "1"), sweeps.env, REPO)
+    sweeps.started.append(term.proc)
+    try:
+        assert sweeps.wait_for(lambda: ckpt.exists() or term.proc.poll() is not None, 240), term.text()[-3000:]
+        term.type(b"\x03")  # Ctrl-C, as typed: SIGINT to the terminal's foreground process group
+        code = term.wait(timeout=120)
+    finally:
+        sweeps.kill_all()
+    shown = _plain(term.text())
+
+    assert code == 130, shown[-3000:]
+    assert "Traceback" not in shown, shown[-3000:]
+    (line,) = [line for line in shown.splitlines() if line.startswith("ablate sweep: interrupted:")]
+    assert "0 of 2 trials finished" in line and "1 unfinished trial(s) resume from their checkpoints" in line, line
+    assert f"Resume with: ablate sweep {sweeps.study(study)}" in line, line
+    stopped_at = checkpoint_step(ckpt)
+    assert 0 < stopped_at < 400
+    (stopped,) = [t for t in sweeps.trials(out, "sweep-interrupt-smoke") if t.state == TrialState.FAIL]
+    assert stopped.user_attrs["reason"].startswith("interrupted (Ctrl-C)"), stopped.user_attrs["reason"]
+
+    rerun = sweeps.run(study, out)
+
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert sweeps.records(out)["long__seed0"]["metrics"]["resumed_at_steps"] == [stopped_at]
