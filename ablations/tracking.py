@@ -56,7 +56,7 @@ def make_wandb_logger(
 
     save_dir.mkdir(parents=True, exist_ok=True)
     mode = wandb_mode(cfg)
-    return WandbLogger(
+    logger = WandbLogger(
         project=cfg.project,
         entity=cfg.entity,
         name=name,
@@ -71,3 +71,8 @@ def make_wandb_logger(
         log_model=False,  # log_model raises in offline mode; checkpoints stay on disk
         settings={"silent": True, "console": "off", "x_disable_stats": True},
     )
+    # Lightning always passes anonymous=None to wandb.init, and W&B 0.31 answers any value with "The anonymous
+    # setting has no effect" in every run's log. Lightning keeps wandb.init's arguments in `_wandb_init` (no public
+    # way to leave one out), so the no-op argument is dropped there.
+    logger._wandb_init.pop("anonymous", None)
+    return logger
