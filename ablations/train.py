@@ -1,7 +1,8 @@
 """One training run: data module + model + Lightning Trainer, with checkpoint resume, progress and a result file.
 
 Used by `ablate train` and by every sweep trial. Lightning runs the loop; the callbacks here only stop at max_steps
-with a final full-dev validation, print progress, and collect curves and costs on rank 0.
+with a final full-dev validation, print progress, and collect curves and costs on rank 0. Then (train.test_eval)
+Lightning's test loop decodes the test split with the final weights and the record gets its test scores.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ class TrainResult:
     wandb: dict[str, Any] = field(default_factory=dict)
     sentences: dict[str, list[float]] = field(default_factory=dict)
     """Per dev sentence, in dev order: 'nll' (summed over its target tokens) and 'ntok'."""
+    test_hypotheses: list[str] = field(default_factory=list)
+    """The test split decoded by the final (or averaged) weights, in test order; empty when not decoded
+    (train.test_eval off, or a run stopped before max_steps)."""
+    test_references: list[str] = field(default_factory=list)
+    """The raw test references, same order; empty when the test split was not decoded."""
 
 
 def resolve_precision(run: RunConfig) -> str:
@@ -70,9 +76,9 @@ class FinalValidation(pl.Callback):
 
 class Recorder(pl.Callback):
     """Collects train/val curves, throughput and timing on rank 0, prints a progress line with ETA every few
-    seconds, and at the end of fit keeps the `TrainResult` (`result`) and writes it to result.json for the user.
-    Under ddp_spawn rank 0 is a spawned process whose attributes never reach the caller: `train` then reads the
-    file back."""
+    seconds, and at the end of fit keeps the `TrainResult` (`result`) and writes it to result.json for the user; the
+    test decoding that follows adds its scores to both. Under ddp_spawn rank 0 is a spawned process whose attributes
+    never reach the caller: `train` then reads the file back."""
 
     def __init__(self, result_path: Path, log_every: int, progress: bool, started_at: float, label: str = "") -> None:
         self.result_path, self.log_every, self.progress, self.label = result_path, log_every, progress, label
@@ -86,6 +92,9 @@ class Recorder(pl.Callback):
         self.resumes: list[int] = []
         """Steps this run resumed at."""
         self._val_started = 0.0
+        self._test_started = 0.0
+        self._fit_ended: float | None = None
+        self._resumed_at: int | None = None
         self._last_print = 0.0
         self.result: TrainResult | None = None
 
@@ -190,11 +199,59 @@ class Recorder(pl.Callback):
         if experiment is not None and not _disabled(experiment):
             experiment.summary.update({f"final/{k}": v for k, v in metrics.items() if v is not None})
             wandb_info = {"run_id": experiment.id, "run_dir": str(Path(experiment.dir).parent)}
-        if experiment is not None:
-            experiment.finish()
         sentences = {"nll": val.get("sentence_nll", []), "ntok": val.get("sentence_ntok", [])}
         self.result = TrainResult(metrics, self.curves, hyps, references, wandb_info, sentences)
         write_json_atomic(self.result_path, dataclasses.asdict(self.result))
+        self._fit_ended = time.time()
+
+    def resume_test(self, step: int) -> None:
+        """This session only decodes the test split of a run whose training and final validation had finished
+        (its result.json): the result gains a resume at `step`, and the whole session joins its wall time."""
+        self._fit_ended, self._resumed_at = self.started_at, step
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: TranslationModule) -> None:
+        self._test_started = time.time()
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: TranslationModule) -> None:
+        """The test scores join the fit's result (read back from result.json in a spawned rank 0) and W&B summary."""
+        test = pl_module.last_test
+        if not trainer.is_global_zero or not test:
+            return
+        now = time.time()
+        seconds = now - self._test_started
+        if self.result is None:
+            with open(self.result_path, encoding="utf-8") as fh:
+                self.result = TrainResult(**json.load(fh))
+        metrics = {
+            "test_bleu": test["bleu"],
+            "test_chrf": test["chrf"],
+            "test_bleu_signature": test["bleu_signature"],
+            "test_chrf_signature": test["chrf_signature"],
+            "test_sentences": test["sentences"],
+            "test_time_s": seconds,
+        }
+        self.result.metrics.update(metrics)
+        if self._resumed_at is not None:
+            self.result.metrics["resumed_at_steps"] = [*self.result.metrics["resumed_at_steps"], self._resumed_at]
+        # The trial's wall time grows by the test's, its setup included (a spawned rank 0 knows only the loop's).
+        self.result.metrics["wall_time_s"] += now - (self._fit_ended or self._test_started)
+        references = trainer.datamodule.references("test")
+        hyps = [""] * len(references)
+        for i, text in zip(test["hypothesis_index"], test["hypotheses"], strict=True):
+            hyps[i] = text
+        self.result.test_hypotheses, self.result.test_references = hyps, references
+        write_json_atomic(self.result_path, dataclasses.asdict(self.result))
+        experiment = getattr(trainer.logger, "experiment", None) if trainer.logger is not None else None
+        if experiment is not None and not _disabled(experiment):
+            wall = {"wall_time_s": self.result.metrics["wall_time_s"]}
+            experiment.summary.update({f"final/{k}": v for k, v in {**metrics, **wall}.items()})
+        if self.progress:
+            print(
+                f"{self.label}test BLEU {test['bleu']:.2f} chrF {test['chrf']:.2f} ({test['sentences']} sentences, "
+                f"{seconds:.0f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _num(value: Any) -> float:
@@ -210,8 +267,9 @@ def _fmt_eta(seconds: float) -> str:
 
 def quiet_libraries() -> None:
     """Keep trial logs to our progress lines: Lightning's banners and tips ("GPU available", "Tip: ..."), a
-    deprecation warning from Lightning's pytree helper, its warning about resuming mid-epoch, and W&B's notice
-    about the unused `anonymous` setting that Lightning passes. Real warnings and errors still show."""
+    deprecation warning from Lightning's pytree helper, its warning about resuming mid-epoch, its hint to use `srun`
+    outside a SLURM job, and W&B's notice about the unused `anonymous` setting that Lightning passes. Real warnings
+    and errors still show."""
     import logging
     import warnings
 
@@ -221,6 +279,13 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
     # The batch sampler resumes mid-epoch itself (checkpoints.ResumeState), which Lightning cannot see.
     warnings.filterwarnings("ignore", message=r".*your dataloader is not resumable.*")
+    if "SLURM_JOB_ID" not in os.environ:
+        # Outside a SLURM job ablate trains here on purpose (--launcher slurm starts its tasks with srun), yet
+        # Lightning's SLURMEnvironment.detect() hints at `srun` whenever the command exists on the machine. Inside a
+        # job the hint stays: there a missing srun is the real mistake it warns of.
+        from lightning_fabric.utilities.warnings import PossibleUserWarning
+
+        warnings.filterwarnings("ignore", message=r"The `srun` command is available", category=PossibleUserWarning)
     os.environ.setdefault("WANDB_SILENT", "true")
 
 
@@ -249,9 +314,11 @@ def train(
     resume: bool = True,
     extra_config: dict[str, Any] | None = None,
     prune: bool = True,
+    job_type: str = "train",
 ) -> TrainResult | None:
-    """Train one configuration to max_steps and return its dev metrics. Resumes from out_dir/checkpoints/last.ckpt
-    when one exists (an interrupted trial continues exactly where it stopped: see ablations.checkpoints). With
+    """Train one configuration to max_steps and return its dev metrics, and its test metrics when train.test_eval
+    (the final weights decode the test split). Resumes from out_dir/checkpoints/last.ckpt when one exists (an
+    interrupted trial continues exactly where it stopped: see ablations.checkpoints). With
     `prune`, the finished run's checkpoints are then cut to `train.keep_checkpoints` (a sweep prunes itself, once
     the trial's record is written)."""
     started_at = started_at or time.time()
@@ -265,8 +332,15 @@ def train(
         fit_to_tokenizer(run.model, tokenizer), run.train, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id
     )
     result_path = out_dir / "result.json"
-    result_path.unlink(missing_ok=True)
+    last = out_dir / "checkpoints" / "last.ckpt"
+    if not resume:
+        last.unlink(missing_ok=True)
+    finished = _finished_result(result_path, last, run.train.max_steps)
+    if finished is None:
+        result_path.unlink(missing_ok=True)
     recorder = Recorder(result_path, run.tracking.log_every, run.tracking.progress, started_at, label=f"[{name}] ")
+    if finished is not None:
+        recorder.resume_test(run.train.max_steps)
     logger = make_wandb_logger(
         run.tracking,
         save_dir=out_dir,
@@ -275,13 +349,17 @@ def train(
         tags=tags or [],
         config={**run.to_dict(), **(extra_config or {})},
         run_id=wandb_id,
+        job_type=job_type,
     )
     trainer = make_trainer(run, out_dir, logger, recorder, callbacks or [])
-    last = out_dir / "checkpoints" / "last.ckpt"
-    if not resume:
-        last.unlink(missing_ok=True)
     with interrupt.graceful():
-        _fit(trainer, module, datamodule, last, recorder)
+        module = _fit(trainer, module, datamodule, last, recorder, validated=finished is not None)
+        scored = finished is not None and "test_bleu" in finished.metrics
+        if run.train.test_eval and not scored and _reached_max_steps(last, run.train.max_steps):
+            _test(trainer, module, datamodule)
+    # The W&B run ends here, after the test scores joined its summary, and in this process: under ddp_spawn it
+    # belongs to the main process, and the spawned ranks of fit and test only attach to it.
+    _finish_wandb(exit_code=0)
     if prune and trainer.is_global_zero:
         checkpoints.prune(last.parent, run.train.keep_checkpoints)
     if recorder.result is not None:  # rank 0 ran in this process
@@ -297,6 +375,7 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
     # ResumeState writes last.ckpt after every validation (atomically: AtomicCheckpointIO), after the Recorder.
     directory = out_dir / "checkpoints"
     cbs: list[pl.Callback] = [FinalValidation(), recorder, checkpoints.ResumeState(directory / "last.ckpt")]
+    cbs.append(StopTestOnSignal(directory / "last.ckpt"))
     if run.train.keep_checkpoints == "best":
         cbs.append(checkpoints.best_checkpoint(directory))
     cbs += callbacks
@@ -336,25 +415,83 @@ def _cluster_plugins() -> list[Any]:
     return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
 
 
-def _fit(trainer: pl.Trainer, module, datamodule, last: Path, recorder: Recorder) -> None:
-    """Fit from the last checkpoint if there is one; a run whose training finished but whose final validation did
-    not (the process died) only validates the saved weights."""
+def _fit(
+    trainer: pl.Trainer, module, datamodule, last: Path, recorder: Recorder, *, validated: bool = False
+) -> TranslationModule:
+    """Fit from the last checkpoint if there is one. A run whose training finished but whose final validation did
+    not (the process died) only validates the saved weights; one whose final validation finished too (`validated`:
+    its result.json stands) only loads them, for the test decoding that follows in `train`. Returns the module
+    holding the final weights."""
     resumable = checkpoints.usable(last) if trainer.is_global_zero else last.exists()
     if resumable and checkpoints.checkpoint_step(last) >= trainer.max_steps:
         module = TranslationModule.load_from_checkpoint(last, map_location="cpu", weights_only=True)
+        if validated:
+            return module
         module.bleu_limit = None
-        saved = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
+        checkpoint = torch.load(last, map_location="cpu", weights_only=True, mmap=True)
+        # The fit loop's progress as saved (Lightning restores it for fit only): the validation's point on the
+        # curve and the record's steps are then the checkpoint's step, not 0.
+        trainer.fit_loop.load_state_dict(checkpoint["loops"]["fit_loop"])
+        saved = checkpoint.get("callbacks", {})
         if recorder.state_key in saved:  # the run's curves and times, as for any resume
             recorder.load_state_dict(saved[recorder.state_key])
             recorder.resumes.append(trainer.max_steps)
         trainer.validate(module, datamodule=datamodule, ckpt_path=None, verbose=False)
         recorder.on_fit_end(trainer, module)
-        return
+        return module
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if resumable else None, weights_only=True)
     except BaseException:
         _finish_wandb(exit_code=1)  # else the next trial in this process would log into this run
         raise
+    return module
+
+
+def _finished_result(result_path: Path, last: Path, max_steps: int) -> TrainResult | None:
+    """The result.json of an earlier session of this run whose training and final validation had finished (it and
+    last.ckpt are at max_steps), or None. A process that died in the test decoding, or before its sweep wrote the
+    record, resumes from it: the dev result stands, only the test split is decoded again. Every rank reads the same
+    files (the result is deleted only where this says None), so all ranks take the same path."""
+    try:
+        result = TrainResult(**json.loads(result_path.read_text(encoding="utf-8")))
+        done = result.metrics.get("steps", 0) >= max_steps and checkpoints.checkpoint_step(last) >= max_steps
+    except Exception:  # noqa: BLE001 - no file, a damaged one, no checkpoint: nothing to resume from but training
+        return None
+    return result if done else None
+
+
+def _reached_max_steps(last: Path, max_steps: int) -> bool:
+    """Whether training reached max_steps (a pruned tuning trial stops before), read from the final checkpoint that
+    every validation writes: each rank, and the main process of ddp_spawn (whose trainer never counted the steps),
+    reads the same answer, so all of them call `trainer.test` or none."""
+    return last.is_file() and checkpoints.checkpoint_step(last) >= max_steps
+
+
+def _test(trainer: pl.Trainer, module: TranslationModule, datamodule) -> None:
+    """Decode the test split with the final (or averaged: CheckpointAveraging loaded them before the final
+    validation) weights, through Lightning's test loop on every rank; `Recorder.on_test_end` records the scores."""
+    try:
+        trainer.test(module, datamodule=datamodule, verbose=False)
+    except BaseException:
+        _finish_wandb(exit_code=1)
+        raise
+
+
+class StopTestOnSignal(pl.Callback):
+    """Ctrl-C, SLURM's warning or SIGTERM during the test decoding stops it after the running batch, on every rank
+    together. Training has finished, so nothing needs saving: last.ckpt holds the final weights and result.json the
+    dev result, and the resumed run only decodes the test split again (`_finished_result`)."""
+
+    def __init__(self, last: Path) -> None:
+        self.last = last
+
+    def on_test_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        if getattr(trainer, "received_sigterm", False):
+            interrupt.request("SIGTERM (scancel, or the machine shutting down)")
+        if trainer.strategy.reduce_boolean_decision(interrupt.requested(), all=False):
+            raise interrupt.Interrupted(
+                saved=f"training had finished (final weights in {self.last}); the test decoding runs again on resume"
+            )
 
 
 def _finish_wandb(exit_code: int) -> None:
@@ -384,7 +521,8 @@ def _world_size(run: RunConfig) -> int:
 
 
 def write_outputs(result: TrainResult, out_dir: Path, stem: str) -> dict[str, str]:
-    """Write the dev hypotheses (one per line, dev order) and references next to a record; returns relative paths."""
+    """Write the dev hypotheses (one per line, dev order) and references next to a record, and the test ones when
+    the test split was decoded (hyps/<stem>.test.txt, refs/test.txt); returns relative paths."""
     hyp_path = out_dir / "hyps" / f"{stem}.txt"
     ref_path = out_dir / "refs" / "valid.txt"
     write_text_atomic(hyp_path, "\n".join(result.hypotheses) + "\n")
@@ -396,6 +534,13 @@ def write_outputs(result: TrainResult, out_dir: Path, stem: str) -> dict[str, st
         nll_path = out_dir / "hyps" / f"{stem}.nll.tsv"  # per dev sentence: summed NLL <tab> target tokens
         write_text_atomic(nll_path, "".join(f"{a:.6g}\t{int(b)}\n" for a, b in zip(nll, ntok, strict=True)))
         paths["sentence_nll"] = str(nll_path.relative_to(out_dir))
+    if result.test_hypotheses:
+        test_hyp, test_ref = out_dir / "hyps" / f"{stem}.test.txt", out_dir / "refs" / "test.txt"
+        write_text_atomic(test_hyp, "\n".join(result.test_hypotheses) + "\n")
+        if not test_ref.exists():
+            write_text_atomic(test_ref, "\n".join(result.test_references) + "\n")
+        paths["test_hypotheses"] = str(test_hyp.relative_to(out_dir))
+        paths["test_references"] = str(test_ref.relative_to(out_dir))
     return paths
 
 

@@ -146,6 +146,11 @@ class TrainConfig:
     average_last: int = 0
     """Average the weights of the last k validation checkpoints at the end of training (0: off). The paper
     averages 5 (base) or 20 (big) checkpoints for Table 2, none for Table 3."""
+    test_eval: bool = True
+    """Once training reaches max_steps, decode the whole test split with the final (or averaged) weights, with the
+    dev decoding's beam search (beam_size, length_penalty, max_len_a/b), and score it with sacreBLEU (BLEU and chrF,
+    with their signatures): the record's test_* metrics. The paper reports test BLEU (Table 2, newstest2014);
+    Table 3 itself is on dev."""
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = "auto"
     """'auto': bf16 mixed precision on a GPU that supports it, fp32 on CPU (bf16 is about 3x slower on CPUs
     without AMX)."""

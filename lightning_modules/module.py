@@ -1,7 +1,9 @@
-"""The thin LightningModule around the Transformer: loss, optimizer and schedule, logging, decoding for validation.
+"""The thin LightningModule around the Transformer: loss, optimizer and schedule, logging, decoding for validation
+and test.
 
 Knows nothing about Optuna or W&B. Validation computes loss and per-subword perplexity on the whole dev set and
 BLEU (sacrebleu, detokenized) on the decoded dev set, deduplicated by sentence index and gathered across ranks.
+Test (`trainer.test`, after training) decodes the whole test split the same way and scores BLEU and chrF.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ class TranslationModule(pl.LightningModule):
         self._tokens_seen = torch.zeros(2, dtype=torch.long)
         self.last_validation: dict[str, Any] = {}
         self._val: dict[str, Any] = {}
+        self.last_test: dict[str, Any] = {}
+        """The last test decoding's scores and hypotheses (`corpus_scores`); {} before one (or on an empty split)."""
+        self._test: dict[str, Any] = {}
         self.first_loss: float | None = None
         """The first training step's loss: the yardstick of the blow-up check (kept in checkpoints)."""
 
@@ -105,6 +110,9 @@ class TranslationModule(pl.LightningModule):
         self._tokens_seen[1] += ntok.sum()
         self.log("train/ppl", torch.exp(out["nll_sum"].sum() / ntok.sum().clamp(min=1)), batch_size=ntok.numel())
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0], batch_size=ntok.numel())
+        # The loggers' step (Lightning takes a logged "step" as the x value): the optimizer steps done once this
+        # batch's update is applied, as the results count them. Lightning's default is the count before it, one less.
+        self.log("step", float(self.global_step + 1), batch_size=ntok.numel())
         return loss
 
     def _check_loss(self, loss: Tensor) -> None:
@@ -189,11 +197,7 @@ class TranslationModule(pl.LightningModule):
         return getattr(datamodule, "tokenizer", None)
 
     def on_validation_epoch_end(self) -> None:
-        gathered = self._val
-        if self.trainer.world_size > 1:
-            parts: list[dict] = [None] * self.trainer.world_size  # type: ignore[list-item]
-            torch.distributed.all_gather_object(parts, self._val)
-            gathered = {key: {k: v for part in parts for k, v in part[key].items()} for key in self._val}
+        gathered = self._all_ranks(self._val)
         ntok = sum(gathered["ntok"].values())
         nll = sum(gathered["nll_sum"].values()) / max(ntok, 1)
         result: dict[str, Any] = {
@@ -214,6 +218,17 @@ class TranslationModule(pl.LightningModule):
         for key in ("loss", "nll", "ppl", "bleu"):
             if key in result:
                 self.log(f"val/{key}", float(result[key]), sync_dist=False, rank_zero_only=False)
+        # Logged at the optimizer steps done, the step of this point in the results (see training_step).
+        self.log("step", float(result["step"]), sync_dist=False, rank_zero_only=False)
+
+    def _all_ranks(self, part: dict[str, dict[int, Any]]) -> dict[str, dict[int, Any]]:
+        """This rank's {name: {sentence index: value}} merged with every other rank's: validation and test decode a
+        shard each. Keyed by sentence index, so a batch repeated to even out the ranks counts once."""
+        if self._trainer is None or self.trainer.world_size == 1:
+            return part
+        parts: list[dict] = [None] * self.trainer.world_size  # type: ignore[list-item]
+        torch.distributed.all_gather_object(parts, part)
+        return {key: {k: v for p in parts for k, v in p[key].items()} for key in part}
 
     def _check_perplexity(self, ppl: float) -> None:
         """A dev perplexity above the vocabulary size after warmup is worse than guessing every token uniformly: the
@@ -256,6 +271,42 @@ class TranslationModule(pl.LightningModule):
             "hypotheses": [hyps[i] for i in order],
             "hypothesis_index": order,
         }
+
+    # --------------------------------------------------------------------------------------------------- test
+    def on_test_epoch_start(self) -> None:
+        self._test = {"hyps": {}}
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        """Decode every sentence of the batch with the dev decoding's beam search (section 6.1), keyed by index."""
+        tokenizer = self._tokenizer()
+        if tokenizer is None:
+            raise RuntimeError("test decoding needs a TranslationDataModule on the trainer (tokenizer, references)")
+        texts = tokenizer.decode(self.translate(batch["src"]))
+        self._test["hyps"].update(zip(batch["index"].tolist(), texts, strict=True))
+
+    def on_test_epoch_end(self) -> None:
+        """The whole test split's hypotheses, gathered over ranks, scored by sacreBLEU (`last_test`)."""
+        hyps = self._all_ranks(self._test)["hyps"]
+        self.last_test = corpus_scores(hyps, self.trainer.datamodule.references("test")) if hyps else {}
+
+
+def corpus_scores(hyps: dict[int, str], references: list[str]) -> dict[str, Any]:
+    """sacreBLEU's corpus BLEU and chrF (default settings, as the dev scores and the report use) of decoded sentences,
+    by sentence index, against the raw references; with their signatures, and the hypotheses in index order."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    order = sorted(hyps)
+    texts, refs = [hyps[i] for i in order], [[references[i] for i in order]]
+    bleu, chrf = BLEU(), CHRF()
+    return {
+        "bleu": bleu.corpus_score(texts, refs).score,
+        "bleu_signature": str(bleu.get_signature()),
+        "chrf": chrf.corpus_score(texts, refs).score,
+        "chrf_signature": str(chrf.get_signature()),
+        "sentences": len(order),
+        "hypotheses": texts,
+        "hypothesis_index": order,
+    }
 
 
 def average_state_dicts(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:
@@ -302,6 +353,7 @@ __all__ = [
     "TranslationModule",
     "TrainingDiverged",
     "label_smoothed_nll",
+    "corpus_scores",
     "LabelSmoothedNLL",
     "CheckpointAveraging",
     "average_checkpoints",

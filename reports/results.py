@@ -4,7 +4,7 @@ The layout (the contract with the sweep):
 
     OUT/study.json                      the study: rows in display order, their configs, seeds, Optuna storage
     OUT/records/<row>__seed<s>.json     one per finished trial (complete, failed or pruned), written atomically
-    OUT/hyps/..., OUT/refs/...          dev hypotheses and references, paths given in the records
+    OUT/hyps/..., OUT/refs/...          dev (and test) hypotheses and references, paths given in the records
 
 Records are the truth for finished trials. The Optuna storage only adds what records cannot say: which trials are
 still pending or running. Nothing here imports training code.
@@ -54,6 +54,11 @@ class Record:
     """Raw dev references, same order (absolute path), or None."""
     sentence_nll: Path | None = None
     """Per dev sentence, same order: summed NLL <tab> target tokens (absolute path), or None."""
+    test_hypotheses: Path | None = None
+    """The test split decoded by the final weights, one per line (absolute path), or None when it was not decoded.
+    Its scores are the metrics test_bleu, test_chrf (with test_bleu_signature, test_chrf_signature)."""
+    test_references: Path | None = None
+    """Raw test references, same order (absolute path), or None."""
     raw: dict[str, Any]
     """The whole record as read, for fields this class does not name (optuna, wandb, host, times)."""
 
@@ -187,6 +192,8 @@ def read_record(path: Path, out_dir: Path | None = None) -> Record:
         hypotheses=_resolve(out_dir, data.get("hypotheses")),
         references=_resolve(out_dir, data.get("references")),
         sentence_nll=_resolve(out_dir, data.get("sentence_nll")),
+        test_hypotheses=_resolve(out_dir, data.get("test_hypotheses")),
+        test_references=_resolve(out_dir, data.get("test_references")),
         raw=data,
     )
 

@@ -103,6 +103,10 @@ class ReportRow:
     """Dev BLEU over complete seeds."""
     chrf: Stat | None = None
     """Dev chrF over complete seeds (sacreBLEU, from the dev hypotheses)."""
+    test_bleu: Stat | None = None
+    """Test-set BLEU over complete seeds (the final weights, beam search, sacreBLEU); None when not scored."""
+    test_chrf: Stat | None = None
+    """Test-set chrF over complete seeds; None when not scored."""
     convergence: Convergence | None = None
     """Whether the row's trials reached their plateau (its least converged trial's state)."""
     tests: dict[str, RowTest] = field(default_factory=dict)
@@ -315,6 +319,8 @@ def _report_row(results: StudyResults, spec, base_spec, base_config: dict, paper
         ppl=Stat.of(records, "ppl"),
         bleu=Stat.of(records, "bleu"),
         chrf=Stat.of(records, "chrf"),
+        test_bleu=Stat.of(records, "test_bleu"),
+        test_chrf=Stat.of(records, "test_chrf"),
         convergence=row_convergence(results.records(spec.name, state=None)),
         params_m=params / 1e6 if params is not None else None,
         paper=_paper_row(spec) or paper.get(spec.name),

@@ -40,6 +40,26 @@ def test_batch_layout_and_index_match_references(datamodule):
     assert sorted(seen) == list(range(len(refs)))
 
 
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_every_test_sentence_is_decoded_by_some_rank_with_equal_batch_counts(datamodule, world_size):
+    """What the test decoding gathers across ranks: each rank's share of the test split, the same number of batches
+    per rank (the collective calls line up), together every sentence, each batch's targets its references'."""
+    refs = datamodule.references("test")
+    assert refs != datamodule.references("valid")
+    shards = []
+    for rank in range(world_size):
+        datamodule.trainer = SimpleNamespace(global_rank=rank, world_size=world_size)
+        shards.append(list(datamodule.test_dataloader()))
+    datamodule.trainer = None
+    assert len({len(shard) for shard in shards}) == 1
+    seen = set()
+    for batch in (b for shard in shards for b in shard):
+        index = batch["index"].tolist()
+        assert datamodule.tokenizer.decode(batch["tgt_out"].tolist()) == [refs[i] for i in index]
+        seen |= set(index)
+    assert seen == set(range(len(refs)))
+
+
 def test_ranks_come_from_the_trainer(datamodule):
     shards = []
     for rank in (0, 1):

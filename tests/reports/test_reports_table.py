@@ -174,3 +174,52 @@ def test_a_live_retry_speaks_for_its_row_over_a_failed_trial(tmp_path):
     study.tell(duplicate, state=optuna.trial.TrialState.FAIL)
     table = build_table(load_results(out), n_samples=100)
     assert table.row("A1").status[0].state == "running"
+
+
+def _give_test_scores(out, row: str, seed: int, rate: float) -> dict:
+    """Add test scores to a record the way a sweep writes them: hyps/<key>.test.txt, refs/test.txt, and sacreBLEU's
+    BLEU and chrF of the two in the record. Returns the metrics added."""
+    import sacrebleu
+    from reports_fixtures import corrupt, references
+
+    refs = references(60, seed=4321)  # a test set of its own, not the dev references
+    (out / "refs" / "test.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    hyps = corrupt(refs, rate, seed=seed)
+    (out / "hyps" / f"{row}__seed{seed}.test.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    metrics = {
+        "test_bleu": bleu.corpus_score(hyps, [refs]).score,
+        "test_chrf": chrf.corpus_score(hyps, [refs]).score,
+        "test_bleu_signature": str(bleu.get_signature()),
+        "test_sentences": len(refs),
+    }
+    path = out / "records" / f"{row}__seed{seed}.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record["metrics"].update(metrics)
+    record.update(test_hypotheses=f"hyps/{row}__seed{seed}.test.txt", test_references="refs/test.txt")
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return metrics
+
+
+def test_test_scores_over_seeds_only_for_records_that_have_them(tmp_path):
+    out = make_study(tmp_path / "s", rows=TABLE3_ROWS[:4], seeds=(0, 1))
+    base = {seed: _give_test_scores(out, "base", seed, 0.2 + 0.1 * seed) for seed in (0, 1)}
+    b1 = _give_test_scores(out, "B1", 0, 0.5)
+    results = load_results(out)
+    table = build_table(results, n_samples=100)
+
+    got = table.row("base")
+    for metric in ("test_bleu", "test_chrf"):
+        stat = getattr(got, metric)
+        assert stat.values == {seed: pytest.approx(base[seed][metric]) for seed in (0, 1)}
+        assert stat.mean == pytest.approx(statistics.fmean(m[metric] for m in base.values()))
+        assert stat.std == pytest.approx(statistics.stdev(m[metric] for m in base.values()))
+    assert got.test_bleu.mean != pytest.approx(got.bleu.mean)  # test apart from dev
+    assert table.row("B1").test_bleu.values == {0: pytest.approx(b1["test_bleu"])}  # seed 1 was not scored
+    assert table.row("B1").test_bleu.std is None
+    for name in ("A1", "A3"):  # records without test scores: nothing, not zero
+        assert table.row(name).test_bleu is None and table.row(name).test_chrf is None
+    (record,) = results.records("B1", state=None)[:1]
+    assert record.test_hypotheses == out / "hyps" / "B1__seed0.test.txt" and record.test_hypotheses.is_file()
+    assert record.test_references == out / "refs" / "test.txt"
+    assert results.records("A1")[0].test_hypotheses is None and results.records("A1")[0].test_references is None
