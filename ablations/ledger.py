@@ -135,8 +135,14 @@ def read_record(out: Path, row: str, seed: int) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+PACKED_FILES = ("hypotheses", "test_hypotheses", "sentence_nll", "references", "test_references")
+"""The record's keys naming files under OUT that travel with its copy in the storage (`pack`): what a report on
+another machine reads besides the record."""
+
+
 def pack(record: dict[str, Any], out: Path) -> dict[str, Any]:
-    """The record as stored in Optuna: train curve thinned to at most 200 points, hypotheses gzip+base64 inline."""
+    """The record as stored in Optuna: train curve thinned to at most 200 points, the files it names (dev and test
+    hypotheses and references, per-sentence NLL) gzip+base64 inline."""
     packed = dict(record)
     curves = dict(record.get("curves") or {})
     train = curves.get("train") or []
@@ -144,21 +150,29 @@ def pack(record: dict[str, Any], out: Path) -> dict[str, Any]:
         stride = -(-len(train) // 200)
         curves["train"] = train[::stride] + ([train[-1]] if (len(train) - 1) % stride else [])
     packed["curves"] = curves
-    hyp = record.get("hypotheses")
-    hyp_file = Path(out) / hyp if hyp else None
-    if hyp_file is not None and hyp_file.is_file():
-        packed["hypotheses_gz"] = base64.b64encode(gzip.compress(hyp_file.read_bytes())).decode("ascii")
+    files = {}
+    for key in PACKED_FILES:
+        path = Path(out) / record[key] if record.get(key) else None
+        if path is not None and path.is_file():
+            files[key] = base64.b64encode(gzip.compress(path.read_bytes())).decode("ascii")
+    packed["files_gz"] = files
     return packed
 
 
 def unpack(packed: dict[str, Any], out: Path) -> bool:
-    """Write a record copied from Optuna (and its hypotheses) into OUT unless OUT has it. True if written."""
+    """Write a record copied from Optuna (and the files it names, where OUT lacks them) into OUT unless OUT has the
+    record. True if written."""
     record = dict(packed)
     if record_path(out, record["row"], int(record["seed"])).exists():
         return False
-    hypotheses = record.pop("hypotheses_gz", None)
-    if hypotheses and record.get("hypotheses"):
-        write_text_atomic(Path(out) / record["hypotheses"], gzip.decompress(base64.b64decode(hypotheses)).decode())
+    files = record.pop("files_gz", None) or {}
+    if "hypotheses_gz" in record:  # packed by an older ablate: the dev hypotheses only
+        files = {"hypotheses": record.pop("hypotheses_gz")}
+    for key, data in files.items():
+        path = Path(out) / record[key] if record.get(key) else None
+        if path is not None and not path.exists():
+            content = gzip.decompress(base64.b64decode(data))
+            write_atomic(path, lambda fh, content=content: fh.write(content))
     write_record(out, record)
     return True
 

@@ -152,7 +152,9 @@ def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float | tuple[float
     from ablations.train import train
 
     layer = suggest(trial, search_space(job.study, job.preset))
-    extra = {s: {**job.extra.get(s, {}), **layer.get(s, {})} for s in {*job.extra, *layer}}
+    # A search chooses on the dev set: its trials leave the test split alone unless the user asks for it.
+    base = {"train": {"test_eval": False}}
+    extra = {s: {**base.get(s, {}), **job.extra.get(s, {}), **layer.get(s, {})} for s in {*base, *job.extra, *layer}}
     run = job.study.run_config(job.row, job.preset, job.seed, **extra)
     trial.set_user_attr("host", socket.gethostname())
     trial.set_user_attr("pid", os.getpid())

@@ -46,16 +46,38 @@ def test_records_are_written_listed_and_read_back(tmp_path):
     assert ledger.read_record(tmp_path, "C1", 0) is None
 
 
-def test_the_copy_in_optuna_rebuilds_a_missing_record_and_its_hypotheses(tmp_path):
+def test_the_copy_in_optuna_rebuilds_a_missing_record_and_its_files(tmp_path):
     here, there = tmp_path / "here", tmp_path / "there"
-    ledger.write_text_atomic(here / "hyps" / "A1__seed0.txt", "ein\nzwei\n")
-    record = {"row": "A1", "seed": 0, "hypotheses": "hyps/A1__seed0.txt", "curves": {"train": list(range(1000))}}
+    files = {
+        "hypotheses": ("hyps/A1__seed0.txt", "ein\nzwei\n"),
+        "test_hypotheses": ("hyps/A1__seed0.test.txt", "drei\n"),
+        "references": ("refs/valid.txt", "one\ntwo\n"),
+        "test_references": ("refs/test.txt", "three\n"),
+    }
+    for path, text in files.values():
+        ledger.write_text_atomic(here / path, text)
+    record = {"row": "A1", "seed": 0, "curves": {"train": list(range(1000))}, **{k: p for k, (p, _) in files.items()}}
     packed = ledger.pack(record, here)
     assert len(packed["curves"]["train"]) <= 201 and packed["curves"]["train"][-1] == 999
+    ledger.write_text_atomic(there / "refs" / "valid.txt", "kept\n")  # written by this machine's own trials
     assert ledger.unpack(packed, there) is True
-    assert (there / "hyps" / "A1__seed0.txt").read_text() == "ein\nzwei\n"
-    assert "hypotheses_gz" not in ledger.read_record(there, "A1", 0)
+    assert {k: (there / p).read_text() for k, (p, _) in files.items()} == {
+        **{k: text for k, (_, text) in files.items()},
+        "references": "kept\n",  # a file OUT has is never overwritten
+    }
+    assert "files_gz" not in ledger.read_record(there, "A1", 0)
     assert ledger.unpack(packed, there) is False  # never overwrites a record
+
+
+def test_a_copy_packed_by_an_older_ablate_still_unpacks(tmp_path):
+    import base64
+    import gzip
+
+    old = {"row": "B1", "seed": 1, "hypotheses": "hyps/B1__seed1.txt"}
+    old["hypotheses_gz"] = base64.b64encode(gzip.compress(b"alt\n")).decode("ascii")
+    assert ledger.unpack(old, tmp_path) is True
+    assert (tmp_path / "hyps" / "B1__seed1.txt").read_text() == "alt\n"
+    assert "hypotheses_gz" not in ledger.read_record(tmp_path, "B1", 1)
 
 
 @pytest.mark.parametrize(

@@ -111,6 +111,11 @@ def test_tune_runs_both_objectives_and_never_picks_a_diverged_trial(tmp_path):
     assert all(t.state.name == "FAIL" for t in diverged)
     assert all(t.state.name == "COMPLETE" and len(t.values) == 2 for t in healthy)
     assert all(t.values == [t.user_attrs["bleu"], t.user_attrs["ppl"]] for t in healthy)
+    results = [json.loads(p.read_text()) for p in out.glob("trials/*/result.json")]
+    assert len(results) >= len(healthy)
+    assert not any(
+        "test_bleu" in r["metrics"] for r in results
+    )  # a search chooses on dev: the test split is left alone
 
     best = json.loads((out / "best.json").read_text(encoding="utf-8"))
     assert best["objective"] == "both" and best["failed"] == len(diverged)
