@@ -135,14 +135,17 @@ def read_record(out: Path, row: str, seed: int) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-PACKED_FILES = ("hypotheses", "test_hypotheses", "sentence_nll", "references", "test_references")
-"""The record's keys naming files under OUT that travel with its copy in the storage (`pack`): what a report on
-another machine reads besides the record."""
+PACKED_FILES = ("hypotheses", "test_hypotheses", "sentence_nll")
+"""The record's keys naming its own files under OUT, which travel with its copy in the storage (`pack`): what a
+report on another machine reads besides the record."""
+SHARED_FILES = ("references", "test_references")
+"""The record's keys naming files every trial of a study shares (the dev and test references): they travel once per
+study (`pack_shared`), not in every trial's copy."""
 
 
 def pack(record: dict[str, Any], out: Path) -> dict[str, Any]:
-    """The record as stored in Optuna: train curve thinned to at most 200 points, the files it names (dev and test
-    hypotheses and references, per-sentence NLL) gzip+base64 inline."""
+    """The record as stored in Optuna: train curve thinned to at most 200 points, its own files (dev and test
+    hypotheses, per-sentence NLL) gzip+base64 inline."""
     packed = dict(record)
     curves = dict(record.get("curves") or {})
     train = curves.get("train") or []
@@ -150,13 +153,32 @@ def pack(record: dict[str, Any], out: Path) -> dict[str, Any]:
         stride = -(-len(train) // 200)
         curves["train"] = train[::stride] + ([train[-1]] if (len(train) - 1) % stride else [])
     packed["curves"] = curves
-    files = {}
-    for key in PACKED_FILES:
-        path = Path(out) / record[key] if record.get(key) else None
-        if path is not None and path.is_file():
-            files[key] = base64.b64encode(gzip.compress(path.read_bytes())).decode("ascii")
-    packed["files_gz"] = files
+    packed["files_gz"] = {key: _packed(out, record[key]) for key in PACKED_FILES if _packed(out, record.get(key))}
     return packed
+
+
+def pack_shared(record: dict[str, Any], out: Path) -> dict[str, str]:
+    """The shared files a record names (`SHARED_FILES`), relative path -> gzip+base64, for the study's copy."""
+    return {record[key]: _packed(out, record[key]) for key in SHARED_FILES if _packed(out, record.get(key))}
+
+
+def unpack_shared(files: dict[str, str], out: Path) -> None:
+    """Write the study's shared files (`pack_shared`) that OUT lacks."""
+    for relative, data in files.items():
+        _unpacked(Path(out) / relative, data)
+
+
+def _packed(out: Path, relative: str | None) -> str | None:
+    path = Path(out) / relative if relative else None
+    if path is None or not path.is_file():
+        return None
+    return base64.b64encode(gzip.compress(path.read_bytes())).decode("ascii")
+
+
+def _unpacked(path: Path, data: str) -> None:
+    if not path.exists():  # a file OUT has is never overwritten
+        content = gzip.decompress(base64.b64decode(data))
+        write_atomic(path, lambda fh: fh.write(content))
 
 
 def unpack(packed: dict[str, Any], out: Path) -> bool:
@@ -169,10 +191,8 @@ def unpack(packed: dict[str, Any], out: Path) -> bool:
     if "hypotheses_gz" in record:  # packed by an older ablate: the dev hypotheses only
         files = {"hypotheses": record.pop("hypotheses_gz")}
     for key, data in files.items():
-        path = Path(out) / record[key] if record.get(key) else None
-        if path is not None and not path.exists():
-            content = gzip.decompress(base64.b64decode(data))
-            write_atomic(path, lambda fh, content=content: fh.write(content))
+        if record.get(key):
+            _unpacked(Path(out) / record[key], data)
     write_record(out, record)
     return True
 
@@ -234,6 +254,8 @@ __all__ = [
     "write_atomic",
     "pack",
     "unpack",
+    "pack_shared",
+    "unpack_shared",
     "stored_record",
     "trial_key",
     "trial_state",

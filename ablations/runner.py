@@ -200,7 +200,7 @@ def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str, eta: progres
     for i in range(n):
         # The storage travels in the environment, not on a command line that `ps` shows (it may hold a password).
         env = {**os.environ, "ABLATE_WORKERS": str(n), "PYTHONUNBUFFERED": "1", ENV_VAR: plan.storage}
-        if gpus > 1:
+        if gpus > 1 and n > 1:  # one GPU each; a lone worker (the live view's) keeps them all for its DDP trials
             env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
         cmd = [sys.executable, "-m", "ablations.cli", "sweep", *worker_argv(plan), "--worker"]
         with open(logs / f"worker-{i}.log", "ab") as log:

@@ -220,25 +220,41 @@ def open_existing(url: str, out_dir: Path) -> Any:
     return _open_rdb(url)
 
 
-OBJECTIVES = {"dev BLEU": "maximize", "dev PPL": "minimize"}
-"""A sweep study's objectives, as optuna-dashboard names them (`Study.set_metric_names`). The trial values are the
-record's final dev BLEU and PPL."""
+OBJECTIVES = {"bleu": ("dev BLEU", "maximize"), "ppl": ("dev PPL", "minimize")}
+"""Each metric a study can optimise: its objective's name (optuna-dashboard shows it: `Study.set_metric_names`) and
+direction. A trial's values are the record's final metrics, in the study's order."""
+SWEEP_METRICS = ("bleu", "ppl")
+"""A sweep study's objectives (the values say where each row x seed ended; nothing is optimised)."""
+
+
+def named_study(storage, name: str, metrics: tuple[str, ...], **kwargs: Any):
+    """The Optuna study `name`, loaded, or created with the objectives `metrics`, named. A loaded study keeps the
+    objectives it was made with (`study_metrics` says which)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    directions = [OBJECTIVES[m][1] for m in metrics]
+    study = optuna.create_study(study_name=name, storage=storage, directions=directions, load_if_exists=True, **kwargs)
+    if study.metric_names is None and [d.name.lower() for d in study.directions] == directions:
+        with warnings.catch_warnings():  # "experimental since Optuna 3.2": stable in use, and optuna-dashboard reads it
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names([OBJECTIVES[m][0] for m in metrics])
+    return study
+
+
+def study_metrics(study) -> tuple[str, ...]:
+    """The metrics a study's objectives are: from their names, or ('bleu',) for an unnamed study of one maximised
+    objective (what ablate made before objectives were named)."""
+    by_name = {label: metric for metric, (label, _) in OBJECTIVES.items()}
+    if study.metric_names is not None:
+        return tuple(by_name.get(label, label) for label in study.metric_names)
+    return ("bleu",) if [d.name.lower() for d in study.directions] == ["maximize"] else ()
 
 
 def load_or_create(storage, name: str):
     """The sweep's Optuna study (created with named objectives; one made by an older ablate keeps its single BLEU
     objective)."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        study_name=name, storage=storage, directions=list(OBJECTIVES.values()), load_if_exists=True
-    )
-    if study.metric_names is None and len(study.directions) == len(OBJECTIVES):
-        with warnings.catch_warnings():  # "experimental since Optuna 3.2": stable in use, and optuna-dashboard reads it
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(list(OBJECTIVES))
-    return study
+    return named_study(storage, name, SWEEP_METRICS)
 
 
 # ------------------------------------------------------------------------------------------------- parameters
@@ -271,7 +287,60 @@ class ParamSpace:
         return cls(values, seeds, distributions)
 
     def params(self, row: str, seed: int) -> dict[str, Any]:
-        return {"row": row, "seed": seed, **self.values[row]}
+        """The trial's parameters: those its distributions can hold (`settled` may leave a new row's name or a knob
+        out: see there)."""
+        wanted = {"row": row, "seed": seed, **self.values[row]}
+        return {k: v for k, v in wanted.items() if k in self.distributions and _holds(self.distributions[k], v)}
+
+    def settled(self, stored: dict[str, Any]) -> tuple[ParamSpace, list[str]]:
+        """This plan's space on the axes a study already has (`stored`: name -> distribution, what earlier plans of
+        the study set), and what it cannot put there. An RDB storage refuses a parameter whose categorical choices or
+        log scale differ from earlier trials' (Optuna: "dynamic value space"), so a study keeps its axes: numeric
+        ones widen to take new values; a categorical one cannot grow, so a new choice (a row added to the study
+        since it began) is left out of that trial's parameters, and a knob whose kind changed (a number where text
+        was) is left out altogether. Returns the space and a line per parameter left out, for the user."""
+        from optuna.distributions import CategoricalDistribution
+
+        settled, left_out = dict(self.distributions), []
+        for name, new in self.distributions.items():
+            old = stored.get(name)
+            if old is None:
+                continue
+            if isinstance(old, CategoricalDistribution) and isinstance(new, CategoricalDistribution):
+                settled[name] = old
+                extra = [c for c in new.choices if c not in old.choices]
+                if extra:
+                    left_out.append(f"{name} = {', '.join(map(str, extra))} (new since the study began)")
+                continue
+            widens = (type(old), type(new)) in _widens() and not (old.log and min(old.low, new.low) <= 0)
+            if widens:  # the axis keeps its kind and scale and widens to the new values
+                settled[name] = type(old)(min(old.low, new.low), max(old.high, new.high), log=old.log)
+            else:
+                del settled[name]
+                left_out.append(f"{name} (its kind changed since the study began)")
+        return ParamSpace(self.values, self.seeds, settled), left_out
+
+
+def _widens() -> set[tuple[type, type]]:
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    return {
+        (FloatDistribution, FloatDistribution),
+        (FloatDistribution, IntDistribution),
+        (IntDistribution, IntDistribution),
+    }
+
+
+def _holds(distribution: Any, value: Any) -> bool:
+    from optuna.distributions import CategoricalDistribution
+
+    if isinstance(distribution, CategoricalDistribution):
+        return value in distribution.choices
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and distribution.low <= value <= distribution.high
+    )
 
 
 def _param_value(value: Any) -> Any:
@@ -437,14 +506,26 @@ class Queue:
     def set_attr(self, trial: Any, key: str, value: Any) -> None:
         self.storage.set_trial_user_attr(self.trial_id(trial), key, value)
 
-    def keep_record(self, trial: Any, packed: dict[str, Any]) -> None:
-        """The trial's packed record (`ledger.pack`), as a system attribute (`ledger.stored_record` reads it)."""
+    FILES_ATTR = "ablate:files"
+    """The study system attribute holding the files its trials share (`ledger.pack_shared`: the references)."""
+
+    def keep_record(self, trial: Any, packed: dict[str, Any], shared: dict[str, str] | None = None) -> None:
+        """The trial's packed record (`ledger.pack`), as a system attribute (`ledger.stored_record` reads it), and
+        the shared files it names that the study does not hold yet."""
         self.storage.set_trial_system_attr(self.trial_id(trial), ledger.RECORD_ATTR, packed)
+        held = self.shared_files()
+        if shared and not set(shared) <= set(held):
+            study_id = self.storage.get_study_id_from_name(self.study.study_name)
+            self.storage.set_study_system_attr(study_id, self.FILES_ATTR, {**shared, **held})
+
+    def shared_files(self) -> dict[str, str]:
+        study_id = self.storage.get_study_id_from_name(self.study.study_name)
+        return self.storage.get_study_system_attrs(study_id).get(self.FILES_ATTR) or {}
 
     def complete(self, trial: Any, metrics: dict[str, Any]) -> None:
         """Finish a trial with its objective values from the record's metrics (a missing one is NaN: Optuna then
         fails the trial, as a run without a score should)."""
-        names = ("bleu", "ppl")[: len(self.study.directions)]
+        names = study_metrics(self.study)
         values = [float(metrics[k]) if metrics.get(k) is not None else float("nan") for k in names]
         self.study.tell(trial.number, values=values)
 
@@ -459,6 +540,22 @@ class Queue:
         wanted = tuple(TrialState[s] for s in states) or None
         return self.study.get_trials(deepcopy=False, states=wanted)
 
+    SPACE_ATTR = "ablate:param_space"
+    """The study system attribute holding every parameter's distribution so far (JSON, Optuna's own format)."""
+
+    def settle(self, space: ParamSpace) -> tuple[ParamSpace, list[str]]:
+        """`space` on this study's axes (`ParamSpace.settled`), and the study's axes updated to include it."""
+        from optuna.distributions import distribution_to_json, json_to_distribution
+
+        study_id = self.storage.get_study_id_from_name(self.study.study_name)
+        raw = self.storage.get_study_system_attrs(study_id).get(self.SPACE_ATTR) or {}
+        stored = {name: json_to_distribution(text) for name, text in raw.items()}
+        settled, left_out = space.settled(stored)
+        merged = {**raw, **{name: distribution_to_json(d) for name, d in settled.distributions.items()}}
+        if merged != raw:
+            self.storage.set_study_system_attr(study_id, self.SPACE_ATTR, merged)
+        return settled, left_out
+
     def enqueue(
         self, row: str, seed: int, group: str, *, space: ParamSpace | None = None, like: Any = None, **attrs: Any
     ) -> None:
@@ -467,7 +564,8 @@ class Queue:
         from optuna.trial import TrialState, create_trial
 
         if space is not None:
-            params, distributions = space.params(row, seed), space.distributions
+            params = space.params(row, seed)
+            distributions = {k: space.distributions[k] for k in params}
         elif like is not None:
             params, distributions = like.params, like.distributions
         else:

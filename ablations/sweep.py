@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import socket
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -105,7 +106,14 @@ def enqueue(plan: Plan, queue: Queue) -> int:
     live = LIVE_STATES if plan.retry_failed else (*LIVE_STATES, "FAIL", "PRUNED")
     have = {ledger.trial_key(t) for t in queue.trials(*live) if not t.user_attrs.get("retried")}
     missing = [(row, seed) for row, seed in plan.keys() if (row.name, seed) not in have]
-    space = plan.param_space() if missing else None
+    space = None
+    if missing:
+        space, left_out = queue.settle(plan.param_space())
+        for line in left_out:
+            print(
+                f"ablate: the new trials carry no Optuna parameter {line}; a study in a new --out has every axis",
+                file=sys.stderr,
+            )
     for row, seed in missing:
         queue.enqueue(row.name, seed, row.group, space=space)
     return len(missing)
@@ -276,31 +284,22 @@ def _run_trial(plan: Plan, queue: Queue, record: dict[str, Any], trial) -> dict[
 
 def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float, trial_id: int):
     from ablations.callbacks import ProgressToStorage
-    from ablations.tracking import run_group, run_name
+    from ablations.tracking import RunIdentity
     from ablations.train import train
 
-    label = run.tracking.label
-    group = run_group(plan.study.name, plan.preset, label)
-    spec = TrialSpec.for_trial(trial_dir, run, name=run_name(row.name, seed), group=group)
+    who = RunIdentity(plan.study.name, plan.preset, row.name, row.group, seed, run.tracking.label)
+    spec = TrialSpec.for_trial(trial_dir, run, name=who.name, group=who.group)
     return train(
         run,
         trial_dir,
         name=spec.name,
         group=spec.group,
-        tags=[row.group, plan.preset, *([label] if label else [])],
+        tags=who.tags,
         started_at=started,
         wandb_id=spec.wandb_id,
         callbacks=[ProgressToStorage(plan.storage, plan.name, trial_id)],
         prune=False,  # once the record is written (run_one)
-        # 'row_group', not 'group': W&B's own group is the sweep (study + preset + label).
-        extra_config={
-            "study": plan.study.name,
-            "row": row.name,
-            "row_group": row.group,
-            "seed": seed,
-            "preset": plan.preset,
-            "label": label,
-        },
+        extra_config=who.config(),
     )
 
 
@@ -337,7 +336,7 @@ def _tell(queue: Queue, trial, record: dict[str, Any], out: Path) -> None:
 
     try:
         # The whole record travels in the storage too, so a coordinator on another machine can rebuild it.
-        queue.keep_record(trial, ledger.pack(record, out))
+        queue.keep_record(trial, ledger.pack(record, out), ledger.pack_shared(record, out))
         if record["state"] == "complete":
             queue.complete(trial, record["metrics"])
         else:
@@ -382,5 +381,6 @@ def sync_records(plan: Plan, queue: Queue) -> int:
     """Write every finished trial's record that is missing from OUT (run by a worker on another machine) from the
     copy in the storage, and study.json. Returns how many records were written."""
     ledger.write_json_atomic(plan.out / "study.json", plan.describe())
+    ledger.unpack_shared(queue.shared_files(), plan.out)
     packed = (ledger.stored_record(t) for t in queue.trials() if ledger.trial_key(t) is not None)
     return sum(ledger.unpack(record, plan.out) for record in packed if record)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,45 @@ def run_name(row: str, seed: int) -> str:
     """A trial's W&B run name: its row and seed, also when a sweep has one seed (`B1-s0`), so names never change
     meaning between sweeps of one and of several seeds."""
     return f"{row}-s{seed}"
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Who a training run is in W&B: a row x seed of a study at a preset (+ the user's label). The one definition
+    of a run's name, group, tags and identifying config keys, for sweep trials and `ablate train` alike."""
+
+    study: str
+    preset: str
+    row: str
+    row_group: str
+    seed: int
+    label: str | None = None
+
+    @property
+    def name(self) -> str:
+        return run_name(self.row, self.seed)
+
+    @property
+    def group(self) -> str:
+        return run_group(self.study, self.preset, self.label)
+
+    @property
+    def tags(self) -> list[str]:
+        """study, preset, row, row group (+ label), each once (the base row's group is 'base' too)."""
+        return list(
+            dict.fromkeys([self.study, self.preset, self.row, self.row_group, *([self.label] if self.label else [])])
+        )
+
+    def config(self) -> dict[str, Any]:
+        """The keys added to the run's config ('row_group', not 'group': W&B's own group is the sweep)."""
+        return {
+            "study": self.study,
+            "row": self.row,
+            "row_group": self.row_group,
+            "seed": self.seed,
+            "preset": self.preset,
+            "label": self.label,
+        }
 
 
 def make_wandb_logger(
@@ -74,5 +114,5 @@ def make_wandb_logger(
     # Lightning always passes anonymous=None to wandb.init, and W&B 0.31 answers any value with "The anonymous
     # setting has no effect" in every run's log. Lightning keeps wandb.init's arguments in `_wandb_init` (no public
     # way to leave one out), so the no-op argument is dropped there.
-    logger._wandb_init.pop("anonymous", None)
+    getattr(logger, "_wandb_init", {}).pop("anonymous", None)
     return logger

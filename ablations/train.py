@@ -268,7 +268,7 @@ def _fmt_eta(seconds: float) -> str:
 def quiet_libraries() -> None:
     """Keep trial logs to our progress lines: Lightning's banners and tips ("GPU available", "Tip: ..."), a
     deprecation warning from Lightning's pytree helper, its warning about resuming mid-epoch, its hint to use `srun`
-    outside a SLURM job, and W&B's notice about the unused `anonymous` setting that Lightning passes. Real warnings
+    outside a SLURM job (W&B's notice about Lightning's `anonymous` argument is handled in tracking). Real warnings
     and errors still show."""
     import logging
     import warnings

@@ -16,19 +16,15 @@ from __future__ import annotations
 import os
 import socket
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ablations.ledger import write_json_atomic
 from ablations.presets import get_preset
-from ablations.storage import Queue, open_storage, recover_dead
+from ablations.storage import OBJECTIVES, Queue, named_study, open_storage, recover_dead, study_metrics
 from ablations.studies import SearchDim, Study
 from data.errors import AblateError
-
-OBJECTIVES = {"bleu": ("dev BLEU", "maximize"), "ppl": ("dev PPL", "minimize")}
-"""Each objective's name (optuna-dashboard's metric name) and direction."""
 
 
 @dataclass
@@ -109,23 +105,15 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
     else:
         pruner = optuna.pruners.NopPruner()
     storage = open_storage(job.storage)
-    names = [OBJECTIVES[m][0] for m in job.metrics]
-    study = optuna.create_study(
-        study_name=job.name,
-        storage=storage,
-        directions=[OBJECTIVES[m][1] for m in job.metrics],
-        sampler=sampler,
-        pruner=pruner,
-        load_if_exists=True,
-    )
-    if study.metric_names is None:
-        with warnings.catch_warnings():  # "experimental since Optuna 3.2": optuna-dashboard reads it
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(names)
-    if study.metric_names != names:
+    study = named_study(storage, job.name, job.metrics, sampler=sampler, pruner=pruner)
+    have = study_metrics(study)
+    if have != job.metrics:  # a search begun with another objective (or by another process with another one)
+        said = " and ".join(OBJECTIVES[m][0] if m in OBJECTIVES else m for m in have) or "other objectives"
+        again = "both" if len(have) == 2 else (have[0] if have else None)
         raise AblateError(
-            f"{job.out}: this search optimises {', '.join(study.metric_names)}, not {', '.join(names)}; continue "
-            f"it with --objective {_objective_of(study.metric_names)}, or start a new one with another --out"
+            f"{job.out}: this search optimises {said}, not {' and '.join(OBJECTIVES[m][0] for m in job.metrics)}; "
+            + (f"continue it with --objective {again}, or " if again in ("bleu", "ppl", "both") else "")
+            + "start a new one with another --out"
         )
     queue = Queue(storage, study)
     recover_dead(queue)
@@ -135,12 +123,6 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
         objective = functools.partial(_objective, job, queue, pruner)
         study.optimize(objective, n_trials=job.trials - done, catch=(Exception,), gc_after_trial=True)
     return _write_best(job, study)
-
-
-def _objective_of(metric_names: list[str]) -> str:
-    by_name = {name: metric for metric, (name, _) in OBJECTIVES.items()}
-    metrics = [by_name.get(n, n) for n in metric_names]
-    return "both" if len(metrics) == 2 else metrics[0]
 
 
 def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float | tuple[float, ...]:
@@ -163,7 +145,7 @@ def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float | tuple[float
             run,
             job.out / "trials" / f"trial{trial.number:04d}",
             name=f"{job.row}-tune{trial.number}",
-            group=run_group(job.study.name, job.preset, f"tune-{job.row}"),
+            group=run_group(job.study.name, job.preset, "-".join(filter(None, ["tune", job.row, run.tracking.label]))),
             tags=["tune", job.row, job.preset],
             started_at=time.time(),
             callbacks=[StepPruning(job.storage, job.name, queue.trial_id(trial), pruner, metric=job.metrics[0])]

@@ -31,7 +31,8 @@ def build_parser():
         default=None,
         metavar="KEYS",
         help="comma-separated column keys the Markdown, LaTeX and HTML tables show, in that order, e.g. "
-        "row,N,d_model,ppl,bleu,delta_bleu (default: all but test_chrf; LaTeX also leaves out wall, tok_s, device). "
+        "row,N,d_model,ppl,bleu,delta_bleu (default: all but test_chrf; LaTeX also leaves out wall, tok_s, device, "
+        "plateau, and seeds when every seed completed). "
         "CSV and JSON keep every value. Keys: " + ", ".join(COLUMNS),
     )
     parser.add_argument(

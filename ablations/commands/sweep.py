@@ -11,14 +11,14 @@ import time
 from argparse import SUPPRESS
 from pathlib import Path
 
-from ablations.commands.options import command_parser, options, overrides, parse, print_config
+from ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
 from ablations.config import SECTIONS
 from ablations.presets import PRESETS
 from data.errors import AblateError
 
 
-def build_parser():
-    p = command_parser("ablate sweep", __doc__, sections=SECTIONS)
+def build_parser(documented: bool = False):
+    p = command_parser("ablate sweep", __doc__, sections=SECTIONS, documented=documented)
     p.add_argument("study", help="built-in study (table3) or a study YAML file")
     p.add_argument("--preset", choices=list(PRESETS), default=None, help="size preset (default: the study's, or tiny)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per row (default: the study's)")
@@ -86,7 +86,7 @@ def make_plan(ns):
 def main(argv: list[str]) -> int:
     from ablations import runner
 
-    ns = parse(build_parser(), argv)
+    ns = parse(build_parser(documented=wants_help(argv)), argv)
     plan = make_plan(ns)
     if ns.print_config:
         return print_config({**options(ns), "worker": None, **plan.extra})

@@ -164,7 +164,7 @@ def _default_out(study: Study, row: str, preset: str, seed: int) -> Path:
 def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
     import yaml
 
-    from ablations.tracking import run_group, run_name
+    from ablations.tracking import RunIdentity
 
     started = time.time()
     run, out, seed = plan.run, plan.out, plan.run.train.seed
@@ -173,25 +173,18 @@ def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
     from ablations.train import train
     from lightning_modules.module import TrainingDiverged
 
-    study, row, label = plan.study.name, plan.row, run.tracking.label
-    name = run_name(row.name, seed)
+    who = RunIdentity(plan.study.name, plan.preset, plan.row.name, plan.row.group, seed, run.tracking.label)
+    name = who.name
     try:
         result = train(
             run,
             out,
             name=name,
-            group=run_group(study, plan.preset, label),
-            tags=list(dict.fromkeys([study, plan.preset, row.name, row.group])),  # base's group is base: once
+            group=who.group,
+            tags=who.tags,
             started_at=started,
             resume=resume,
-            extra_config={  # the keys a sweep trial's run has
-                "study": study,
-                "row": row.name,
-                "row_group": row.group,
-                "seed": seed,
-                "preset": plan.preset,
-                "label": label,
-            },
+            extra_config=who.config(),  # the keys a sweep trial's run has
         )
     except TrainingDiverged as err:
         print(f"{name}: diverged: {err}", file=sys.stderr)

@@ -57,9 +57,12 @@ def test_the_copy_in_optuna_rebuilds_a_missing_record_and_its_files(tmp_path):
     for path, text in files.values():
         ledger.write_text_atomic(here / path, text)
     record = {"row": "A1", "seed": 0, "curves": {"train": list(range(1000))}, **{k: p for k, (p, _) in files.items()}}
-    packed = ledger.pack(record, here)
+    packed, shared = ledger.pack(record, here), ledger.pack_shared(record, here)
     assert len(packed["curves"]["train"]) <= 201 and packed["curves"]["train"][-1] == 999
+    assert set(packed["files_gz"]) == {"hypotheses", "test_hypotheses"}  # the references travel once per study
+    assert set(shared) == {"refs/valid.txt", "refs/test.txt"}
     ledger.write_text_atomic(there / "refs" / "valid.txt", "kept\n")  # written by this machine's own trials
+    ledger.unpack_shared(shared, there)
     assert ledger.unpack(packed, there) is True
     assert {k: (there / p).read_text() for k, (p, _) in files.items()} == {
         **{k: text for k, (_, text) in files.items()},

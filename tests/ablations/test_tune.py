@@ -135,3 +135,39 @@ def test_tune_runs_both_objectives_and_never_picks_a_diverged_trial(tmp_path):
         [*cmd, "--objective", "bleu"], cwd=REPO, env=env, capture_output=True, text=True, check=False
     )
     assert other.returncode == 2 and "--objective both" in other.stderr and "Traceback" not in other.stderr
+
+
+@pytest.mark.slow
+def test_a_search_begun_by_an_older_ablate_continues_on_its_bleu_objective(tmp_path):
+    """Before objectives were named, tune made one unnamed maximised (BLEU) objective. Resuming it with the study's
+    `both` is refused in one line that says how to continue; `--objective bleu` continues it."""
+    import optuna
+
+    from ablations.storage import open_storage
+
+    out = tmp_path / "tune"
+    out.mkdir()
+    old = optuna.create_study(  # as the previous ablate tune made it
+        study_name="tune-rows-smoke-tune-base",
+        storage=open_storage(f"journal:{out / 'optuna.journal'}"),
+        direction="maximize",
+    )
+    assert old.metric_names is None and len(old.directions) == 1
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "ablations.cli", "tune", str(STUDY), "--trials", "1", "--out", str(out)]
+
+    refused = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    (line,) = [ln for ln in refused.stderr.splitlines() if "error" in ln]
+    assert "optimises dev BLEU, not dev BLEU and dev PPL" in line and "--objective bleu" in line
+
+    resumed = subprocess.run(
+        [*cmd, "--objective", "bleu"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert resumed.returncode in (0, 1), resumed.stderr[-2000:]  # 1: its one trial drew the diverging rate
+    trials = optuna.load_study(
+        study_name="tune-rows-smoke-tune-base", storage=open_storage(f"journal:{out / 'optuna.journal'}")
+    ).trials
+    assert len(trials) == 1 and trials[0].state.name in ("COMPLETE", "FAIL")
+    if trials[0].state.name == "COMPLETE":
+        assert trials[0].values == [trials[0].user_attrs["bleu"]]
