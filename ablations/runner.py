@@ -306,12 +306,14 @@ def print_table(table) -> None:
 
 
 def print_next_steps(plan: Plan, seconds: float) -> None:
-    wandb_dir = plan.out / "trials"
+    runs = f"{plan.out}/trials/*/wandb/offline-run-*"
+    if (plan.out / "wandb").is_dir():  # the report's run
+        runs += f" {plan.out}/wandb/offline-run-*"
     dashboard = redact(plan.storage.removeprefix("journal:"))
     print(
         f"sweep finished in {seconds / 60:.1f} min. Next:\n"
         f"  ablate report {plan.out}                       # rebuild the table (md, tex, csv, json, html)\n"
-        f"  wandb sync {wandb_dir}/*/wandb/offline-run-*    # upload the offline W&B runs\n"
+        f"  wandb sync {runs}    # upload the offline W&B runs\n"
         f"  optuna-dashboard {dashboard}  # browse the study",
         file=sys.stderr,
     )
