@@ -46,6 +46,7 @@ def table3_tiny(out: Path) -> tuple[ReportTable, str | None]:
     names = [r.name for r in results.rows]
     table = build_table(results, n_samples=200, claims=load_claims(CLAIMS, names, "base"))
     for row in table.rows:
+        row.devices = ["cpu (1 threads)"]  # what a real CPU trial records: the widest cell of the HTML table
         if row.bleu is not None and row.chrf is not None:
             row.test_bleu = Stat(values={s: v - 1.5 for s, v in row.bleu.values.items()})
             row.test_chrf = Stat(values={s: v - 1.0 for s, v in row.chrf.values.items()})
