@@ -79,6 +79,14 @@ def checkpoint_step(path: Path) -> int:
     return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step", 0))
 
 
+def stop_requested(trainer: pl.Trainer) -> bool:
+    """Whether any rank was asked to stop: a Ctrl-C, SLURM's warning signal or a SIGTERM (scancel; Lightning only
+    notes that one, on a single process). Every rank gets the same answer, so all stop at the same batch."""
+    if getattr(trainer, "received_sigterm", False):
+        interrupt.request("SIGTERM (scancel, or the machine shutting down)")
+    return trainer.strategy.reduce_boolean_decision(interrupt.requested(), all=False)
+
+
 class ResumeState(pl.Callback):
     """Saves and restores the RNG states and the epoch position of the training batches; stops on Ctrl-C.
 
@@ -115,10 +123,7 @@ class ResumeState(pl.Callback):
         self.batches += 1
         if trainer.global_step == self._step_before:  # inside a gradient accumulation: not a step boundary
             return
-        # Any rank's Ctrl-C, SLURM warning or SIGTERM (scancel: Lightning only notes it on a single process).
-        if getattr(trainer, "received_sigterm", False):
-            interrupt.request("SIGTERM (scancel, or the machine shutting down)")
-        if not trainer.strategy.reduce_boolean_decision(interrupt.requested(), all=False):
+        if not stop_requested(trainer):
             return
         if _validates_now(trainer, pl_module):  # stop after it: a resume would skip it, and its point on the curve
             self._stop_after_validation = True

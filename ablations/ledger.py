@@ -153,13 +153,13 @@ def pack(record: dict[str, Any], out: Path) -> dict[str, Any]:
         stride = -(-len(train) // 200)
         curves["train"] = train[::stride] + ([train[-1]] if (len(train) - 1) % stride else [])
     packed["curves"] = curves
-    packed["files_gz"] = {key: _packed(out, record[key]) for key in PACKED_FILES if _packed(out, record.get(key))}
+    packed["files_gz"] = _packed_files(out, {key: record.get(key) for key in PACKED_FILES})
     return packed
 
 
 def pack_shared(record: dict[str, Any], out: Path) -> dict[str, str]:
     """The shared files a record names (`SHARED_FILES`), relative path -> gzip+base64, for the study's copy."""
-    return {record[key]: _packed(out, record[key]) for key in SHARED_FILES if _packed(out, record.get(key))}
+    return _packed_files(out, {record.get(key): record.get(key) for key in SHARED_FILES})
 
 
 def unpack_shared(files: dict[str, str], out: Path) -> None:
@@ -168,11 +168,14 @@ def unpack_shared(files: dict[str, str], out: Path) -> None:
         _unpacked(Path(out) / relative, data)
 
 
-def _packed(out: Path, relative: str | None) -> str | None:
-    path = Path(out) / relative if relative else None
-    if path is None or not path.is_file():
-        return None
-    return base64.b64encode(gzip.compress(path.read_bytes())).decode("ascii")
+def _packed_files(out: Path, names: dict[Any, str | None]) -> dict[Any, str]:
+    """name -> the file at OUT/relative, gzip+base64, for each (name, relative) whose file exists."""
+    packed = {}
+    for name, relative in names.items():
+        path = Path(out) / relative if relative else None
+        if path is not None and path.is_file():
+            packed[name] = base64.b64encode(gzip.compress(path.read_bytes())).decode("ascii")
+    return packed
 
 
 def _unpacked(path: Path, data: str) -> None:

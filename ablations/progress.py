@@ -129,7 +129,7 @@ class Eta:
     @classmethod
     def for_plan(cls, plan: Any) -> Eta:
         """An Eta that knows every row's steps and size, from a sweep's `Plan`."""
-        return cls({row.name: Work.of(plan.run_config(row, 0)) for row in plan.rows()})
+        return cls({row.name: Work.of(plan.run_config(row, plan.seeds[0])) for row in plan.rows()})
 
     def observe(self, rows: list[RowStatus], now: float | None = None) -> None:
         """Note when each running trial's validated step changed (a step this view saw arrive, as the previous look

@@ -486,9 +486,7 @@ class StopTestOnSignal(pl.Callback):
         self.last = last
 
     def on_test_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
-        if getattr(trainer, "received_sigterm", False):
-            interrupt.request("SIGTERM (scancel, or the machine shutting down)")
-        if trainer.strategy.reduce_boolean_decision(interrupt.requested(), all=False):
+        if checkpoints.stop_requested(trainer):
             raise interrupt.Interrupted(
                 saved=f"training had finished (final weights in {self.last}); the test decoding runs again on resume"
             )

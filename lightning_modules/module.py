@@ -247,29 +247,23 @@ class TranslationModule(pl.LightningModule):
 
     def _bleu(self, hyps: dict[int, str]) -> dict[str, Any]:
         """Corpus BLEU of the decoded sentences against the raw references, with sacrebleu's signature."""
-        from sacrebleu.metrics import BLEU
-
         references = self.trainer.datamodule.references("valid")
-        order = sorted(hyps)
-        metric = BLEU()
-        score = metric.corpus_score([hyps[i] for i in order], [[references[i] for i in order]])
+        scores = corpus_scores(hyps, references, chrf=False)
         # BLEU on the sentences every periodic validation decodes (train.val_max_sentences), also when this one
         # decoded more (the final, full validation): consecutive points of the curve then compare like with like,
         # which the plateau check needs.
         limit = self.train_config.val_max_sentences
-        tracked = [i for i in order if limit is None or i < limit]
+        tracked = {i: h for i, h in hyps.items() if limit is None or i < limit}
         tracked_score = (
-            score.score
-            if len(tracked) == len(order)
-            else BLEU().corpus_score([hyps[i] for i in tracked], [[references[i] for i in tracked]]).score
+            scores["bleu"] if len(tracked) == len(hyps) else corpus_scores(tracked, references, chrf=False)["bleu"]
         )
         return {
-            "bleu": score.score,
+            "bleu": scores["bleu"],
             "bleu_tracked": tracked_score,
-            "bleu_signature": str(metric.get_signature()),
-            "bleu_sentences": len(order),
-            "hypotheses": [hyps[i] for i in order],
-            "hypothesis_index": order,
+            "bleu_signature": scores["bleu_signature"],
+            "bleu_sentences": scores["sentences"],
+            "hypotheses": scores["hypotheses"],
+            "hypothesis_index": scores["hypothesis_index"],
         }
 
     # --------------------------------------------------------------------------------------------------- test
@@ -290,23 +284,26 @@ class TranslationModule(pl.LightningModule):
         self.last_test = corpus_scores(hyps, self.trainer.datamodule.references("test")) if hyps else {}
 
 
-def corpus_scores(hyps: dict[int, str], references: list[str]) -> dict[str, Any]:
-    """sacreBLEU's corpus BLEU and chrF (default settings, as the dev scores and the report use) of decoded sentences,
-    by sentence index, against the raw references; with their signatures, and the hypotheses in index order."""
+def corpus_scores(hyps: dict[int, str], references: list[str], *, chrf: bool = True) -> dict[str, Any]:
+    """sacreBLEU's corpus BLEU (and chrF) with default settings, as the report uses, of decoded sentences by sentence
+    index against the raw references; with their signatures, and the hypotheses in index order. Dev validation
+    (BLEU only) and the test split both score through here."""
     from sacrebleu.metrics import BLEU, CHRF
 
     order = sorted(hyps)
     texts, refs = [hyps[i] for i in order], [[references[i] for i in order]]
-    bleu, chrf = BLEU(), CHRF()
-    return {
+    bleu = BLEU()
+    scores: dict[str, Any] = {
         "bleu": bleu.corpus_score(texts, refs).score,
         "bleu_signature": str(bleu.get_signature()),
-        "chrf": chrf.corpus_score(texts, refs).score,
-        "chrf_signature": str(chrf.get_signature()),
         "sentences": len(order),
         "hypotheses": texts,
         "hypothesis_index": order,
     }
+    if chrf:
+        metric = CHRF()
+        scores |= {"chrf": metric.corpus_score(texts, refs).score, "chrf_signature": str(metric.get_signature())}
+    return scores
 
 
 def average_state_dicts(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:

@@ -320,7 +320,7 @@ def _payloads(path: Path):
 
 
 def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
-    """What an offline run holds: run info (project, group, job_type, name, id), config, history rows, summary,
+    """What an offline run holds: run info (project, group, job_type, name, id, tags), config, history rows, summary,
     the media files it wrote (paths relative to `files/`), and whether the run finished (its exit record is there).
 
     Values are decoded from the JSON the SDK stored; a logged table appears in history as its media reference
@@ -347,6 +347,7 @@ def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
                 "job_type": run.job_type,
                 "name": run.display_name,
                 "id": run.run_id,
+                "tags": list(run.tags),
             }
             out["config"].update({item.key: json.loads(item.value_json) for item in run.config.update})
         elif kind == "config":

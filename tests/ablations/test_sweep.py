@@ -201,20 +201,6 @@ def test_rerunning_a_finished_sweep_does_nothing(finished, sweeps):
 
 
 # ------------------------------------------------------------------------------------------------------------ W&B
-def _tags(run_dir: Path) -> list[str]:
-    """The tags of an offline run, from its .wandb transaction log (read_offline_run does not return them)."""
-    from wandb.proto import wandb_internal_pb2
-
-    from reports.wandb_log import _payloads
-
-    for payload in _payloads(next(run_dir.glob("run-*.wandb"))):
-        record = wandb_internal_pb2.Record()
-        record.ParseFromString(payload)
-        if record.WhichOneof("record_type") == "run":
-            return list(record.run.tags)
-    return []
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "row",
@@ -238,7 +224,7 @@ def test_each_trial_is_an_offline_wandb_run_holding_its_metrics(finished, sweeps
     assert run["run"]["group"] == "sweep-rows-smoke"  # group = study + preset
     assert run["run"]["name"] == f"{row}-s0"  # name = row and seed, one seed or many
     assert run["run"]["job_type"] == "train"
-    assert {ROWS[row], "smoke"} <= set(_tags(runs[0]))  # tags: the row's group and the preset
+    assert {ROWS[row], "smoke"} <= set(run["run"]["tags"])  # tags: the row's group and the preset
 
     # Metrics per step: the training losses the record's curve holds, and the dev metrics.
     losses = [h["train/loss"] for h in run["history"] if "train/loss" in h]
