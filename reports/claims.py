@@ -256,9 +256,9 @@ def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
     lo, hi = test.ci
     text = f"{head}: {test.effect:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
     if comp.expect == "same":
-        text += f", margin ±{comp.margin:g}, p(TOST) {_p(test.p_tost(comp.margin or 0.0))}"
+        text += f", margin ±{comp.margin:g}, p(TOST) {p_text(test.p_tost(comp.margin or 0.0))}"
     else:
-        text += f", p {_p(test.p)}, p(Holm) {_p(test.p_holm)}"
+        text += f", p {p_text(test.p)}, p(Holm) {p_text(test.p_holm)}"
     if cv.paper_delta is not None:
         text += f" (paper {cv.paper_delta:+.{digits}f})"
     if cv.unconverged:
@@ -266,7 +266,8 @@ def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
     return text
 
 
-def _p(p: float | None) -> str:
+def p_text(p: float | None) -> str:
+    """A p-value as the report prints it: three decimals, '<0.001' below that, 'n/a' without one."""
     if p is None:
         return "n/a"
     return "<0.001" if p < 0.001 else f"{p:.3f}"

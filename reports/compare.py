@@ -23,7 +23,9 @@ from typing import Any
 
 from ablations import ledger
 from data.errors import AblateError
+from reports.claims import p_text
 from reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, Convergence, row_convergence
+from reports.formats import stat_text
 from reports.metrics import system_scores
 from reports.results import Record, StudyResults, load_results, read_record, read_study_json
 from reports.significance import N_SAMPLES, check_pair, paired_test, read_lines
@@ -482,12 +484,6 @@ SWEEP_FORMATS = ("text", "md", "csv", "json")
 """Output formats of a two-directory comparison ('text': the terminal table)."""
 
 
-def _mean_std(stat: Stat | None, digits: int) -> str:
-    if stat is None:
-        return ""
-    return f"{stat.mean:.{digits}f}" if stat.std is None else f"{stat.mean:.{digits}f} ± {stat.std:.{digits}f}"
-
-
 def _interval(test: RowTest | None) -> tuple[float, float] | None:
     """The test's 95% interval, or None where no noise could be estimated (one seed, no per-sentence statistics)."""
     if test is None or test.effect is None or (test.se_seeds is None and test.se_sentences is None):
@@ -501,12 +497,6 @@ def _delta(test: RowTest | None, digits: int) -> str:
     ci = _interval(test)
     interval = f" [{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]" if ci else ""
     return f"{test.effect:+.{digits}f}{interval}"
-
-
-def _p(value: float | None) -> str:
-    if value is None:
-        return ""
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def _seeds(side: RowSide | None) -> str:
@@ -529,10 +519,10 @@ def sweep_lines(cmp: SweepComparison) -> list[tuple[str, ...]]:
                     row.name if first else "",
                     f"{_seeds(row.a)} → {_seeds(row.b)}" if first else "",
                     spec.label,
-                    _mean_std(row.a.stats.get(metric) if row.a else None, spec.digits),
-                    _mean_std(row.b.stats.get(metric) if row.b else None, spec.digits),
+                    stat_text(row.a.stats.get(metric) if row.a else None, spec.digits),
+                    stat_text(row.b.stats.get(metric) if row.b else None, spec.digits),
                     _delta(test, spec.digits),
-                    _p(test.p_holm if test else None),
+                    p_text(test.p_holm) if test and test.p_holm is not None else "",
                     "; ".join(row.flags) if first else "",
                 )
             )

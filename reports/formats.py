@@ -158,7 +158,8 @@ def _number(value: float, digits: int, sign: str = "") -> str:
     return f"{0.0 if round(value, digits) == 0 else value:{sign}.{digits}f}"
 
 
-def _stat(stat: Stat | None, digits: int, sign: str = "") -> str:
+def stat_text(stat: Stat | None, digits: int, sign: str = "") -> str:
+    """mean ± sample std (the mean alone with one seed; -0.00 shown as 0.00), or '' without a value."""
     if stat is None:
         return ""
     text = _number(stat.mean, digits, sign)
@@ -230,7 +231,7 @@ def display_cells(row: ReportRow) -> dict[str, str]:
         cells[col.key] = "" if row.same_as_base[col.key] else shown
     cells["other"] = ", ".join(f"{k.removeprefix('model.')}={_value(v)}" for k, v in row.other.items())
     for key, (digits, sign) in STAT_COLUMNS.items():
-        cells[key] = _stat(getattr(row, key), digits, sign)
+        cells[key] = stat_text(getattr(row, key), digits, sign)
     cells["plateau"] = row.convergence.text if row.convergence else ""
     cells["params"] = _params(row.params_m)
     cells["paper_ppl"] = f"{row.paper.ppl:.2f}" if row.paper and row.paper.ppl is not None else ""
