@@ -211,10 +211,16 @@ class Eta:
     def total(self, rows: list[RowStatus], workers: int, now: float | None = None) -> float | None:
         """Seconds until the sweep ends: the trials' time left over the workers, at least the longest one. None while
         some trial's cost is unknown (before any trial was measured)."""
-        left = list(self.estimate(rows, now).values())
-        if not left or any(x is None for x in left):
-            return None
-        return max(sum(left) / max(workers, 1), max(left))
+        return seconds_left(self.estimate(rows, now), workers)
+
+
+def seconds_left(left: dict[tuple[str, int], float | None], workers: int) -> float | None:
+    """The sweep's time left from each trial's (`Eta.estimate`): their sum over the workers, at least the longest
+    one; None while some trial's cost is unknown."""
+    times = list(left.values())
+    if not times or any(x is None for x in times):
+        return None
+    return max(sum(times) / max(workers, 1), max(times))
 
 
 def _key(r: RowStatus) -> tuple[str, int, float | None]:
@@ -240,9 +246,15 @@ def counts(rows: list[RowStatus]) -> dict[str, int]:
     return out
 
 
-def summary_line(rows: list[RowStatus], workers: int, eta: Eta | None = None) -> str:
+def summary_line(
+    rows: list[RowStatus], workers: int, eta: Eta | None = None, left: dict[tuple[str, int], float | None] | None = None
+) -> str:
+    """'3/42 done, 2 running, ...' with the ETA (from `left`, each trial's time left, when the caller has it)."""
     c = counts(rows)
-    seconds = eta_seconds(rows, workers, eta) if c["pending"] or c["running"] else None
+    if not (c["pending"] or c["running"]):
+        seconds = None
+    else:
+        seconds = seconds_left(left, workers) if left is not None else eta_seconds(rows, workers, eta)
     eta_text = f", ETA {_fmt(seconds)}" if seconds is not None else ""
     return (
         f"{c['complete']}/{len(rows)} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed"
@@ -257,7 +269,7 @@ def render(rows: list[RowStatus], workers: int, title: str, eta: Eta | None = No
 
     eta = eta or Eta()
     left = eta.estimate(rows)
-    table = Table(title=f"{title}: {summary_line(rows, workers, eta)}", title_justify="left")
+    table = Table(title=f"{title}: {summary_line(rows, workers, left=left)}", title_justify="left")
     jobs, ahead = any(r.job for r in rows), bool(left)  # "left" only while trials are left
     numeric = ("seed", "step", "dev BLEU", "dev PPL", "time", "left")
     for col in ("row", "seed", "state", "step", "dev BLEU", "dev PPL", "time", *(["left"] if ahead else []),
