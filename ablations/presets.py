@@ -48,6 +48,14 @@ class Preset:
     """Training-recipe fields set outright at this preset (warmup, validation cadence, ...)."""
     data: dict[str, Any] = field(default_factory=dict)
     """Data fields set outright at this preset (vocabulary, token budget, corpus sizes)."""
+    pipeline_check: str | None = None
+    """Set on a preset whose rows are too short to judge anything (smoke): the reason its reports give no verdict."""
+    base_step_s: float | None = None
+    """Measured seconds per training step of the base row on one CPU core (one thread, the other core idle), for
+    the cost a sweep prints before it starts; None where not measured (GPU presets)."""
+    base_trial_s: float | None = None
+    """Measured seconds of one whole base trial on one CPU core (training, validations, budget branches, test
+    decoding), for the same estimate."""
 
     def scale_model(self, values: dict[str, Any]) -> dict[str, Any]:
         """Scale the width and depth fields of a model override written in the paper's units."""

@@ -23,10 +23,10 @@ import torch
 
 from ablations import checkpoints, interrupt
 from ablations.config import RunConfig
-from ablations.ledger import write_json_atomic, write_text_atomic
+from ablations.ledger import write_atomic, write_json_atomic, write_text_atomic
 from ablations.tracking import make_wandb_logger
 from data.datamodule import TranslationDataModule
-from lightning_modules.config import ModelConfig
+from lightning_modules.config import ModelConfig, budget_steps, fork_step
 from lightning_modules.module import CheckpointAveraging, TranslationModule
 
 
@@ -46,6 +46,9 @@ class TrainResult:
     (train.test_eval off, or a run stopped before max_steps)."""
     test_references: list[str] = field(default_factory=list)
     """The raw test references, same order; empty when the test split was not decoded."""
+    budgets: list[dict[str, Any]] = field(default_factory=list)
+    """The shorter budgets of train.budgets, each scored by its own annealed branch of the run: {'fraction',
+    'steps', 'metrics', 'hypotheses', 'sentences', 'test_hypotheses'}, the fields above at that budget."""
 
 
 def resolve_precision(run: RunConfig) -> str:
@@ -187,6 +190,8 @@ class Recorder(pl.Callback):
             "precision": str(trainer.precision),
             "bleu_signature": val.get("bleu_signature"),
             "bleu_sentences": val.get("bleu_sentences"),
+            "ppl_swapped": val.get("ppl_swapped"),
+            "source_ppl_ratio": val.get("source_ppl_ratio"),
             "host": socket.gethostname(),
         }
         references = trainer.datamodule.references("valid")
@@ -351,12 +356,17 @@ def train(
         run_id=wandb_id,
         job_type=job_type,
     )
-    trainer = make_trainer(run, out_dir, logger, recorder, callbacks or [])
+    forks = {fork_step(run.train.max_steps, f, run.train.cooldown_frac) for f in run.train.budgets}
+    trainer = make_trainer(run, out_dir, logger, recorder, [*(callbacks or []), SaveForks(last.parent, forks)])
     with interrupt.graceful():
         module = _fit(trainer, module, datamodule, last, recorder, validated=finished is not None)
+        reached = _reached_max_steps(last, run.train.max_steps)
+        budgets = [_budget(run, out_dir, f, datamodule, callbacks or []) for f in run.train.budgets if reached]
         scored = finished is not None and "test_bleu" in finished.metrics
-        if run.train.test_eval and not scored and _reached_max_steps(last, run.train.max_steps):
+        if run.train.test_eval and not scored and reached:
             _test(trainer, module, datamodule)
+    if budgets and trainer.is_global_zero:
+        _add_budgets(recorder, result_path, budgets, trainer.logger)
     # The W&B run ends here, after the test scores joined its summary, and in this process: under ddp_spawn it
     # belongs to the main process, and the spawned ranks of fit and test only attach to it.
     _finish_wandb(exit_code=0)
@@ -368,6 +378,124 @@ def train(
         return None
     with open(result_path, encoding="utf-8") as fh:  # rank 0 was a spawned process (ddp_spawn)
         return TrainResult(**json.load(fh))
+
+
+class SaveForks(pl.Callback):
+    """Saves the run's exact state (weights, optimizer, schedule, RNG, batch position: `checkpoints.ResumeState`)
+    as `fork-<step>.ckpt` at each step where a shorter budget's branch leaves the main run (train.budgets). Up to
+    there the branch's schedule is the main run's, so a branch resumed from it equals a separate run trained to its
+    budget. Runs after ResumeState, whose batch count then includes this step's batch."""
+
+    def __init__(self, directory: Path, steps: set[int]) -> None:
+        self.directory, self.steps = directory, steps
+        self._step_before = -1
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._step_before = trainer.global_step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        step = trainer.global_step
+        if step in self.steps and step != self._step_before:  # an update ended here, not a batch mid-accumulation
+            # Every rank calls it (it ends in a barrier); rank 0 writes.
+            trainer.save_checkpoint(fork_path(self.directory, step), weights_only=False)
+
+
+def fork_path(directory: Path, step: int) -> Path:
+    return directory / f"fork-{step}.ckpt"
+
+
+def _budget(run: RunConfig, out_dir: Path, fraction: float, datamodule, callbacks: list[pl.Callback]) -> dict[str, Any]:
+    """Train and score one shorter budget: its cooldown, as a branch from the main run's fork checkpoint (or from
+    the branch's own last checkpoint, when a branch was interrupted), then the final full-dev validation and the test
+    decoding, as for the whole run. W&B stays with the main run, whose summary gets the branch's scores. A branch
+    already scored (its result.json) is read, not trained again. Returns TrainResult.budgets' entry."""
+    steps = budget_steps(run.train.max_steps, fraction)
+    fork = fork_step(run.train.max_steps, fraction, run.train.cooldown_frac)
+    branch_dir = out_dir / f"b{steps}"
+    result_path, last = branch_dir / "result.json", branch_dir / "checkpoints" / "last.ckpt"
+    done = _branch_result(result_path, steps, run.train.test_eval)
+    if done is None:
+        branch = replace(run, train=replace(run.train, max_steps=steps, budgets=(), keep_checkpoints="none"))
+        if not (last.exists() and checkpoints.usable(last)):
+            source = fork_path(out_dir / "checkpoints", fork)
+            if not source.is_file():
+                raise RuntimeError(
+                    f"{source} is missing, so budget {fraction:g} (step {steps}) cannot be branched from this run: "
+                    f"delete {out_dir} to train the trial again"
+                )
+            # The branch's own copy (its checkpoints move on, the fork stays), atomic: DDP ranks may copy at once.
+            write_atomic(last, lambda fh: fh.write(source.read_bytes()))
+        for callback in callbacks:
+            if hasattr(callback, "budget"):
+                callback.budget = budget_label(fraction)
+        done = _train_branch(branch, branch_dir, datamodule, callbacks, label=budget_label(fraction))
+        for callback in callbacks:
+            if hasattr(callback, "budget"):
+                callback.budget = None
+    return {
+        "fraction": fraction,
+        "steps": steps,
+        "metrics": done.metrics,
+        "hypotheses": done.hypotheses,
+        "sentences": done.sentences,
+        "test_hypotheses": done.test_hypotheses,
+    }
+
+
+def budget_label(fraction: float) -> str:
+    """'T/2' for 0.5, 'T/4' for 0.25, '0.3T' otherwise: how reports and progress name a shorter budget."""
+    inverse = 1 / fraction
+    return f"T/{round(inverse)}" if abs(inverse - round(inverse)) < 1e-9 else f"{fraction:g}T"
+
+
+def _branch_result(result_path: Path, steps: int, test_eval: bool) -> TrainResult | None:
+    """A branch's result.json once it is whole: trained to its budget, validated, and test-decoded if asked."""
+    try:
+        result = TrainResult(**json.loads(result_path.read_text(encoding="utf-8")))
+    except Exception:  # noqa: BLE001 - no file or a damaged one: the branch runs (again)
+        return None
+    whole = result.metrics.get("steps", 0) >= steps and (not test_eval or "test_bleu" in result.metrics)
+    return result if whole else None
+
+
+def _train_branch(run: RunConfig, out_dir: Path, datamodule, callbacks: list[pl.Callback], label: str) -> TrainResult:
+    """The branch's fit (resumed from out_dir/checkpoints/last.ckpt) and test, without a logger of its own."""
+    module = TranslationModule(
+        fit_to_tokenizer(run.model, datamodule.tokenizer),
+        run.train,
+        bos_id=datamodule.tokenizer.bos_id,
+        eos_id=datamodule.tokenizer.eos_id,
+    )
+    last, result_path = out_dir / "checkpoints" / "last.ckpt", out_dir / "result.json"
+    prefix = f"[{run.tracking.label or ''}{label}] " if run.tracking.label else f"[{label}] "
+    recorder = Recorder(result_path, run.tracking.log_every, run.tracking.progress, time.time(), label=prefix)
+    trainer = make_trainer(run, out_dir, False, recorder, callbacks)
+    module = _fit(trainer, module, datamodule, last, recorder)
+    if run.train.test_eval:
+        _test(trainer, module, datamodule)
+    if trainer.is_global_zero:
+        checkpoints.prune(last.parent, "none")  # the branch is scored: its result.json is all a resume needs
+    if recorder.result is not None:
+        return recorder.result
+    return TrainResult(**json.loads(result_path.read_text(encoding="utf-8")))
+
+
+def _add_budgets(recorder: Recorder, result_path: Path, budgets: list[dict[str, Any]], logger) -> None:
+    """The branches' results join the run's (result.json, and the W&B summary as budget/<T/2>/<metric>)."""
+    if recorder.result is None:  # rank 0 was a spawned process (ddp_spawn): its result is on disk
+        recorder.result = TrainResult(**json.loads(result_path.read_text(encoding="utf-8")))
+    recorder.result.budgets = budgets
+    write_json_atomic(result_path, dataclasses.asdict(recorder.result))
+    experiment = getattr(logger, "experiment", None) if logger else None
+    if experiment is not None and not _disabled(experiment):
+        experiment.summary.update(
+            {
+                f"budget/{budget_label(b['fraction'])}/{k}": v
+                for b in budgets
+                for k, v in b["metrics"].items()
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            }
+        )
 
 
 def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, callbacks: list[pl.Callback]) -> pl.Trainer:
@@ -518,27 +646,51 @@ def _world_size(run: RunConfig) -> int:
     return max(per_node, 1) * run.hardware.num_nodes
 
 
-def write_outputs(result: TrainResult, out_dir: Path, stem: str) -> dict[str, str]:
+def write_outputs(result: TrainResult, out_dir: Path, stem: str) -> dict[str, Any]:
     """Write the dev hypotheses (one per line, dev order) and references next to a record, and the test ones when
-    the test split was decoded (hyps/<stem>.test.txt, refs/test.txt); returns relative paths."""
-    hyp_path = out_dir / "hyps" / f"{stem}.txt"
+    the test split was decoded (hyps/<stem>.test.txt, refs/test.txt); returns relative paths. Each shorter budget's
+    files are hyps/<stem>.b<steps>.*, listed under 'budgets' with that budget's metrics."""
     ref_path = out_dir / "refs" / "valid.txt"
-    write_text_atomic(hyp_path, "\n".join(result.hypotheses) + "\n")
     if not ref_path.exists():
         write_text_atomic(ref_path, "\n".join(result.references) + "\n")
-    paths = {"hypotheses": str(hyp_path.relative_to(out_dir)), "references": str(ref_path.relative_to(out_dir))}
-    nll, ntok = result.sentences.get("nll"), result.sentences.get("ntok")
-    if nll and ntok and len(nll) == len(ntok) == len(result.references):
-        nll_path = out_dir / "hyps" / f"{stem}.nll.tsv"  # per dev sentence: summed NLL <tab> target tokens
-        write_text_atomic(nll_path, "".join(f"{a:.6g}\t{int(b)}\n" for a, b in zip(nll, ntok, strict=True)))
-        paths["sentence_nll"] = str(nll_path.relative_to(out_dir))
+    paths: dict[str, Any] = {"references": str(ref_path.relative_to(out_dir))}
+    paths |= _write_hypotheses(out_dir, stem, result.hypotheses, result.sentences, result.test_hypotheses)
     if result.test_hypotheses:
-        test_hyp, test_ref = out_dir / "hyps" / f"{stem}.test.txt", out_dir / "refs" / "test.txt"
-        write_text_atomic(test_hyp, "\n".join(result.test_hypotheses) + "\n")
+        test_ref = out_dir / "refs" / "test.txt"
         if not test_ref.exists():
             write_text_atomic(test_ref, "\n".join(result.test_references) + "\n")
-        paths["test_hypotheses"] = str(test_hyp.relative_to(out_dir))
         paths["test_references"] = str(test_ref.relative_to(out_dir))
+    if result.budgets:
+        paths["budgets"] = [
+            {
+                "fraction": b["fraction"],
+                "steps": b["steps"],
+                "metrics": b["metrics"],
+                **_write_hypotheses(
+                    out_dir, f"{stem}.b{b['steps']}", b["hypotheses"], b["sentences"], b["test_hypotheses"]
+                ),
+            }
+            for b in result.budgets
+        ]
+    return paths
+
+
+def _write_hypotheses(
+    out_dir: Path, stem: str, hypotheses: list[str], sentences: dict[str, list[float]], test: list[str]
+) -> dict[str, str]:
+    """hyps/<stem>.txt, .nll.tsv (per dev sentence: summed NLL <tab> target tokens) and .test.txt; relative paths."""
+    hyp_path = out_dir / "hyps" / f"{stem}.txt"
+    write_text_atomic(hyp_path, "\n".join(hypotheses) + "\n")
+    paths = {"hypotheses": str(hyp_path.relative_to(out_dir))}
+    nll, ntok = sentences.get("nll"), sentences.get("ntok")
+    if nll and ntok and len(nll) == len(ntok) == len(hypotheses):
+        nll_path = out_dir / "hyps" / f"{stem}.nll.tsv"
+        write_text_atomic(nll_path, "".join(f"{a:.6g}\t{int(b)}\n" for a, b in zip(nll, ntok, strict=True)))
+        paths["sentence_nll"] = str(nll_path.relative_to(out_dir))
+    if test:
+        test_hyp = out_dir / "hyps" / f"{stem}.test.txt"
+        write_text_atomic(test_hyp, "\n".join(test) + "\n")
+        paths["test_hypotheses"] = str(test_hyp.relative_to(out_dir))
     return paths
 
 

@@ -134,8 +134,9 @@ def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float | tuple[float
     from ablations.train import train
 
     layer = suggest(trial, search_space(job.study, job.preset))
-    # A search chooses on the dev set: its trials leave the test split alone unless the user asks for it.
-    base = {"train": {"test_eval": False}}
+    # A search chooses on the dev set at the full budget: its trials leave the test split and the shorter budgets'
+    # branches alone unless the user asks for them.
+    base = {"train": {"test_eval": False, "budgets": []}}
     extra = {s: {**base.get(s, {}), **job.extra.get(s, {}), **layer.get(s, {})} for s in {*base, *job.extra, *layer}}
     run = job.study.run_config(job.row, job.preset, job.seed, **extra)
     trial.set_user_attr("host", socket.gethostname())

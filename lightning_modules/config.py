@@ -120,6 +120,15 @@ class TrainConfig:
     """warmup_steps of equation (3)."""
     lr_factor: float = 1.0
     """Multiplier on equation (3): lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5). Paper: 1."""
+    cooldown_frac: float = 0.0
+    """Over the last fraction of max_steps, the learning rate of equation (3) is multiplied by a factor falling
+    linearly to zero (a warmup-stable-decay cooldown: Hagele et al., 2024, arXiv 2405.18392; a run that ends
+    annealed is close to what its budget can give, Li et al., ICLR 2020). 0: the paper's schedule, never annealed."""
+    budgets: tuple[float, ...] = ()
+    """Shorter budgets scored from the same run, as fractions of max_steps (e.g. [0.5]): the run saves its state
+    where that budget's cooldown would begin (the schedules agree up to there), trains the cooldown from it as a
+    branch, scores it like the final model (dev, test, per-sentence statistics), and goes on. A branch equals a
+    separate run trained to that budget with the same seed. Empty: one budget, max_steps (the paper's)."""
     adam_betas: tuple[float, float] = (0.9, 0.98)
     """Adam beta1, beta2 (section 5.3)."""
     adam_eps: float = 1e-9
@@ -190,6 +199,12 @@ class TrainConfig:
         )
         _check(self.length_penalty >= 0, "train.length_penalty", f"must be >= 0, got {self.length_penalty}")
         _check(self.max_len_a >= 0 and self.max_len_b >= 1, "train.max_len_b", "max_len_a >= 0 and max_len_b >= 1")
+        _check(0.0 <= self.cooldown_frac < 1.0, "train.cooldown_frac", f"must be in [0, 1), got {self.cooldown_frac}")
+        _check(
+            all(0.0 < b < 1.0 for b in self.budgets) and len(set(self.budgets)) == len(self.budgets),
+            "train.budgets",
+            f"must be distinct fractions of max_steps in (0, 1), got {list(self.budgets)}",
+        )
         _check(self.average_last >= 0, "train.average_last", f"must be >= 0, got {self.average_last}")
 
 
@@ -199,4 +214,30 @@ def paper_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) ->
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
-__all__ = ["ModelConfig", "TrainConfig", "paper_lr"]
+def cooldown_steps(max_steps: int, cooldown_frac: float) -> int:
+    """How many of a run's last updates are annealed (train.cooldown_frac of max_steps, rounded)."""
+    return round(max_steps * cooldown_frac)
+
+
+def cooldown_factor(step: int, max_steps: int, cooldown_frac: float) -> float:
+    """The multiplier on equation (3) at update `step` (counted from 1) of a run of max_steps: 1 until the cooldown
+    begins, then falling linearly, 1 - j / (C + 1) at its j-th update, so the last update still moves the weights and
+    the next one would have had a learning rate of zero."""
+    length = cooldown_steps(max_steps, cooldown_frac)
+    into = step - (max_steps - length)
+    return 1.0 if into <= 0 else max(0.0, 1.0 - into / (length + 1))
+
+
+def budget_steps(max_steps: int, fraction: float) -> int:
+    """The steps of a shorter budget (train.budgets) of a run of max_steps."""
+    return max(1, round(max_steps * fraction))
+
+
+def fork_step(max_steps: int, fraction: float, cooldown_frac: float) -> int:
+    """Where a budget's branch leaves the main run: the start of that budget's own cooldown, up to which its
+    schedule and the main run's are the same."""
+    steps = budget_steps(max_steps, fraction)
+    return steps - cooldown_steps(steps, cooldown_frac)
+
+
+__all__ = ["ModelConfig", "TrainConfig", "budget_steps", "cooldown_factor", "cooldown_steps", "fork_step", "paper_lr"]

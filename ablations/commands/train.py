@@ -204,4 +204,8 @@ def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
             f"sacrebleu: {m.get('bleu_signature')}\nresults: {out / 'result.json'}",
             file=sys.stdout,
         )
+        for budget in result.budgets:  # the shorter budgets' annealed branches (train.budgets)
+            b = budget["metrics"]
+            test = f"  test BLEU {b['test_bleu']:.2f}" if b.get("test_bleu") is not None else ""
+            print(f"  at {budget['steps']} steps: dev BLEU {b['bleu']:.2f}  dev PPL {b['ppl']:.2f}{test}")
     return 0
