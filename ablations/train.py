@@ -83,8 +83,12 @@ class Recorder(pl.Callback):
     test decoding that follows adds its scores to both. Under ddp_spawn rank 0 is a spawned process whose attributes
     never reach the caller: `train` then reads the file back."""
 
-    def __init__(self, result_path: Path, log_every: int, progress: bool, started_at: float, label: str = "") -> None:
+    def __init__(
+        self, result_path: Path, log_every: int, progress: bool, started_at: float, label: str = "", fork: int = 0
+    ) -> None:
         self.result_path, self.log_every, self.progress, self.label = result_path, log_every, progress, label
+        self.fork = fork
+        """A budget's branch starts at its fork step (train.budgets): not a resume."""
         self.started_at = started_at
         self.curves: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
         self.first_step_at: float | None = None
@@ -107,7 +111,7 @@ class Recorder(pl.Callback):
             self.train_start_step = trainer.global_step
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: TranslationModule) -> None:
-        if trainer.global_step > 0:
+        if trainer.global_step > self.fork:
             self.resumes.append(trainer.global_step)
 
     def state_dict(self) -> dict[str, Any]:
@@ -428,7 +432,7 @@ def _budget(run: RunConfig, out_dir: Path, fraction: float, datamodule, callback
         for callback in callbacks:
             if hasattr(callback, "budget"):
                 callback.budget = budget_label(fraction)
-        done = _train_branch(branch, branch_dir, datamodule, callbacks, label=budget_label(fraction))
+        done = _train_branch(branch, branch_dir, datamodule, callbacks, budget_label(fraction), fork)
         for callback in callbacks:
             if hasattr(callback, "budget"):
                 callback.budget = None
@@ -458,7 +462,9 @@ def _branch_result(result_path: Path, steps: int, test_eval: bool) -> TrainResul
     return result if whole else None
 
 
-def _train_branch(run: RunConfig, out_dir: Path, datamodule, callbacks: list[pl.Callback], label: str) -> TrainResult:
+def _train_branch(
+    run: RunConfig, out_dir: Path, datamodule, callbacks: list[pl.Callback], label: str, fork: int
+) -> TrainResult:
     """The branch's fit (resumed from out_dir/checkpoints/last.ckpt) and test, without a logger of its own."""
     module = TranslationModule(
         fit_to_tokenizer(run.model, datamodule.tokenizer),
@@ -468,7 +474,7 @@ def _train_branch(run: RunConfig, out_dir: Path, datamodule, callbacks: list[pl.
     )
     last, result_path = out_dir / "checkpoints" / "last.ckpt", out_dir / "result.json"
     prefix = f"[{run.tracking.label or ''}{label}] " if run.tracking.label else f"[{label}] "
-    recorder = Recorder(result_path, run.tracking.log_every, run.tracking.progress, time.time(), label=prefix)
+    recorder = Recorder(result_path, run.tracking.log_every, run.tracking.progress, time.time(), prefix, fork)
     trainer = make_trainer(run, out_dir, False, recorder, callbacks)
     module = _fit(trainer, module, datamodule, last, recorder)
     if run.train.test_eval:

@@ -1,0 +1,121 @@
+"""Two budgets from one run (train.budgets, train.cooldown_frac): the cooldown's schedule, a branch that equals a
+separate run trained to its budget, and a run stopped inside a branch that resumes it and finishes it once."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lightning_modules.config import TrainConfig, cooldown_factor, fork_step, paper_lr
+
+STUDY = "sweep_interrupt.yaml"
+STEPS = 80
+"""The whole run; its half budget is 40 steps, branched at step 32 (cooldown_frac 0.2 of 40 = 8 steps)."""
+BUDGET = ["--train.budgets", "[0.5]", "--train.cooldown_frac", "0.2", "--train.val_every", "8"]
+
+
+def test_the_cooldown_falls_linearly_to_zero_over_the_last_fraction_and_leaves_equation_3_before_it():
+    assert [cooldown_factor(k, 100, 0.2) for k in (1, 50, 80)] == [1.0, 1.0, 1.0]
+    assert [round(cooldown_factor(k, 100, 0.2), 6) for k in (81, 90, 100)] == [
+        round(1 - 1 / 21, 6),
+        round(1 - 10 / 21, 6),
+        round(1 - 20 / 21, 6),
+    ]
+    assert cooldown_factor(101, 100, 0.2) == 0.0  # the update after the last would have a learning rate of zero
+    assert all(cooldown_factor(k, 100, 0.0) == 1.0 for k in range(1, 101))  # the paper's schedule by default
+    assert fork_step(100, 0.5, 0.2) == 40 and fork_step(3200, 0.5, 0.2) == 1280 and fork_step(100, 0.5, 0.0) == 50
+
+
+def test_the_modules_scheduler_applies_the_cooldown_on_top_of_equation_3():
+    import torch
+
+    from lightning_modules.config import ModelConfig
+    from lightning_modules.module import TranslationModule
+
+    model = ModelConfig(vocab_size=50, n_layers=1, d_model=16, d_ff=32, n_heads=2, pad_id=0)
+    train = TrainConfig(max_steps=100, warmup_steps=10, cooldown_frac=0.2)
+    module = TranslationModule(model, train, bos_id=1, eos_id=2)
+    config = module.configure_optimizers()
+    optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
+    rates = []
+    for _ in range(100):
+        rates.append(optimizer.param_groups[0]["lr"])  # the rate update k+1 uses
+        optimizer.step()
+        scheduler.step()
+    assert rates[49] == pytest.approx(paper_lr(50, 16, 10))  # before the cooldown: equation (3) itself
+    assert rates[80] == pytest.approx(paper_lr(81, 16, 10) * (1 - 1 / 21))
+    assert rates[99] == pytest.approx(paper_lr(100, 16, 10) / 21)
+    assert all(b < a for a, b in zip(rates[80:], rates[81:], strict=False))
+    assert torch.is_tensor(next(module.parameters()))
+
+
+def _train(sweeps, out: Path, steps: int, *args: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "ablations.cli", "train", "--study", str(sweeps.study(STUDY)), "--row", "long",
+           "--preset", "smoke", "--out", str(out), "--train.max_steps", str(steps), "--train.cooldown_frac", "0.2",
+           "--train.val_every", "8", *args]  # fmt: skip
+    return subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], env=sweeps.env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+def _result(out: Path) -> dict:
+    return json.loads((out / "result.json").read_text(encoding="utf-8"))
+
+
+def _same_model(a: dict, b: dict) -> None:
+    """Same batches, dropout masks and schedule on one CPU thread: the same numbers to the last bit (the tolerance
+    absorbs a float printed and parsed back; one update out of place moves the perplexity by far more)."""
+    for key in ("ppl", "bleu", "test_bleu", "ppl_swapped"):
+        assert b["metrics"][key] == pytest.approx(a["metrics"][key], rel=1e-9), key
+    assert b["hypotheses"] == a["hypotheses"] and b["test_hypotheses"] == a["test_hypotheses"]
+
+
+@pytest.fixture(scope="module")
+def budget_runs(sweeps, tmp_path_factory) -> dict[str, Path]:
+    """One run with a half budget, and a separate run trained to that half budget."""
+    root = tmp_path_factory.mktemp("budgets")
+    runs = {"whole": _train(sweeps, root / "whole", STEPS, "--train.budgets", "[0.5]"),
+            "half": _train(sweeps, root / "half", STEPS // 2)}  # fmt: skip
+    for name, proc in runs.items():
+        assert proc.wait(timeout=300) == 0, (name, proc.stderr.read()[-3000:])
+    return {name: root / name for name in runs}
+
+
+@pytest.mark.slow
+def test_a_branch_equals_a_separate_run_trained_to_its_budget(budget_runs):
+    whole, half = _result(budget_runs["whole"]), _result(budget_runs["half"])
+    (branch,) = whole["budgets"]
+    assert branch["fraction"] == 0.5 and branch["steps"] == STEPS // 2 == half["metrics"]["steps"]
+    _same_model(half, branch)
+    assert whole["metrics"]["steps"] == STEPS and whole["metrics"]["ppl"] != pytest.approx(half["metrics"]["ppl"])
+    assert branch["metrics"]["source_ppl_ratio"] > 0  # the final validation's source check ran on the branch too
+
+
+@pytest.mark.slow
+def test_a_run_stopped_inside_its_branch_resumes_the_branch_and_finishes_it_once(sweeps, budget_runs, tmp_path):
+    out = tmp_path / "part"
+    branch_ckpt = out / f"b{STEPS // 2}" / "checkpoints" / "last.ckpt"
+    stopped = _train(sweeps, out, STEPS, "--train.budgets", "[0.5]")
+    # The branch's own checkpoint appears at its first validation after the fork (step 40 is its last: stop earlier
+    # by signalling as soon as the branch has begun; the branch's resume point is whichever checkpoint it wrote).
+    assert sweeps.wait_for(lambda: branch_ckpt.exists() or stopped.poll() is not None, 240)
+    stopped.send_signal(signal.SIGINT)
+    _, err = stopped.communicate(timeout=120)
+    if stopped.returncode == 0:  # the branch finished before the signal landed: nothing to test on this machine
+        pytest.skip("the branch finished before Ctrl-C reached it")
+    assert stopped.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "--resume" in err, err[-3000:]
+    resumed = _train(sweeps, out, STEPS, "--train.budgets", "[0.5]", "--resume")
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err[-3000:]
+    assert "[long-s0] step" not in err  # the main run had finished: only the branch trained again
+    part, whole = _result(out), _result(budget_runs["whole"])
+    _same_model(whole["budgets"][0], part["budgets"][0])
+    _same_model(whole, part)
+    resumed_at = part["budgets"][0]["metrics"]["resumed_at_steps"]
+    assert len(resumed_at) == 1 and STEPS * 2 // 5 <= resumed_at[0] < STEPS // 2  # inside the branch, once
+    assert part["metrics"]["steps"] == STEPS and part["budgets"][0]["steps"] == STEPS // 2
