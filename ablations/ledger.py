@@ -136,8 +136,9 @@ def read_record(out: Path, row: str, seed: int) -> dict[str, Any] | None:
 
 
 PACKED_FILES = ("hypotheses", "test_hypotheses", "sentence_nll")
-"""The record's keys naming its own files under OUT, which travel with its copy in the storage (`pack`): what a
-report on another machine reads besides the record."""
+"""The keys naming a record's own files under OUT, at its top level and in each of its `budgets` (the shorter
+budgets scored from the same run), which travel with its copy in the storage (`pack`): what a report on another
+machine reads besides the record."""
 SHARED_FILES = ("references", "test_references")
 """The record's keys naming files every trial of a study shares (the dev and test references): they travel once per
 study (`pack_shared`), not in every trial's copy."""
@@ -145,7 +146,7 @@ study (`pack_shared`), not in every trial's copy."""
 
 def pack(record: dict[str, Any], out: Path) -> dict[str, Any]:
     """The record as stored in Optuna: train curve thinned to at most 200 points, its own files (dev and test
-    hypotheses, per-sentence NLL) gzip+base64 inline."""
+    hypotheses, per-sentence NLL, and each budget's) gzip+base64 inline, in `files_gz` beside the keys naming them."""
     packed = dict(record)
     curves = dict(record.get("curves") or {})
     train = curves.get("train") or []
@@ -153,8 +154,15 @@ def pack(record: dict[str, Any], out: Path) -> dict[str, Any]:
         stride = -(-len(train) // 200)
         curves["train"] = train[::stride] + ([train[-1]] if (len(train) - 1) % stride else [])
     packed["curves"] = curves
-    packed["files_gz"] = _packed_files(out, {key: record.get(key) for key in PACKED_FILES})
+    packed["files_gz"] = _own_files(record, out)
+    if record.get("budgets"):
+        packed["budgets"] = [{**budget, "files_gz": _own_files(budget, out)} for budget in record["budgets"]]
     return packed
+
+
+def _own_files(entry: dict[str, Any], out: Path) -> dict[str, str]:
+    """The files a record (or one of its budgets) names under `PACKED_FILES`, key -> gzip+base64."""
+    return _packed_files(out, {key: entry.get(key) for key in PACKED_FILES})
 
 
 def pack_shared(record: dict[str, Any], out: Path) -> dict[str, str]:
@@ -185,19 +193,27 @@ def _unpacked(path: Path, data: str) -> None:
 
 
 def unpack(packed: dict[str, Any], out: Path) -> bool:
-    """Write a record copied from Optuna (and the files it names, where OUT lacks them) into OUT unless OUT has the
-    record. True if written."""
+    """Write a record copied from Optuna (and the files it and its budgets name, where OUT lacks them) into OUT
+    unless OUT has the record. True if written."""
     record = dict(packed)
     if record_path(out, record["row"], int(record["seed"])).exists():
         return False
-    files = record.pop("files_gz", None) or {}
     if "hypotheses_gz" in record:  # packed by an older ablate: the dev hypotheses only
-        files = {"hypotheses": record.pop("hypotheses_gz")}
-    for key, data in files.items():
-        if record.get(key):
-            _unpacked(Path(out) / record[key], data)
+        record["files_gz"] = {"hypotheses": record.pop("hypotheses_gz")}
+    record = _unpacked_own(record, out)
+    if record.get("budgets"):
+        record["budgets"] = [_unpacked_own(budget, out) for budget in record["budgets"]]
     write_record(out, record)
     return True
+
+
+def _unpacked_own(entry: dict[str, Any], out: Path) -> dict[str, Any]:
+    """A packed record (or budget) without its `files_gz`, whose files are written where OUT lacks them."""
+    entry = dict(entry)
+    for key, data in (entry.pop("files_gz", None) or {}).items():
+        if entry.get(key):
+            _unpacked(Path(out) / entry[key], data)
+    return entry
 
 
 RECORD_ATTR = "ablate:record"

@@ -31,6 +31,9 @@ class RowStatus:
     startup_s: float | None = None
     """A finished trial's seconds from its start to its first step (a worker's first trial pays the process's
     imports and W&B's service): left out of its row's cost per step."""
+    budget: str | None = None
+    """The shorter budget whose branch a running trial is training ('T/2'; its step and max_steps are then the
+    branch's), None in its main run."""
 
 
 def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
@@ -67,6 +70,7 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
                 job=attrs.get("slurm_job"),
                 started_at=trial.datetime_start.timestamp() if trial.datetime_start is not None else None,
                 startup_s=metrics.get("overhead_s"),
+                budget=progress.get("budget") if state == "running" else None,
             )
         )
     return out
@@ -77,32 +81,55 @@ class Work:
     """How much training one trial of a row is: what the ETA weighs the row's remaining trials by."""
 
     steps: int
-    """The row's train.max_steps (the big row of Table 3 has 3x the base's)."""
+    """The row's train.max_steps, T (the big row of Table 3 has 3x the base's)."""
     params: int
     """The row's parameter count, its model built on the meta device: the size model for a row not measured yet."""
+    branches: tuple[tuple[int, int], ...] = ()
+    """(fork step, end step) of each shorter budget (train.budgets, in that order): after the main run, each is
+    trained from its fork to its end."""
 
     @classmethod
     def of(cls, run: Any) -> Work:
         """The work of a row from its RunConfig."""
         import torch
 
+        from lightning_modules.config import budget_steps, fork_step
         from lightning_modules.transformer import Transformer
 
         with torch.device("meta"):
             params = Transformer(run.model).num_parameters()
-        return cls(steps=run.train.max_steps, params=params)
+        t, cooldown = run.train.max_steps, run.train.cooldown_frac
+        branches = tuple((fork_step(t, f, cooldown), budget_steps(t, f)) for f in run.train.budgets)
+        return cls(steps=t, params=params, branches=branches)
+
+    @property
+    def total(self) -> int:
+        """The steps one trial trains: T and its branches' (1.1 T for a branch at T/2 with a cooldown of 0.2)."""
+        return self.steps + sum(end - fork for fork, end in self.branches)
+
+    def trained(self, r: RowStatus) -> int:
+        """The steps a trial has trained by its last validated step: in a branch, the main run, the branches
+        before it and this one's part (the branch is the one ending at the trial's max_steps)."""
+        if r.state == "complete":
+            return self.total
+        behind = self.steps
+        for fork, end in self.branches if r.budget else ():
+            if end == r.max_steps:
+                return behind + max((r.step or fork) - fork, 0)
+            behind += end - fork
+        return r.step or 0
 
 
 class Eta:
-    """Time left in a sweep: each unfinished trial's steps times its row's seconds per step, spread over the workers
-    (and never less than the longest single trial left).
+    """Time left in a sweep: each unfinished trial's steps (its main run and its budgets' branches, `Work.total`)
+    times its row's seconds per step, spread over the workers (and never less than the longest single trial left).
 
-    A row's seconds per step (whole trial: periodic and final validation, test decoding, all but the start-up) are
+    A row's seconds per step (whole trial: periodic and final validations, test decoding, all but the start-up) are
     learnt as the sweep runs, best source first:
-    1. the row's finished trials: (wall time - start-up) / steps;
+    1. the row's finished trials: (wall time - start-up) / steps trained;
     2. its running trials' pace: the time between two validations this view saw land (a trial's 'progress'
        attribute moves at each validation), else from the trial's start to its last validated step; times the
-       ratio of whole trial to pace (the final full-dev validation and the test set come after the last step),
+       ratio of whole trial to pace (the final full-dev validations and the test sets are no training steps),
        learnt from the trials this view watched run and finish (1 until one has);
     3. a row not measured yet: the size model s(row) = c * params(row) ** alpha, fitted by least squares on
        log(seconds per step) against log(parameter count) of the measured rows. Until these span 1.5x in
@@ -122,7 +149,8 @@ class Eta:
     def __init__(self, work: dict[str, Work] | None = None) -> None:
         self.work = dict(work or {})
         self._seen: dict[tuple[str, int, float | None], list[tuple[float, int, bool]]] = {}
-        """Per trial attempt (row, seed, started_at): (time, validated step, whether this view saw it land)."""
+        """Per trial attempt (row, seed, started_at): (time, steps trained by its last validation, whether this view
+        saw it land)."""
         self._whole: dict[tuple[str, int, float | None], float] = {}
         """Per attempt watched running, then finished: its seconds per step over its last pace while running."""
 
@@ -139,13 +167,17 @@ class Eta:
             attempt = (r.row, r.seed, r.started_at)
             if r.state == "running" and r.started_at is not None:
                 seen = self._seen.setdefault(attempt, [])
-                step = r.step or 0
+                step = self._trained(r)
                 if not seen or seen[-1][1] != step:
                     seen.append((now, step, bool(seen)))
             elif r.state == "complete" and attempt in self._seen and attempt not in self._whole:
-                pace, whole = self._pace(attempt), _per_step(r)
+                pace, whole = self._pace(attempt), _per_step(r, self._trained(r))
                 if pace and whole:
                     self._whole[attempt] = whole / pace
+
+    def _trained(self, r: RowStatus) -> int:
+        """Steps a trial has trained (`Work.trained`; its validated step when its row's work is not known)."""
+        return self.work[r.row].trained(r) if r.row in self.work else r.step or 0
 
     def _pace(self, attempt: tuple[str, int, float | None]) -> float | None:
         """Seconds per step of one attempt as this view saw it run (None before its first validation)."""
@@ -163,7 +195,7 @@ class Eta:
         tail = max(statistics.median(self._whole.values()), 1.0) if self._whole else 1.0
         measured = {}
         for row in dict.fromkeys(r.row for r in rows):
-            done = [x for r in rows if r.row == row and r.state == "complete" and (x := _per_step(r))]
+            done = [x for r in rows if r.row == row and r.state == "complete" and (x := _per_step(r, self._trained(r)))]
             paces = [x * tail for r in rows if r.row == row and r.state == "running" and (x := self._pace(_key(r)))]
             if done or paces:
                 measured[row] = statistics.median(done or paces)
@@ -190,7 +222,7 @@ class Eta:
         walls = [r.wall_s for r in rows if r.state == "complete" and r.wall_s]
         out: dict[tuple[str, int], float | None] = {}
         for r in (r for r in rows if r.state in ("pending", "running")):
-            steps = self.work[r.row].steps if r.row in self.work else r.max_steps
+            steps = self.work[r.row].total if r.row in self.work else r.max_steps
             rate = rates.get(r.row)
             if rate is None or not steps:
                 left = statistics.median(walls) if walls else None
@@ -227,16 +259,47 @@ def _key(r: RowStatus) -> tuple[str, int, float | None]:
     return (r.row, r.seed, r.started_at)
 
 
-def _per_step(r: RowStatus) -> float | None:
-    """A finished trial's seconds per step, its start-up left out."""
-    if not r.step or not r.wall_s:
+def _per_step(r: RowStatus, steps: int) -> float | None:
+    """A finished trial's seconds per step of the `steps` it trained, its start-up left out."""
+    if not steps or not r.wall_s:
         return None
-    return max(r.wall_s - (r.startup_s or 0.0), 0.0) / r.step or None
+    return max(r.wall_s - (r.startup_s or 0.0), 0.0) / steps or None
 
 
 def eta_seconds(rows: list[RowStatus], workers: int, eta: Eta | None = None) -> float | None:
     """Seconds until the sweep ends (`Eta.total`; a fresh `Eta` without rows' work when none is given)."""
     return (eta or Eta()).total(rows, workers)
+
+
+def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None) -> str:
+    """What the plan's trials (rows x seeds) cost, in one line, before any has run: from the preset's measured base
+    trial on one core (`Preset.base_trial_s`; else `base_step_s` per step, training alone), the base being Table 3's
+    base row at the preset as `make study` runs it. A row's trial is the base's times the ratio of its steps (main
+    run and budget branches, `Work.total`) and the ratio of its parameter count: the size model of `Eta` with
+    alpha 1, as before it has measured rows that span sizes (on a CPU a bigger row costs less than in proportion,
+    so a study with one, like Table 3's big row, comes out high). The wall time spreads the trials over min(workers,
+    cores), each at one core's speed (a worker given several cores is somewhat faster), and is never below the
+    longest trial. `cores` None: the trials run on GPUs, which the measurement on a core does not time. `work`:
+    the rows' (`Eta.for_plan`)."""
+    from ablations.presets import get_preset
+    from ablations.studies import load_study
+
+    preset, trials = get_preset(plan.preset), len(plan.keys())
+    if preset.base_trial_s is None and preset.base_step_s is None:
+        return f"cost: {trials} trials; preset {preset.name} has no measured step time, so no estimate of their cost"
+    base = Work.of(load_study("table3").run_config("base", preset))
+    if preset.base_trial_s is not None:
+        per_step = preset.base_trial_s / base.total
+        measured = f"base trial {_fmt(preset.base_trial_s)} on one core, measured"
+    else:
+        per_step = preset.base_step_s
+        measured = f"base step {preset.base_step_s * 1e3:.0f} ms on one core, measured; training steps alone"
+    times = [per_step * work[row.name].total * work[row.name].params / base.params for row, _ in plan.keys()]
+    line = f"cost: {trials} trials, about {sum(times) / 3600:.1f} core-hours ({measured})"
+    if cores is None:
+        return f"{line}; this machine's GPUs will differ"
+    wall = max(sum(times) / max(min(workers, cores), 1), max(times))
+    return f"{line}; on this machine's {cores} cores with {workers} worker(s) about {_fmt(wall)}"
 
 
 def counts(rows: list[RowStatus]) -> dict[str, int]:
@@ -277,9 +340,10 @@ def render(rows: list[RowStatus], workers: int, title: str, eta: Eta | None = No
         table.add_column(col, justify="right" if col in numeric else "left")
     style = {"complete": "green", "running": "yellow", "pending": "dim", "failed": "red"}
     for r in rows:
-        steps = eta.work[r.row].steps if r.row in eta.work else r.max_steps
+        steps = eta.work[r.row].steps if r.row in eta.work and not r.budget else r.max_steps
         validated = "-" if r.step is None else r.step  # a running trial before its first validation: "-/60"
         step = f"{validated}/{steps}" if r.state == "running" and steps else str(r.step or "")
+        step = f"{r.budget} {step}" if r.budget else step  # in a branch: "T/2 1550/1600"
         table.add_row(
             r.row,
             str(r.seed),

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ablations import interrupt, ledger
+from ablations.presets import get_preset
 from ablations.storage import ParamSpace, Queue, recover_dead, redact, scrub
 from ablations.studies import Row, Study
 from data.errors import AblateError
@@ -72,11 +73,13 @@ class Plan:
         return ParamSpace.of(values, self.seeds)
 
     def describe(self) -> dict[str, Any]:
-        """study.json: what reports read to lay out the table (rows in display order, resolved configs)."""
+        """study.json: what reports read to lay out the table (rows in display order, resolved configs), and
+        `pipeline_check`, the preset's reason why its rows judge nothing (None for a preset meant for results)."""
         return {
             "study": self.study.name,
             "description": self.study.description,
             "preset": self.preset,
+            "pipeline_check": get_preset(self.preset).pipeline_check,
             "seeds": self.seeds,
             "storage": redact(self.storage),
             "optuna_study": self.name,

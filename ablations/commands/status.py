@@ -33,6 +33,7 @@ def main(argv: list[str]) -> int:
     url = storage_url(args.storage, out, remembered=spec.get("storage"))
     keys = [(row["name"], seed) for row in spec["rows"] for seed in spec["seeds"]]
     title = f"{spec['study']} ({spec['preset']})"
+    eta = None
     while True:
         try:  # read-only: a wrong path must not create an empty journal whose rows all look pending
             trials = load_trials(url, spec["optuna_study"], out)
@@ -48,12 +49,23 @@ def main(argv: list[str]) -> int:
         else:
             from rich.console import Console
 
-            Console(width=140).print(progress.render(rows, 1, title))
+            if eta is None:
+                eta = _eta(spec)
+            Console(width=140).print(progress.render(rows, 1, title, eta))
         counts = progress.counts(rows)
         if not args.watch or not (counts["pending"] or counts["running"]):
             return 0
         time.sleep(args.watch)
         print(file=sys.stdout)
+
+
+def _eta(spec: dict):
+    """An ETA that knows each row's steps (budget branches included) and size, from study.json's configs; one for
+    the whole --watch, so that it times the validations it sees land."""
+    from ablations.config import build_run_config
+    from ablations.progress import Eta, Work
+
+    return Eta({row["name"]: Work.of(build_run_config(row["config"])) for row in spec["rows"]})
 
 
 def _with_job_states(rows, out: Path) -> None:

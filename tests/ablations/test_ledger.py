@@ -72,6 +72,32 @@ def test_the_copy_in_optuna_rebuilds_a_missing_record_and_its_files(tmp_path):
     assert ledger.unpack(packed, there) is False  # never overwrites a record
 
 
+def test_the_copy_in_optuna_carries_each_budgets_files_too(tmp_path):
+    here, there = tmp_path / "here", tmp_path / "there"
+    budget = {
+        "fraction": 0.5,
+        "steps": 30,
+        "metrics": {"bleu": 1.0},
+        "hypotheses": "hyps/A1__seed0.b30.txt",
+        "sentence_nll": "hyps/A1__seed0.b30.nll.tsv",
+        "test_hypotheses": "hyps/A1__seed0.b30.test.txt",
+    }
+    texts = {"hypotheses": "halb\n", "sentence_nll": "1.5\t3\n", "test_hypotheses": "test\n"}
+    for key, text in texts.items():
+        ledger.write_text_atomic(here / budget[key], text)
+    ledger.write_text_atomic(here / "hyps" / "A1__seed0.txt", "ganz\n")
+    record = {"row": "A1", "seed": 0, "hypotheses": "hyps/A1__seed0.txt", "budgets": [budget]}
+
+    packed = ledger.pack(record, here)
+    assert set(packed["budgets"][0]["files_gz"]) == set(texts) and "files_gz" not in record["budgets"][0]
+    ledger.write_text_atomic(there / budget["test_hypotheses"], "kept\n")
+    assert ledger.unpack(packed, there) is True
+
+    assert {key: (there / budget[key]).read_text() for key in texts} == {**texts, "test_hypotheses": "kept\n"}
+    assert (there / "hyps" / "A1__seed0.txt").read_text() == "ganz\n"
+    assert ledger.read_record(there, "A1", 0)["budgets"] == [budget]  # as written, without their packed files
+
+
 def test_a_copy_packed_by_an_older_ablate_still_unpacks(tmp_path):
     import base64
     import gzip

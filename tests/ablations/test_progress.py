@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from ablations.progress import Eta, RowStatus, Work, summary_line
+from ablations.progress import Eta, RowStatus, Work, render, summary_line
 
 P = 100_000  # parameters of a base-sized row
 
@@ -112,6 +112,29 @@ def test_what_a_trial_costs_after_its_last_step_is_learnt_from_the_trials_this_v
     assert left[("A1", 0)] == pytest.approx(1.5 * 60 - 20.0)  # the pace x 1.5, less the 20 s it has run
 
 
+def test_a_trial_counts_its_main_run_and_its_budgets_branches():
+    """Budget T/2 with a cooldown of 0.2 at T = 60: the branch leaves the main run at step 24 and ends at 30, so a
+    trial trains 66 steps, and a trial in its branch at step 27 has trained 63 of them."""
+    eta = Eta({"base": Work(60, P, branches=((24, 30),))})
+    assert eta.work["base"].total == 66
+    rows = [done("base", wall=66.0), pending("base", 1)]
+    assert eta.estimate(rows, now=0.0)[("base", 1)] == pytest.approx(66.0)  # 1 s per step trained
+
+    branch = RowStatus("base", 2, "running", step=27, max_steps=30, started_at=0.0, budget="T/2")
+    assert eta.estimate([branch], now=126.0)[("base", 2)] == pytest.approx(2 * 3)  # paced at 2 s/step: 3 left
+    assert eta.estimate([*rows, branch], now=126.0)[("base", 2)] == pytest.approx(2 * 3)
+
+
+def test_the_live_view_names_the_branch_a_trial_is_in():
+    eta = Eta({"base": Work(3200, P, branches=((1280, 1600),))})
+    rows = [
+        RowStatus("base", 0, "running", step=1550, max_steps=1600, started_at=0.0, budget="T/2"),
+        running("base", 800, started_at=0.0, seed=1, max_steps=3200),
+    ]
+    steps = next(c for c in render(rows, 1, "t", eta).columns if c.header == "step")
+    assert list(steps.cells) == ["T/2 1550/1600", "800/3200"]
+
+
 def test_the_time_left_is_spread_over_the_workers_but_never_below_the_longest_trial():
     eta = Eta({"base": Work(60, P), "big": Work(300, P)})
     base = [done("base", seed=9)] + [pending("base", s) for s in range(4)]
@@ -171,3 +194,48 @@ def test_lightnings_srun_hint_is_kept_out_of_a_local_run_but_not_out_of_a_slurm_
     monkeypatch.setenv("SLURM_JOB_ID", "123")  # inside an allocation, not started by srun
     (hint,) = hints()
     assert hint.startswith("The `srun` command is available on your system but is not used")
+
+
+# ----------------------------------------------------------------------------------------- what a trial publishes
+def test_a_trials_progress_names_the_branch_it_trains_and_keeps_it_off_the_learning_curve():
+    """ProgressToStorage as train.py drives it: `budget` set on the instance before a branch's fit. The branch's
+    steps are the main run's too, so only the main run's BLEU goes into Optuna's intermediate values."""
+    from types import SimpleNamespace
+
+    from ablations.callbacks import ProgressToStorage
+
+    class Storage:
+        def __init__(self) -> None:
+            self.attrs, self.curve = [], {}
+
+        def set_trial_user_attr(self, trial_id, key, value):
+            self.attrs.append(value)
+
+        def set_trial_intermediate_value(self, trial_id, step, value):
+            self.curve[step] = value
+
+    callback = ProgressToStorage("journal:unused", "t", 0)
+    callback._study = storage = Storage()
+    for budget, max_steps, bleu in ((None, 60, 10.0), ("T/2", 30, 12.0)):
+        callback.budget = budget
+        trainer = SimpleNamespace(is_global_zero=True, sanity_checking=False, max_steps=max_steps)
+        callback.on_validation_end(trainer, SimpleNamespace(last_validation={"step": 30, "bleu": bleu, "ppl": 5.0}))
+
+    assert [(p["budget"], p["max_steps"], p["bleu"]) for p in storage.attrs] == [(None, 60, 10.0), ("T/2", 30, 12.0)]
+    assert storage.curve == {30: 10.0}
+
+
+def test_the_view_reads_the_branch_of_a_running_trial_only():
+    from datetime import datetime
+    from types import SimpleNamespace
+
+    from ablations.progress import collect
+
+    def trial(number: int, state: str, seed: int):
+        progress = {"step": 27, "max_steps": 30, "bleu": 1.0, "budget": "T/2"}
+        return SimpleNamespace(number=number, state=SimpleNamespace(name=state), system_attrs={},
+                               user_attrs={"row": "base", "seed": seed, "progress": progress},
+                               datetime_start=datetime.fromtimestamp(0.0), datetime_complete=None)  # fmt: skip
+
+    rows = collect([trial(0, "RUNNING", 0), trial(1, "COMPLETE", 1)], [("base", 0), ("base", 1)])
+    assert [(r.state, r.budget, r.max_steps) for r in rows] == [("running", "T/2", 30), ("complete", None, 30)]

@@ -1,0 +1,66 @@
+"""What a sweep says about its plan before it runs: study.json's `pipeline_check`, and the cost line of
+`progress.cost_line` (the preset's measured base trial scaled by each row's steps and size)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ablations.presets import PRESETS
+from ablations.progress import Work, cost_line
+from ablations.studies import load_study
+from ablations.sweep import Plan
+
+STUDIES = Path(__file__).resolve().parent / "studies"
+
+
+def plan(tmp_path, preset: str = "smoke") -> Plan:
+    study = load_study(STUDIES / "sweep_rows.yaml")
+    return Plan(study=study, preset=preset, seeds=[0, 1], out=tmp_path, storage="", name="t")
+
+
+def test_study_json_says_when_the_preset_is_only_a_pipeline_check(tmp_path, monkeypatch):
+    monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], pipeline_check="60 steps: far from a plateau"))
+    assert plan(tmp_path).describe()["pipeline_check"] == "60 steps: far from a plateau"
+    assert plan(tmp_path, "tiny").describe()["pipeline_check"] is None
+
+
+@pytest.fixture
+def base() -> Work:
+    """The work of the trial the smoke preset's measurement is of: Table 3's base row at that preset."""
+    return Work.of(load_study("table3").run_config("base", "smoke"))
+
+
+def test_the_cost_is_the_measured_base_trial_scaled_by_each_rows_steps_and_size(tmp_path, monkeypatch, base):
+    monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=600.0, base_step_s=0.5))
+    work = {
+        "ok1": base,  # a base trial: 10 minutes
+        "nan": Work(2 * base.total, base.params),  # twice the steps: 20 minutes
+        "ok2": Work(base.steps, 3 * base.params, base.branches),  # three times the parameters: 30 minutes
+    }
+    # Two seeds: 2 x 60 minutes, 2 core-hours; on 2 cores an hour, never less than the longest trial.
+    assert cost_line(plan(tmp_path), work, workers=2, cores=2) == (
+        "cost: 6 trials, about 2.0 core-hours (base trial 10m00s on one core, measured); "
+        "on this machine's 2 cores with 2 worker(s) about 1h00m"
+    )
+    assert cost_line(plan(tmp_path), work, workers=8, cores=2).endswith("with 8 worker(s) about 1h00m")
+    assert cost_line(plan(tmp_path), work, workers=12, cores=16).endswith("about 30m00s")
+    assert cost_line(plan(tmp_path), work, workers=1, cores=None).endswith("; this machine's GPUs will differ")
+
+
+def test_a_step_time_alone_counts_the_training_steps(tmp_path, monkeypatch, base):
+    monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=None, base_step_s=0.5))
+    work = dict.fromkeys(("ok1", "nan", "ok2"), base)
+    hours = 6 * 0.5 * base.total / 3600
+    assert cost_line(plan(tmp_path), work, workers=1, cores=1).startswith(
+        f"cost: 6 trials, about {hours:.1f} core-hours (base step 500 ms on one core, measured; training steps alone)"
+    )
+
+
+def test_a_preset_without_a_measurement_says_so_instead_of_guessing(tmp_path, monkeypatch, base):
+    monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=None, base_step_s=None))
+    assert cost_line(plan(tmp_path), {}, workers=2, cores=2) == (
+        "cost: 6 trials; preset smoke has no measured step time, so no estimate of their cost"
+    )
