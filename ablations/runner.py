@@ -245,6 +245,8 @@ def worker_argv(plan: Plan, **sections: dict[str, Any]) -> list[str]:
             "--out", str(plan.out.resolve()), "--name", plan.name, "--no_report"]  # fmt: skip
     if plan.retry_failed:
         args.append("--retry_failed")
+    if plan.only is not None:
+        args += ["--rows", ",".join(plan.only)]
     for section in {**plan.extra, **sections}:
         for field, value in {**plan.extra.get(section, {}), **sections.get(section, {})}.items():
             args += ["--set", f"{section}.{field}={json.dumps(value)}"]  # JSON is YAML, which --set reads

@@ -50,12 +50,16 @@ class Plan:
     name: str
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     retry_failed: bool = False
+    only: list[str] | None = None
+    """Rows this sweep trains (--rows); None: all. The study keeps every row: the others stay pending, and a later
+    sweep of the same study without --rows trains them."""
 
     def rows(self) -> list[Row]:
         return list(self.study.rows)
 
     def keys(self) -> list[tuple[Row, int]]:
-        return [(row, seed) for row in self.rows() for seed in self.seeds]
+        """The (row, seed) trials this sweep trains."""
+        return [(row, seed) for row in self.rows() if self.only is None or row.name in self.only for seed in self.seeds]
 
     def run_config(self, row: Row, seed: int):
         return self.study.run_config(row, self.preset, seed, **self.extra)

@@ -10,7 +10,7 @@ from data.errors import AblateError
 from reports.claims import load_claims
 from reports.formats import FORMATS, WRITERS, check_columns, to_claims_csv, to_html, to_json
 from reports.results import StudyResults, load_results
-from reports.significance import N_SAMPLES
+from reports.stats import N_SAMPLES
 from reports.table import ReportTable, build_table
 
 
@@ -71,7 +71,7 @@ def build_report(
         report_dir: where to write; default OUT/report. Plots go to REPORT_DIR/plots.
         wandb: also log the table and plots to a W&B run (offline unless the environment says otherwise).
         plots: draw the plots (PNG and SVG); the HTML page and W&B show them.
-        n_samples: bootstrap resamples of the significance test.
+        n_samples: bootstrap resamples of the dev sentences in every test (the marks' and the verdicts').
         storage: Optuna storage URL to read pending/running trials from (default: $ABLATE_STORAGE, else
             study.json's).
         claims: a claims file to judge instead of the study's own (see ablations/studies/table3.claims.yaml).
@@ -131,7 +131,9 @@ def _write_formats(
     for fmt in formats:
         path = report_dir / f"{stem}.{fmt}"
         if fmt == "html":
-            text = to_html(table, {p.title: p.png for p in drawn}, columns, corpus=corpus)
+            plots = {p.title: p.png for p in drawn if p.claim is None}
+            claim_plots = {p.claim: p.png for p in drawn if p.claim is not None}
+            text = to_html(table, plots, columns, corpus=corpus, claim_plots=claim_plots)
         elif fmt in ("md", "tex"):
             text = WRITERS[fmt](table, columns, corpus=corpus)
         elif fmt == "json":

@@ -9,6 +9,13 @@ default) on one metric, with the direction the claim expects (`higher`, `lower`)
 - an equivalence comparison is *reproduced* when the whole 95% confidence interval lies inside +-margin,
   *contradicted* when it lies wholly outside, *inconclusive* when it straddles a bound;
 - a claim is contradicted when any comparison is, reproduced when all are, inconclusive otherwise.
+
+Every comparison is tested at every training budget the study scored (T, and shorter ones such as T/2: branches of
+the same runs, each annealed). It is reproduced or contradicted only when it is so at every budget; a verdict that
+depends on how long the rows trained is inconclusive and says so ("budget-sensitive"). A budget at which a row of
+the comparison diverged or did not learn to translate gives no verdict, nor does a study that was only a check of
+the pipeline (study.json's `pipeline_check`). An inconclusive comparison says why, with the minimum detectable
+effect of its test: an effect too small for the study, or a study too noisy to see the paper's own difference.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any, Literal
 import yaml
 
 from data.errors import AblateError
+from reports.results import budget_label
 from reports.stats import ALPHA, METRICS, RowTest
 
 Expect = Literal["higher", "lower", "same"]
@@ -54,15 +62,35 @@ class Claim:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BudgetVerdict:
+    """One comparison at one training budget."""
+
+    fraction: float
+    """The budget, as a fraction of T (train.max_steps)."""
+    verdict: Verdict
+    """What the test at this budget says, or 'inconclusive' when `excluded`."""
+    test: RowTest | None
+    """The test at this budget (None when a row has no complete trial)."""
+    excluded: tuple[str, ...] = ()
+    """Why this budget gives no verdict whatever its test says ('A1 did not learn to translate at T/2 (...)')."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ComparisonVerdict:
     comparison: Comparison
     verdict: Verdict
-    test: RowTest | None
-    """The test behind the verdict (None when a row has no complete trial)."""
+    budgets: tuple[BudgetVerdict, ...]
+    """The comparison at each budget, shortest first: the last is the full budget T."""
     paper_delta: float | None = None
     """The paper's difference for the same comparison, where it gives both numbers."""
-    unconverged: tuple[str, ...] = ()
-    """Rows of the comparison that did not reach their plateau: the verdict is then 'inconclusive'."""
+    reason: str = ""
+    """Why the verdict is inconclusive (no verdict for a row or the study, budget-sensitive, an effect below what
+    the test detects, ...); '' when it is not, or when nothing was tested."""
+
+    @property
+    def test(self) -> RowTest | None:
+        """The test at the full budget T."""
+        return self.budgets[-1].test if self.budgets else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,7 +211,7 @@ def claims_to_data(claims: list[Claim]) -> list[dict[str, Any]]:
 
 
 def comparison_verdict(comparison: Comparison, test: RowTest | None) -> Verdict:
-    """The verdict of one comparison from its test (see the module docstring)."""
+    """The verdict of one comparison from its test at one budget (see the module docstring)."""
     if test is None or test.effect is None:
         return "untested"
     if comparison.expect == "same":
@@ -210,32 +238,39 @@ def claim_verdict(verdicts: list[Verdict]) -> Verdict:
     return "inconclusive"
 
 
+Tests = dict[tuple[str, str, str], RowTest]
+"""Row tests keyed (row, reference, metric), as `reports.stats.compare_rows` returns them."""
+
+
 def judge(
     claims: list[Claim],
-    tests: dict[tuple[str, str, str], RowTest],
+    tests: dict[float, Tests],
     base: str | None,
     paper: dict[str, dict[str, float | None]] | None = None,
-    unconverged: set[str] | frozenset[str] = frozenset(),
+    *,
+    excluded: dict[float, dict[str, str]] | None = None,
+    withheld: str | None = None,
 ) -> list[ClaimVerdict]:
-    """Verdicts for claims from the row tests, keyed (row, reference, metric). A comparison that involves a row in
-    `unconverged` (not at its plateau, or diverged) is inconclusive whatever its test says: it would measure how
-    fast the rows learn, not what they are worth."""
+    """Verdicts for claims from the row tests at each budget (fraction of T -> tests). `excluded`: fraction -> row
+    -> why that row gives no verdict at that budget ('diverged', 'did not learn to translate at T/2 (...)');
+    `withheld`: why the study gives no verdict at all (study.json's pipeline_check), else None."""
     paper = paper or {}
+    excluded = excluded or {}
     out = []
     for claim in claims:
         parts = []
         for comp in claim.compare:
-            against = comp.against or base
-            test = tests.get((comp.row, against or "", comp.metric))
-            mine, theirs = paper.get(comp.row, {}).get(comp.metric), paper.get(against or "", {}).get(comp.metric)
+            against = comp.against or base or ""
+            budgets = tuple(
+                _at_budget(comp, against, fraction, tests[fraction], excluded.get(fraction, {}))
+                for fraction in sorted(tests)
+            )
+            mine, theirs = paper.get(comp.row, {}).get(comp.metric), paper.get(against, {}).get(comp.metric)
             paper_delta = mine - theirs if mine is not None and theirs is not None else None
-            verdict = comparison_verdict(comp, test)
-            behind = tuple(name for name in (comp.row, against) if name in unconverged)
-            if behind and verdict in ("reproduced", "contradicted"):
-                verdict = "inconclusive"
+            verdict, reason = _across_budgets(comp, budgets, paper_delta, withheld)
             parts.append(
                 ComparisonVerdict(
-                    comparison=comp, verdict=verdict, test=test, paper_delta=paper_delta, unconverged=behind
+                    comparison=comp, verdict=verdict, budgets=budgets, paper_delta=paper_delta, reason=reason
                 )
             )
         out.append(
@@ -244,26 +279,87 @@ def judge(
     return out
 
 
+def _at_budget(
+    comp: Comparison, against: str, fraction: float, tests: Tests, excluded: dict[str, str]
+) -> BudgetVerdict:
+    """The comparison at one budget: its test's verdict, unless a row of it gives none there."""
+    test = tests.get((comp.row, against, comp.metric))
+    verdict = comparison_verdict(comp, test)
+    why = tuple(f"{name} {excluded[name]}" for name in dict.fromkeys((comp.row, against)) if name in excluded)
+    if why and verdict in ("reproduced", "contradicted"):
+        verdict = "inconclusive"
+    return BudgetVerdict(fraction=fraction, verdict=verdict, test=test, excluded=why)
+
+
+def _across_budgets(
+    comp: Comparison, budgets: tuple[BudgetVerdict, ...], paper_delta: float | None, withheld: str | None
+) -> tuple[Verdict, str]:
+    """The comparison's verdict over every budget, and why it is inconclusive: decisive only when every budget
+    says the same."""
+    verdicts = {b.verdict for b in budgets}
+    if verdicts == {"untested"}:
+        return "untested", ""
+    if withheld:
+        return "inconclusive", f"no verdict: {withheld}"
+    if excluded := list(dict.fromkeys(why for b in budgets for why in b.excluded)):
+        return "inconclusive", f"no verdict: {'; '.join(excluded)}"
+    if untested := [budget_label(b.fraction) for b in budgets if b.verdict == "untested"]:
+        return "inconclusive", f"no complete trials to compare at {', '.join(untested)}"
+    if len(verdicts) == 1 and verdicts <= {"reproduced", "contradicted"}:
+        return budgets[0].verdict, ""
+    if verdicts & {"reproduced", "contradicted"}:
+        by = ", ".join(f"{b.verdict} at {budget_label(b.fraction)}" for b in budgets)
+        return "inconclusive", f"budget-sensitive: {by}"
+    return "inconclusive", _undetected(comp, budgets[-1].test, paper_delta)
+
+
+def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | None) -> str:
+    """Why a test at the full budget found nothing, told with its minimum detectable effect."""
+    mde = test.mde if test is not None else None
+    if test is None or test.effect is None or mde is None:
+        return ""
+    spec = METRICS[comp.metric]
+    detectable = f"{mde:.{spec.digits}f} {spec.label}"
+    if comp.expect == "same":
+        margin = f"±{comp.margin:g}"
+        if mde >= (comp.margin or 0.0):
+            return f"too noisy to tell (detectable: {detectable}, wider than the margin {margin})"
+        return f"the interval crosses the margin {margin} (detectable: {detectable})"
+    if paper_delta is not None and mde > abs(paper_delta):
+        return f"too noisy to tell (detectable: {detectable})"
+    if abs(test.effect) < mde:
+        return f"|effect| below the detectable {detectable}"
+    return f"not significant after Holm's correction (detectable: {detectable})"
+
+
 def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
-    """'A1 vs base, BLEU: -0.62 [-1.40, +0.16], p(Holm) 0.31 (paper -0.90)' for tables and terminals."""
-    comp, test = cv.comparison, cv.test
+    """'A1 vs base, BLEU: -0.62 [-1.40, +0.16], p 0.120, p(Holm) 0.310 (paper -0.90); <why inconclusive>', with
+    one 'T/2 ...; T ...' part per budget when the study has several, for tables and terminals."""
+    comp = cv.comparison
     against = comp.against or base or "?"
-    label = METRICS[comp.metric].label
-    head = f"{comp.row} vs {against}, {label}"
-    if test is None or test.effect is None:
+    head = f"{comp.row} vs {against}, {METRICS[comp.metric].label}"
+    tested = [b for b in cv.budgets if b.test is not None and b.test.effect is not None]
+    if not tested:
         return f"{head}: no complete trials to compare"
+    several = len(cv.budgets) > 1
+    text = f"{head}: " + "; ".join(_budget_text(comp, b, several) for b in tested)
+    if cv.paper_delta is not None:
+        text += f" (paper {cv.paper_delta:+.{METRICS[comp.metric].digits}f})"
+    return f"{text}; {cv.reason}" if cv.reason else text
+
+
+def _budget_text(comp: Comparison, budget: BudgetVerdict, several: bool) -> str:
+    """'-0.62 [-1.40, +0.16], p 0.120, p(Holm) 0.310'; with several budgets 'T/2 -0.62 [-1.40, +0.16] p(Holm) ...'."""
+    test = budget.test
+    assert test is not None and test.effect is not None
     digits = METRICS[comp.metric].digits
     lo, hi = test.ci
-    text = f"{head}: {test.effect:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+    text = f"{test.effect:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
     if comp.expect == "same":
-        text += f", margin ±{comp.margin:g}, p(TOST) {p_text(test.p_tost(comp.margin or 0.0))}"
+        p = f"margin ±{comp.margin:g}, p(TOST) {p_text(test.p_tost(comp.margin or 0.0))}"
     else:
-        text += f", p {p_text(test.p)}, p(Holm) {p_text(test.p_holm)}"
-    if cv.paper_delta is not None:
-        text += f" (paper {cv.paper_delta:+.{digits}f})"
-    if cv.unconverged:
-        text += f"; NOT AT PLATEAU: {', '.join(cv.unconverged)}"
-    return text
+        p = f"p(Holm) {p_text(test.p_holm)}" if several else f"p {p_text(test.p)}, p(Holm) {p_text(test.p_holm)}"
+    return f"{budget_label(budget.fraction)} {text} {p}" if several else f"{text}, {p}"
 
 
 def p_text(p: float | None) -> str:
@@ -274,6 +370,7 @@ def p_text(p: float | None) -> str:
 
 
 __all__ = [
+    "BudgetVerdict",
     "Claim",
     "ClaimVerdict",
     "Comparison",

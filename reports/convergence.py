@@ -7,7 +7,13 @@ dev perplexity fell by less than PLATEAU_PPL. It is *rising* when BLEU still gai
 still fell that much (a model that has not started to translate has a flat BLEU of 0 while it learns: measured on
 the smoke preset, dev PPL fell 7-10% between its last two validations at BLEU 0.0), *falling* when BLEU lost that
 much (over-fitting or instability), and *diverged* when training failed as diverged or its dev perplexity ended above
-that of a uniform guess over the vocabulary (a finite blow-up).
+that of a uniform guess over the vocabulary (a finite blow-up). The state is information for the reader: a verdict
+is withheld for a diverged row, not for one still rising (verdicts are checked across training budgets instead).
+
+Did a trial learn to translate? Its `source_ppl_ratio` (dev perplexity with every sentence's source swapped for
+another dev sentence's, over the true dev perplexity) says whether its predictions use the source at all: a row
+below SOURCE_RATIO_MIN at a budget learnt a language model of the target, not a translation, and gives no verdict
+there.
 """
 
 from __future__ import annotations
@@ -22,6 +28,13 @@ PLATEAU_BLEU = 1.0
 PLATEAU_PPL = 0.05
 """Largest relative fall of dev perplexity between the last two validations of a trial at its plateau (measured at
 the tiny preset's 3200 steps: 0.3-2.8% for rows whose BLEU moved by less than 1)."""
+
+SOURCE_RATIO_MIN = 2.0
+"""Lowest source_ppl_ratio of a model that learnt to translate: the right source must at least halve its dev
+perplexity (be worth log 2 = 0.69 nats per target token). A model that learnt only a language model of the target
+scores about 1, since swapping sources changes nothing it uses; one that translates scores far above, as the right
+source makes most target tokens predictable. 2 lies well clear of both, so neither noise in the swap nor a weak but
+real translator is misjudged."""
 
 State = Literal["plateau", "rising", "falling", "diverged", "unknown"]
 
@@ -88,4 +101,18 @@ def row_convergence(records: list[Record]) -> Convergence | None:
     return min(states, key=lambda c: (rank[c.state], -abs(c.delta or 0.0)))
 
 
-__all__ = ["PLATEAU_BLEU", "PLATEAU_PPL", "Convergence", "convergence", "row_convergence"]
+def source_ratio(records: list[Record]) -> float | None:
+    """The lowest source_ppl_ratio over the complete records that have one (their budget's), None if none has."""
+    ratios = [float(r.metrics["source_ppl_ratio"]) for r in records if r.metrics.get("source_ppl_ratio") is not None]
+    return min(ratios) if ratios else None
+
+
+__all__ = [
+    "PLATEAU_BLEU",
+    "PLATEAU_PPL",
+    "SOURCE_RATIO_MIN",
+    "Convergence",
+    "convergence",
+    "row_convergence",
+    "source_ratio",
+]

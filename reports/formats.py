@@ -20,9 +20,9 @@ from typing import Any
 
 from data.errors import AblateError
 from reports.claims import ClaimVerdict, comparison_text
-from reports.convergence import PLATEAU_BLEU, PLATEAU_PPL
-from reports.significance import ALPHA
-from reports.stats import METRICS
+from reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, SOURCE_RATIO_MIN
+from reports.results import FULL, budget_label
+from reports.stats import ALPHA, METRICS, POWER, RowTest
 from reports.table import CONFIG_COLUMNS, ReportRow, ReportTable, Stat
 
 FORMATS = ("md", "tex", "csv", "json", "html")
@@ -79,6 +79,7 @@ COLUMNS: dict[str, Column] = {
         Column("delta_ppl", "ΔPPL vs base", r"\shortstack{$\Delta$PPL\\vs base}"),
         Column("delta_bleu", "ΔBLEU vs base", r"\shortstack{$\Delta$BLEU\\vs base}"),
         Column("plateau", "plateau", "plateau", "l"),
+        Column("source", "source use", r"\shortstack{source\\use}", "l"),
         Column("seeds", "seeds", "seeds", "l"),
         Column("wall", "wall time", r"\shortstack{wall\\time}"),
         Column("tok_s", "tok/s", "tok/s"),
@@ -90,11 +91,11 @@ COLUMNS: dict[str, Column] = {
 OPTIONAL_COLUMNS = ("test_chrf",)
 """Columns shown only when `columns` asks for them (test chrF is in the CSV and JSON; the tables keep test BLEU)."""
 
-TEX_HIDDEN = ("plateau", "wall", "tok_s", "device")
+TEX_HIDDEN = ("plateau", "source", "wall", "tok_s", "device")
 """Columns LaTeX leaves out unless `columns` asks for them, so that Table 3 with every paper column fits a two-column
-page at a readable size: the machine's (a paper's reader cannot compare wall time, tokens/s or device across papers)
-and plateau (the caption names every row that did not reach its plateau). 'seeds' is left out too when every row
-has all its seeds complete (the caption names the seeds)."""
+page at a readable size: the machine's (a paper's reader cannot compare wall time, tokens/s or device across papers),
+plateau and source use (the caption names every row that did not reach its plateau or did not learn to translate).
+'seeds' is left out too when every row has all its seeds complete (the caption names the seeds)."""
 
 
 def _applies(key: str, table: ReportTable) -> bool:
@@ -107,6 +108,8 @@ def _applies(key: str, table: ReportTable) -> bool:
         return any(getattr(r, key) is not None for r in table.rows)
     if key == "other":
         return any(r.other for r in table.rows)
+    if key == "source":
+        return any(r.source_ratio for r in table.rows)
     return True
 
 
@@ -218,8 +221,24 @@ STAT_COLUMNS = {
 """Columns that show a `Stat` (the `ReportRow` field of the same name): key -> (decimals, sign)."""
 
 
-def _mark(row: ReportRow) -> str:
-    return row.significance.mark if row.significance else ""
+def plateau_text(row: ReportRow) -> str:
+    """The 'plateau' cell: 'diverged', else BLEU gained from the last shorter budget to T ('+1.3', mean over seeds),
+    else (no shorter budget) the state of the last two validations ('yes', 'rising +2.3', ...)."""
+    state = row.convergence
+    if state is not None and state.state == "diverged":
+        return "diverged"
+    if row.budget_gain is not None:
+        return _number(row.budget_gain.mean, 1, "+")
+    return state.text if state else ""
+
+
+def source_text(row: ReportRow) -> str:
+    """The 'source use' cell: the lowest source_ppl_ratio over the seeds at T ('×18.4'), or where the row did not
+    learn to translate ('no source use ×1.2 at T/2'); '' when the records do not say."""
+    if bad := row.no_source():
+        return f"no source use ×{min(bad.values()):.1f} at {', '.join(budget_label(f) for f in bad)}"
+    ratio = row.source_ratio.get(FULL)
+    return f"×{ratio:.1f}" if ratio is not None else ""
 
 
 def display_cells(row: ReportRow) -> dict[str, str]:
@@ -232,11 +251,12 @@ def display_cells(row: ReportRow) -> dict[str, str]:
     cells["other"] = ", ".join(f"{k.removeprefix('model.')}={_value(v)}" for k, v in row.other.items())
     for key, (digits, sign) in STAT_COLUMNS.items():
         cells[key] = stat_text(getattr(row, key), digits, sign)
-    cells["plateau"] = row.convergence.text if row.convergence else ""
+    cells["plateau"] = plateau_text(row)
+    cells["source"] = source_text(row)
     cells["params"] = _params(row.params_m)
     cells["paper_ppl"] = f"{row.paper.ppl:.2f}" if row.paper and row.paper.ppl is not None else ""
     cells["paper_bleu"] = f"{row.paper.bleu:.1f}" if row.paper and row.paper.bleu is not None else ""
-    cells["delta_bleu"] = (cells["delta_bleu"] + f" {_mark(row)}").strip()
+    cells["delta_bleu"] = (cells["delta_bleu"] + f" {row.mark}").strip()
     cells["wall"] = duration(row.wall_time_s)
     cells["tok_s"] = _rate(row.tokens_per_sec)
     cells["device"] = ", ".join(row.devices)
@@ -266,24 +286,30 @@ def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
         "PPL, BLEU and chrF on the dev set: mean ± sample standard deviation over the complete seeds; "
         f"'seeds' counts complete / all.{test}",
     ]
+    if table.withheld:
+        lines.append(f"NO VERDICTS: {table.withheld}")
     if table.base is not None:
         lines += [
             f"Blank configuration cells: same as the base row '{table.base}'.",
-            f"ΔPPL, ΔBLEU: the row's minus the base's, paired by seed. † / ‡: paired bootstrap resampling "
-            f"(sacrebleu, {table.n_samples} resamples) finds the BLEU difference from the base significant at "
-            f"p < {ALPHA} / p < 0.01 on every paired seed, with the same sign.",
+            f"ΔPPL, ΔBLEU: the row's minus the base's, paired by seed. {_marks_text(table)}",
         ]
-    lines.append(
-        f"chrF: sacreBLEU {table.chrf_signature}. plateau: 'yes' when dev BLEU moved by less than {PLATEAU_BLEU:g} "
-        f"and dev PPL fell by less than {PLATEAU_PPL:.0%} between the last two validations of every seed (on the same "
-        "sentences); 'rising' means train longer, "
-        "'diverged' that a seed failed or ended above the uniform guess's perplexity."
-    )
+    lines.append(f"chrF: sacreBLEU {table.chrf_signature}. {_plateau_legend(table)}")
+    lines += _budget_lines(table)
+    if any(r.source_ratio for r in table.rows):
+        lines.append(
+            "source use: dev PPL with each sentence's source swapped for another dev sentence's, over the dev PPL "
+            "(the lowest over the seeds, at T): far above 1 for a model that translates, about 1 for one that learnt "
+            f"only a language model of the target. Below {SOURCE_RATIO_MIN:g} at a budget: 'no source use', the row "
+            "did not learn to translate there and no claim is judged on it at that budget."
+        )
+    if untrained := _untrained(table):
+        lines.append(f"DID NOT LEARN TO TRANSLATE: {'; '.join(untrained)}. No claim is judged on them there.")
     unconverged = _unconverged(table)
     if unconverged:
         lines.append(
-            f"NOT AT PLATEAU: {', '.join(unconverged)}. Their numbers measure how fast a model learns, not what it "
-            "is worth: raise train.max_steps before reading them as results."
+            f"NOT AT PLATEAU: {', '.join(unconverged)}. Their numbers measure how fast a model learns as much as what "
+            "it is worth (their verdicts are not withheld for it): raise train.max_steps, or set train.budgets to "
+            "check the verdicts across budgets."
         )
     lines.append(PPL_CAVEAT)
     if table.show_paper:
@@ -294,7 +320,61 @@ def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
     return lines + table.notes
 
 
+def _marks_text(table: ReportTable) -> str:
+    """What † and ‡ mean: the one test behind the marks and the verdicts."""
+    return (
+        f"† / ‡: the BLEU difference from the base is significant at Holm-corrected p < {ALPHA} / p < 0.01 at T, by "
+        "the one test behind the marks and the verdicts: seed noise pooled over the rows plus a paired bootstrap over "
+        f"the dev sentences ({table.n_samples} resamples), Holm over the rows tested against the base."
+    )
+
+
+def _plateau_legend(table: ReportTable) -> str:
+    if len(table.fractions) > 1:
+        shorter = budget_label(table.fractions[-2])
+        return (
+            f"plateau: BLEU at T minus BLEU at {shorter} (mean over seeds, each budget annealed): what the rest of "
+            "training still bought; 'diverged': a seed failed or ended above the uniform guess's perplexity."
+        )
+    return (
+        f"plateau: 'yes' when dev BLEU moved by less than {PLATEAU_BLEU:g} and dev PPL fell by less than "
+        f"{PLATEAU_PPL:.0%} between the last two validations of every seed (on the same sentences); 'rising' means "
+        "train longer, 'diverged' that a seed failed or ended above the uniform guess's perplexity."
+    )
+
+
+def _budget_lines(table: ReportTable) -> list[str]:
+    """The budgets the claims were judged at, and the study's precision at each (what a reader can quote)."""
+    labels = [budget_label(f) for f in table.fractions]
+    if len(labels) > 1:
+        lines = [
+            f"Budgets: {', '.join(labels)} (T = each row's train.max_steps; the table shows T, each shorter budget "
+            "is a branch of the same run, annealed): claims are judged at each."
+        ]
+    else:
+        lines = [
+            "One budget, T: the verdicts were not checked across budgets (records without shorter budgets; set "
+            "train.budgets, e.g. [0.5], to score T/2 from the same runs)."
+        ]
+    if table.precision:
+        widths = ", ".join(f"{budget_label(f)} {w:.2f}" for f, w in sorted(table.precision.items()))
+        lines.append(f"median 95% CI half-width of ΔBLEU vs base: {widths}")
+    return lines
+
+
+def _untrained(table: ReportTable) -> list[str]:
+    """'A1 at T/2 (PPL ×1.2 with swapped sources)' for each row that did not learn to translate at some budget."""
+    return [
+        f"{r.name} at {', '.join(budget_label(f) for f in bad)} (PPL ×{min(bad.values()):.1f} with swapped sources)"
+        for r in table.rows
+        if (bad := r.no_source())
+    ]
+
+
 def _unconverged(table: ReportTable) -> list[str]:
+    """Rows not at their plateau, named while the study has one budget (with more, the plateau column says it)."""
+    if len(table.fractions) > 1:
+        return []
     return [r.name for r in table.rows if r.convergence is not None and r.convergence.state != "plateau"]
 
 
@@ -333,18 +413,27 @@ def to_markdown(table: ReportTable, columns: Sequence[str] | None = None, *, cor
         for cv in table.claims:
             lines.append(f"- **{cv.verdict.upper()}**: {claim_title(cv)}")
             lines += [f"  - {c.verdict}: {comparison_text(c, table.base)}" for c in cv.comparisons]
-        lines += ["", CLAIMS_LEGEND, ""]
+        lines += ["", claims_legend(table), ""]
     lines += [f"- {_md_escape(line)}" for line in legend(table, corpus)]
     return "\n".join(lines) + "\n"
 
 
-CLAIMS_LEGEND = (
-    "Each comparison: difference of the means over seeds [95% confidence interval counting seed noise (pooled over "
-    "rows) and dev-sentence noise (paired bootstrap)], two-sided p and Holm-corrected p over every row against the "
-    "base on that metric; paper = the paper's difference. Reproduced: Holm p < 0.05 in the claimed direction "
-    "(equivalence: the interval inside the margin); contradicted: significant the other way (equivalence: interval "
-    "outside the margin); inconclusive: neither, so the study cannot tell at this size and seed count."
-)
+def claims_legend(table: ReportTable) -> str:
+    """How to read the verdicts: the test, the rules across budgets, what an inconclusive one says."""
+    text = (
+        "Each comparison: difference of the means over seeds [95% confidence interval counting seed noise (pooled "
+        "over rows) and dev-sentence noise (paired bootstrap)], two-sided p and Holm-corrected p over every row "
+        "against the base on that metric, at each budget; paper = the paper's difference. Reproduced: Holm p < "
+        f"{ALPHA} in the claimed direction (equivalence: the interval inside the margin) at every budget; "
+        "contradicted: significant the other way (equivalence: the interval outside the margin) at every budget; "
+        "inconclusive otherwise, saying why: budget-sensitive (the budgets disagree), no verdict for a row that "
+        "diverged or did not learn to translate, or an effect below the minimum detectable one, "
+        f"(t(1 - {ALPHA}/2, df) + t({POWER:g}, df)) × SE, the effect the test finds with {POWER:.0%} power ('too "
+        "noisy to tell' when it exceeds the paper's own difference)."
+    )
+    if len(table.fractions) == 1:
+        text += " Judged at T alone: not checked across budgets."
+    return f"{text} No verdicts: {table.withheld}" if table.withheld else text
 
 
 def claim_title(cv: ClaimVerdict) -> str:
@@ -352,19 +441,11 @@ def claim_title(cv: ClaimVerdict) -> str:
     return f"{cv.claim.text}{section}"
 
 
-def verdict_lines(table: ReportTable) -> list[str]:
-    """One line per claim and one per comparison: what the terminal prints at the end of a sweep."""
-    lines = []
-    for cv in table.claims:
-        lines.append(f"{cv.verdict.upper():13s} {claim_title(cv)}")
-        lines += [f"    {c.verdict:13s} {comparison_text(c, table.base)}" for c in cv.comparisons]
-    return lines
-
-
 # --- LaTeX --------------------------------------------------------------------------------------------------------
 
 _TEX_SPECIAL = {
     "\\": r"\textbackslash{}",
+    "|": r"\textbar{}",
     "&": r"\&",
     "%": r"\%",
     "$": r"\$",
@@ -391,7 +472,7 @@ _TEX_SYMBOLS = {
 def tex_escape(text: str) -> str:
     """Plain text as LaTeX: special characters escaped, the symbols we use as math, 'p < 0.05' as $p<0.05$ and any
     other < or > as math (in text mode, the default OT1 font encoding prints them as ¡ and ¿)."""
-    out = re.sub(r"[\\&%$#_{}~^]", lambda m: _TEX_SPECIAL[m.group()], text)
+    out = re.sub(r"[\\&%$#_{}~^|]", lambda m: _TEX_SPECIAL[m.group()], text)
     out = re.sub(r"(?<![\w.])-(?=\d)", "$-$", out)  # a minus sign, not a hyphen
     out = re.sub(r"\bp ?([<>]) ?(\d+(?:\.\d+)?)|[<>]", lambda m: f"$p{m[1]}{m[2]}$" if m[1] else f"${m[0]}$", out)
     for symbol, tex in _TEX_SYMBOLS.items():
@@ -462,7 +543,7 @@ def to_latex(table: ReportTable, columns: Sequence[str] | None = None, *, corpus
             evidence = r" \newline ".join(tex_escape(comparison_text(c, table.base)) for c in cv.comparisons)
             cells = [rf"\raggedright {tex_escape(claim_title(cv))}", cv.verdict, rf"\raggedright {evidence}"]
             lines.append(" & ".join(cells) + r" \tabularnewline")
-        lines += [r"\bottomrule", r"\end{tabular}", r"\caption{" + tex_escape(CLAIMS_LEGEND) + "}"]
+        lines += [r"\bottomrule", r"\end{tabular}", r"\caption{" + tex_escape(claims_legend(table)) + "}"]
         lines += [r"\label{tab:" + label + "-claims}", r"\end{table*}"]
     return "\n".join(lines) + "\n"
 
@@ -499,7 +580,7 @@ def _tex_stats(row: ReportRow) -> dict[str, str]:
             cells[key] = ""
             continue
         text = _number(stat.mean, digits, sign) + (f"_{{\\pm {stat.std:.{digits}f}}}" if stat.std is not None else "")
-        mark = _TEX_MARKS.get(_mark(row), "") if key == "delta_bleu" else ""  # {}: beside the subscript, not above
+        mark = _TEX_MARKS.get(row.mark, "") if key == "delta_bleu" else ""  # {}: beside the subscript, not above
         cells[key] = f"${text}{mark}$"
     return cells
 
@@ -524,11 +605,8 @@ def _tex_caption(table: ReportTable, shown: set[str], corpus: str | None) -> str
     if table.base is not None:
         parts.append("Blank configuration cells: same as the base row.")
         if shown & {"delta_ppl", "delta_bleu"}:
-            parts.append(
-                r"$\Delta$: the row's minus the base's, paired by seed; $^\dagger$ / $^\ddagger$: BLEU difference from "
-                f"the base significant at $p<{ALPHA}$ / $p<0.01$ on every paired seed (paired bootstrap, "
-                f"{table.n_samples} resamples)."
-            )
+            parts.append(r"$\Delta$: the row's minus the base's, paired by seed. " + tex_escape(_marks_text(table)))
+    parts += [tex_escape(line) + "." for line in _budget_lines(table)[1:]]  # the precision (budgets: in the claims)
     parts.append(tex_escape(PPL_CAVEAT))
     if shown & {"paper_ppl", "paper_bleu"}:
         parts.append("paper: Vaswani et al. (2017), Table 3, single runs on newstest2013 (EN-DE).")
@@ -538,6 +616,10 @@ def _tex_caption(table: ReportTable, shown: set[str], corpus: str | None) -> str
             f"Not at plateau: {tex_escape(', '.join(unconverged))}; their numbers say how fast a model learns, "
             "not what it is worth."
         )
+    if untrained := _untrained(table):
+        parts.append(f"Did not learn to translate: {tex_escape('; '.join(untrained))}; no claim judged on them there.")
+    if table.withheld:
+        parts.append(f"No verdicts: {tex_escape(table.withheld)}")
     failures = [
         f"{row.name} seed {seed} {row.status[seed].state} ({_cut(reason, 60)})"
         for row in table.rows
@@ -566,7 +648,6 @@ def _stat_fields(name: str, stat: Stat | None) -> dict[str, float | None]:
 def row_record(row: ReportRow, test: bool = True) -> dict[str, Any]:
     """One row as flat, raw values (the CSV line; also the core of the JSON row). `test`: include the test-set
     fields (`table_records` leaves them out of a table where no row has them)."""
-    sig = row.significance
     return {
         "row": row.name,
         "group": row.group,
@@ -590,18 +671,20 @@ def row_record(row: ReportRow, test: bool = True) -> dict[str, Any]:
         "delta_chrf": _round(row.delta_chrf.mean) if row.delta_chrf else None,
         **(_stat_fields("test_bleu", row.test_bleu) | _stat_fields("test_chrf", row.test_chrf) if test else {}),
         "plateau": row.convergence.state if row.convergence else None,
+        "budget_gain_bleu": _round(row.budget_gain.mean) if row.budget_gain else None,
+        "source_ppl_ratio": _round(row.source_ratio.get(FULL)),
+        "no_source_use": ", ".join(budget_label(f) for f in row.no_source()),
         **{
             f"{metric}_{key}": _round(getattr(row.tests.get(metric), attr, None))
             for metric in METRICS
-            for key, attr in (("delta_se", "se"), ("p", "p"), ("p_holm", "p_holm"))
+            for key, attr in (("delta_se", "se"), ("p", "p"), ("p_holm", "p_holm"), ("mde", "mde"))
         },
         **{
             f"{metric}_ci_{end}": _round(row.tests[metric].ci[i]) if metric in row.tests else None
             for metric in METRICS
             for i, end in enumerate(("low", "high"))
         },
-        "bleu_p_value": sig.p_value if sig else None,
-        "significance": sig.mark if sig else "",
+        "significance": row.mark,
         "wall_time_s": _round(row.wall_time_s, 1),
         "tokens_per_sec": _round(row.tokens_per_sec, 1),
         "device": ", ".join(row.devices),
@@ -631,7 +714,6 @@ def to_json(table: ReportTable, *, corpus: str | None = None) -> str:
 
     def seed_detail(row: ReportRow, seed: int) -> dict[str, Any]:
         status = row.status[seed]
-        sig = row.significance
         scores = {"bleu": row.bleu, "ppl": row.ppl}
         if test:
             scores |= {"test_bleu": row.test_bleu, "test_chrf": row.test_chrf}
@@ -639,7 +721,6 @@ def to_json(table: ReportTable, *, corpus: str | None = None) -> str:
             "state": status.state,
             "reason": status.reason,
             **{key: stat.values.get(seed) if stat else None for key, stat in scores.items()},
-            "bleu_p_value": sig.p_values.get(seed) if sig else None,
             "record": str(status.record.path) if status.record else None,
         }
 
@@ -668,35 +749,50 @@ def to_json(table: ReportTable, *, corpus: str | None = None) -> str:
 
 
 def claims_data(table: ReportTable) -> list[dict[str, Any]]:
-    """The verdicts as raw values (JSON, the claims CSV and W&B)."""
+    """The verdicts as raw values (JSON, the claims CSV and W&B), one per comparison: its test at T unprefixed, and
+    with several budgets every budget's as 'at<fraction>_...' ('at0.5_effect')."""
     out = []
     for cv in table.claims:
         for c in cv.comparisons:
             t = c.test
-            out.append(
-                {
-                    "claim": cv.claim.id,
-                    "claim_text": cv.claim.text,
-                    "section": cv.claim.section,
-                    "claim_verdict": cv.verdict,
-                    "row": c.comparison.row,
-                    "against": c.comparison.against or table.base,
-                    "metric": c.comparison.metric,
-                    "expect": c.comparison.expect,
-                    "margin": c.comparison.margin,
-                    "verdict": c.verdict,
-                    "effect": _round(t.effect) if t else None,
-                    "ci_low": _round(t.ci[0]) if t and t.effect is not None else None,
-                    "ci_high": _round(t.ci[1]) if t and t.effect is not None else None,
-                    "p": _round(t.p) if t else None,
-                    "p_holm": _round(t.p_holm) if t else None,
-                    "se_seeds": _round(t.se_seeds) if t else None,
-                    "se_sentences": _round(t.se_sentences) if t else None,
-                    "seeds": f"{t.n_row}/{t.n_against}" if t else "",
-                    "paper_effect": _round(c.paper_delta),
-                }
-            )
+            record = {
+                "claim": cv.claim.id,
+                "claim_text": cv.claim.text,
+                "section": cv.claim.section,
+                "claim_verdict": cv.verdict,
+                "row": c.comparison.row,
+                "against": c.comparison.against or table.base,
+                "metric": c.comparison.metric,
+                "expect": c.comparison.expect,
+                "margin": c.comparison.margin,
+                "verdict": c.verdict,
+                "reason": c.reason,
+                "budgets": ", ".join(budget_label(b.fraction) for b in c.budgets),
+                **_test_fields(t),
+                "se_seeds": _round(t.se_seeds) if t else None,
+                "se_sentences": _round(t.se_sentences) if t else None,
+                "seeds": f"{t.n_row}/{t.n_against}" if t else "",
+                "paper_effect": _round(c.paper_delta),
+            }
+            if len(c.budgets) > 1:
+                for b in c.budgets:
+                    fields = {"verdict": b.verdict, **_test_fields(b.test), "excluded": "; ".join(b.excluded)}
+                    record |= {f"at{b.fraction:g}_{key}": value for key, value in fields.items()}
+            out.append(record)
     return out
+
+
+def _test_fields(t: RowTest | None) -> dict[str, Any]:
+    """A test's effect, 95% interval, p, Holm-corrected p and minimum detectable effect as raw values."""
+    tested = t is not None and t.effect is not None
+    return {
+        "effect": _round(t.effect) if t else None,
+        "ci_low": _round(t.ci[0]) if tested else None,  # type: ignore[union-attr]
+        "ci_high": _round(t.ci[1]) if tested else None,  # type: ignore[union-attr]
+        "p": _round(t.p) if t else None,
+        "p_holm": _round(t.p_holm) if t else None,
+        "mde": _round(t.mde) if t else None,
+    }
 
 
 def to_claims_csv(table: ReportTable) -> str:
@@ -733,9 +829,11 @@ def to_html(
     columns: Sequence[str] | None = None,
     *,
     corpus: str | None = None,
+    claim_plots: dict[str, Path] | None = None,
 ) -> str:
-    """One self-contained page (inline CSS, plots as data URIs, no script, no network). `columns`: keys of `COLUMNS`
-    (default: all that apply but the optional ones); `corpus`: named in the legend."""
+    """One self-contained page (inline CSS, plots as data URIs, no script, no network). `plots`: title -> PNG, shown
+    under the table; `claim_plots`: claim id -> PNG, shown beside its claim; `columns`: keys of `COLUMNS` (default:
+    all that apply but the optional ones); `corpus`: named in the legend."""
     import jinja2
     import markupsafe
 
@@ -777,18 +875,24 @@ def to_html(
         ],
         groups=groups,
         legend=legend(table, corpus),
-        claims=[
-            {
-                "title": claim_title(cv),
-                "verdict": cv.verdict,
-                "evidence": [f"{c.verdict}: {comparison_text(c, table.base)}" for c in cv.comparisons],
-            }
-            for cv in table.claims
-        ],
-        claims_legend=CLAIMS_LEGEND,
+        claims=_html_claims(table, claim_plots or {}),
+        claims_legend=claims_legend(table),
         images=images,
         generated_at=table.generated_at,
     )
+
+
+def _html_claims(table: ReportTable, plots: dict[str, Path]) -> list[dict[str, Any]]:
+    """Each claim for the template: title, verdict, one line of evidence per comparison, and its plot if drawn."""
+    return [
+        {
+            "title": claim_title(cv),
+            "verdict": cv.verdict,
+            "evidence": [f"{c.verdict}: {comparison_text(c, table.base)}" for c in cv.comparisons],
+            "plot": data_uri(plots[cv.claim.id]) if cv.claim.id in plots and plots[cv.claim.id].is_file() else None,
+        }
+        for cv in table.claims
+    ]
 
 
 WRITERS = {"md": to_markdown, "tex": to_latex, "csv": to_csv, "json": to_json}

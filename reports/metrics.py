@@ -11,8 +11,14 @@ from pathlib import Path
 import numpy as np
 
 from reports.results import Record
-from reports.significance import _bleu_metric, read_lines
 from reports.stats import SystemScores
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a hypotheses/references file (one segment per line; empty segments kept)."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    return lines[:-1] if text.endswith("\n") else lines
 
 
 @functools.cache
@@ -24,6 +30,14 @@ def _read(path: Path | None) -> list[str] | None:
     if path is None or not path.is_file():
         return None
     return list(_lines(path, path.stat().st_mtime))
+
+
+def bleu_metric(signature: str | None):
+    """sacreBLEU's BLEU configured like the one that scored the records (tokenizer and case from the signature)."""
+    from sacrebleu.metrics import BLEU
+
+    fields = dict(part.split(":", 1) for part in (signature or "").split("|") if ":" in part)
+    return BLEU(tokenize=fields.get("tok", "13a"), lowercase=fields.get("case") == "lc")
 
 
 def chrf_metric():
@@ -49,7 +63,7 @@ def _corpus_stats(kind: str, signature: str | None, hyp_path: Path, ref_path: Pa
     hyps, refs = _read(hyp_path), _read(ref_path)
     if hyps is None or refs is None or len(hyps) != len(refs):
         return None, None, None
-    metric = _bleu_metric(signature) if kind == "bleu" else chrf_metric()
+    metric = bleu_metric(signature) if kind == "bleu" else chrf_metric()
     stats = np.asarray(metric._extract_corpus_statistics(hyps, [refs]), dtype=np.float64)
     score = metric._compute_score_from_stats(stats.sum(0).tolist()).score
     return stats, (lambda sums: metric._compute_score_from_stats(sums.tolist()).score), score
@@ -98,4 +112,4 @@ def chrf_of(record: Record) -> float | None:
     return scores.score if scores is not None else None
 
 
-__all__ = ["chrf_of", "chrf_signature", "system_scores"]
+__all__ = ["bleu_metric", "chrf_of", "chrf_signature", "read_lines", "system_scores"]

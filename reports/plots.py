@@ -2,16 +2,20 @@
 
 - BLEU vs parameters: does a bigger model buy BLEU? (mean ± std over seeds)
 - dev PPL and BLEU over training steps, one figure per row group, with the base for reference;
-- BLEU deltas vs the base with error bars, significant ones highlighted, the paper's deltas beside them.
+- BLEU deltas vs the base with their 95% intervals, significant ones highlighted, the paper's deltas beside them;
+- per claim, each compared row's effect with its 95% interval at every budget (T/2, T), the paper's beside it.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from reports.results import StudyResults
+from reports.claims import ClaimVerdict, ComparisonVerdict
+from reports.results import StudyResults, budget_label
+from reports.stats import METRICS
 from reports.table import ReportRow, ReportTable
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
@@ -27,14 +31,16 @@ class Plot:
     """Caption for pages and W&B."""
     png: Path
     svg: Path
+    claim: str | None = None
+    """The id of the claim it shows, for a claim's plot (the page sets it beside the claim), else None."""
 
 
-def _save(fig, out_dir: Path, name: str, title: str) -> Plot:
+def _save(fig, out_dir: Path, name: str, title: str, claim: str | None = None) -> Plot:
     fig.tight_layout()
     png, svg = out_dir / f"{name}.png", out_dir / f"{name}.svg"
     fig.savefig(png, dpi=110)
     fig.savefig(svg, metadata={"Date": None})
-    return Plot(name=name, title=title, png=png, svg=svg)
+    return Plot(name=name, title=title, png=png, svg=svg, claim=claim)
 
 
 def _group_colors(table: ReportTable) -> dict[str, str]:
@@ -169,7 +175,8 @@ def _safe(name: str) -> str:
 
 
 def plot_bleu_deltas(table: ReportTable, out_dir: Path) -> Plot | None:
-    """BLEU minus the base's per row, ± std over paired seeds; significant rows filled, the paper's deltas beside."""
+    """BLEU minus the base's per row with the 95% interval of its test (± std over paired seeds where untested);
+    rows the test marks significant filled, the paper's deltas beside."""
     from matplotlib.figure import Figure
 
     rows = [r for r in table.rows if r.delta_bleu is not None]
@@ -180,24 +187,87 @@ def plot_bleu_deltas(table: ReportTable, out_dir: Path) -> Plot | None:
     ax = fig.add_subplot()
     ys = list(range(len(rows)))[::-1]
     for y, row in zip(ys, rows, strict=True):
-        significant = bool(row.significance and row.significance.mark)
-        ax.errorbar(
-            row.delta_bleu.mean,  # type: ignore[union-attr]
-            y,
-            xerr=row.delta_bleu.std or 0.0,  # type: ignore[union-attr]
-            fmt="o",
-            color="#d62728" if significant else "#1f77b4",
-            mfc=None if significant else "white",
-            capsize=3,
-        )
+        test, delta = row.tests.get("bleu"), row.delta_bleu
+        if test is not None and test.effect is not None and all(math.isfinite(v) for v in test.ci):
+            x, err = test.effect, [[test.effect - test.ci[0]], [test.ci[1] - test.effect]]
+        else:
+            x, err = delta.mean, delta.std or 0.0  # type: ignore[union-attr]
+        significant = bool(row.mark)
+        color = "#d62728" if significant else "#1f77b4"
+        ax.errorbar(x, y, xerr=err, fmt="o", color=color, mfc=None if significant else "white", capsize=3)
         if row.paper and row.paper.bleu is not None and paper_base and paper_base.bleu is not None:
             ax.plot(row.paper.bleu - paper_base.bleu, y, marker="D", color="#999", mfc="none", linestyle="none")
     ax.axvline(0.0, color="#444", linewidth=0.8)
-    ax.set_yticks(ys, [f"{r.name} {r.significance.mark if r.significance else ''}".strip() for r in rows])
+    ax.set_yticks(ys, [f"{r.name} {r.mark}".strip() for r in rows])
     ax.set_xlabel(f"BLEU − BLEU({table.base})")
-    ax.set_title("BLEU vs base: filled red = significant (paired bootstrap); ◇ = paper", fontsize=9)
+    ax.set_title("BLEU vs base: filled red = significant (Holm p < 0.05, the verdicts' test); ◇ = paper", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-    return _save(fig, out_dir, "bleu_deltas", "BLEU deltas vs base (± std over paired seeds; ◇ the paper's)")
+    return _save(fig, out_dir, "bleu_deltas", "BLEU deltas vs base (95% interval of the test; ◇ the paper's)")
+
+
+def plot_claims(table: ReportTable, out_dir: Path) -> list[Plot]:
+    """One plot per claim with a tested comparison: each compared row's effect (row minus reference, in the
+    comparison's metric) with its 95% interval at every budget side by side, the paper's difference beside it, a
+    zero line, and the equivalence margin of a `same` comparison shaded."""
+    plots = []
+    for cv in table.claims:
+        fig = claim_figure(cv, table)
+        if fig is None:
+            continue
+        labels = " and ".join(budget_label(f) for f in table.fractions)
+        title = f"{cv.claim.id}: effect vs {table.base} at {labels} (95% intervals; ◇ the paper's)"
+        plots.append(_save(fig, out_dir, f"claim_{_safe(cv.claim.id)}", title, claim=cv.claim.id))
+    return plots
+
+
+def claim_figure(cv: ClaimVerdict, table: ReportTable):
+    """The figure of one claim in `plot_claims` (one panel per metric, stacked), or None when nothing was tested."""
+    from matplotlib.figure import Figure
+
+    tested = [c for c in cv.comparisons if any(b.test is not None and b.test.effect is not None for b in c.budgets)]
+    if not tested:
+        return None
+    metrics = list(dict.fromkeys(c.comparison.metric for c in tested))
+    counts = [sum(c.comparison.metric == m for c in tested) for m in metrics]
+    fig = Figure(figsize=(6.0, 0.6 + sum(1.0 + 0.45 * n for n in counts)))
+    axes = fig.subplots(len(metrics), 1, squeeze=False, height_ratios=[1.0 + 0.45 * n for n in counts])[:, 0]
+    for ax, metric in zip(axes, metrics, strict=True):
+        _claim_panel(ax, [c for c in tested if c.comparison.metric == metric], table)
+        label = METRICS[metric].label
+        ax.set_xlabel(f"{label} of the row − {label} of the reference", fontsize=8)
+    shown: dict[str, object] = {}  # one legend entry per budget, paper and margin, from every panel
+    for ax in axes:
+        for handle, name in zip(*ax.get_legend_handles_labels(), strict=True):
+            shown.setdefault(name, handle)
+    axes[0].legend(list(shown.values()), list(shown), fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.suptitle(textwrap.fill(f"{cv.claim.text} ({cv.verdict})", 70), fontsize=9)
+    return fig
+
+
+def _claim_panel(ax, comparisons: list[ComparisonVerdict], table: ReportTable) -> None:
+    """One metric's comparisons of a claim, top to bottom: an interval per budget, the paper's ◇, the margin."""
+    ys = list(range(len(comparisons)))[::-1]
+    colors = {f: PALETTE[i % len(PALETTE)] for i, f in enumerate(table.fractions)}
+    step = 0.5 / max(len(table.fractions), 1)
+    for y, cv in zip(ys, comparisons, strict=True):
+        for i, b in enumerate(cv.budgets):
+            test = b.test
+            if test is None or test.effect is None:
+                continue
+            lo, hi = (v if math.isfinite(v) else test.effect for v in test.ci)
+            at = y + step * ((len(cv.budgets) - 1) / 2 - i)
+            ax.errorbar(test.effect, at, xerr=[[test.effect - lo], [hi - test.effect]], fmt="o", markersize=4,
+                        color=colors.get(b.fraction, "#444"), capsize=3, label=budget_label(b.fraction))  # fmt: skip
+        if cv.paper_delta is not None:
+            ax.plot(cv.paper_delta, y, marker="D", color="#777", mfc="none", linestyle="none", label="paper")
+        margin = cv.comparison.margin
+        if cv.comparison.expect == "same" and margin:
+            ax.fill_betweenx([y - 0.4, y + 0.4], -margin, margin, color="#2ca02c", alpha=0.15, label="margin")
+    ax.axvline(0.0, color="#444", linewidth=0.8)
+    against = [c.comparison.against or table.base for c in comparisons]
+    ax.set_yticks(ys, [f"{c.comparison.row} vs {a}" for c, a in zip(comparisons, against, strict=True)])
+    ax.set_ylim(-0.7, len(comparisons) - 0.3)
+    ax.grid(axis="x", alpha=0.3)
 
 
 def make_plots(table: ReportTable, results: StudyResults, out_dir: Path) -> list[Plot]:
@@ -207,5 +277,6 @@ def make_plots(table: ReportTable, results: StudyResults, out_dir: Path) -> list
         plot_bleu_vs_params(table, out_dir),
         *plot_curves(table, results, out_dir),
         plot_bleu_deltas(table, out_dir),
+        *plot_claims(table, out_dir),
     ]
     return [p for p in plots if p is not None]

@@ -13,7 +13,9 @@ still pending or running. Nothing here imports training code.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +24,33 @@ from ablations.ledger import State
 from data.errors import AblateError
 
 FINISHED_STATES = ("complete", "failed", "pruned")
+FULL = 1.0
+"""The full training budget T (train.max_steps), as a fraction of itself."""
+
+
+def budget_label(fraction: float) -> str:
+    """A budget as a fraction of T, the way the report names it: 'T', 'T/2', '3T/4'."""
+    share = Fraction(fraction).limit_denominator(64)
+    head = "T" if share.numerator == 1 else f"{share.numerator}T"
+    return head if share.denominator == 1 else f"{head}/{share.denominator}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    """A shorter budget of a trial (train.budgets): a branch of the run annealed to `steps`, scored like the end."""
+
+    fraction: float
+    """Its steps as a fraction of T (train.max_steps), in (0, 1)."""
+    steps: int | None
+    """Optimizer steps of the branch."""
+    metrics: dict[str, Any]
+    """Its metrics, the same keys as the record's (bleu, ppl, test_bleu, source_ppl_ratio, ...)."""
+    hypotheses: Path | None
+    """Its dev hypotheses (absolute path), or None."""
+    sentence_nll: Path | None
+    """Its per-sentence dev NLL (absolute path), or None."""
+    test_hypotheses: Path | None
+    """Its test hypotheses (absolute path), or None."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,11 +90,40 @@ class Record:
     """Raw test references, same order (absolute path), or None."""
     raw: dict[str, Any]
     """The whole record as read, for fields this class does not name (optuna, wandb, host, times)."""
+    budgets: tuple[Budget, ...] = ()
+    """The shorter budgets this trial was also scored at, shortest first (none in records older than them)."""
+    fraction: float = FULL
+    """The budget the metrics and files above are from, as a fraction of T: 1.0 as read, less in `at_budget`'s."""
 
     @property
     def label(self) -> str:
         """'row@seed', the name `ablate compare` accepts."""
         return f"{self.row}@{self.seed}"
+
+    @property
+    def fractions(self) -> tuple[float, ...]:
+        """Every budget this record can be seen at (`at_budget`), as fractions of T, ascending."""
+        return tuple(sorted({self.fraction, *(b.fraction for b in self.budgets)}))
+
+    def at_budget(self, fraction: float) -> Record:
+        """The record as its trial stood at budget `fraction` of T: that budget's metrics, hypotheses, sentence NLL
+        and test hypotheses (references, config and curves stay). Its own budget gives itself; AblateError naming
+        the budgets it has for any other."""
+        if math.isclose(fraction, self.fraction):
+            return self
+        budget = next((b for b in self.budgets if math.isclose(b.fraction, fraction)), None)
+        if budget is None:
+            have = ", ".join(budget_label(f) for f in self.fractions)
+            raise AblateError(f"{self.path}: no budget {budget_label(fraction)} (it was scored at {have})")
+        return replace(
+            self,
+            fraction=budget.fraction,
+            metrics=budget.metrics,
+            hypotheses=budget.hypotheses,
+            sentence_nll=budget.sentence_nll,
+            test_hypotheses=budget.test_hypotheses,
+            budgets=(),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +193,27 @@ class StudyResults:
         """The row the others are compared to: the first row of group 'base', else None."""
         return next((r for r in self.rows if r.group == "base"), None)
 
+    @property
+    def fractions(self) -> list[float]:
+        """The budgets of the study, as fractions of T, ascending: those every complete record was scored at, and
+        1.0 (T) always. Records without shorter budgets (older ones, or train.budgets empty) leave T alone."""
+        complete = [s.record for s in self.status.values() if s.record is not None and s.record.state == "complete"]
+        shared = set.intersection(*(set(r.fractions) for r in complete)) if complete else set()
+        return sorted(shared | {FULL})
+
+    def at_budget(self, fraction: float) -> StudyResults:
+        """The study as it stood at budget `fraction` of T (one of `fractions`): every complete record seen at that
+        budget (`Record.at_budget`), the other trials as they are. 1.0 gives the study itself."""
+        if math.isclose(fraction, FULL):
+            return self
+        status = {
+            key: replace(s, record=s.record.at_budget(fraction))
+            if s.record is not None and s.record.state == "complete"
+            else s
+            for key, s in self.status.items()
+        }
+        return replace(self, status=status)
+
 
 def read_json(path: Path) -> Any:
     """Parse a JSON file; AblateError naming the file when it is missing or corrupt."""
@@ -195,7 +274,30 @@ def read_record(path: Path, out_dir: Path | None = None) -> Record:
         test_hypotheses=_resolve(out_dir, data.get("test_hypotheses")),
         test_references=_resolve(out_dir, data.get("test_references")),
         raw=data,
+        budgets=_budgets(data.get("budgets"), path, out_dir),
     )
+
+
+def _budgets(raw: Any, path: Path, out_dir: Path) -> tuple[Budget, ...]:
+    """A record's 'budgets' list read into `Budget`s, shortest first (empty when it has none)."""
+    if not raw:
+        return ()
+    if not isinstance(raw, list):
+        raise AblateError(f"{path}: field 'budgets' has the wrong type ({type(raw).__name__})")
+    budgets = []
+    for item in raw:
+        fraction = _require(item, "fraction", path, (int, float))
+        budgets.append(
+            Budget(
+                fraction=float(fraction),
+                steps=item.get("steps"),
+                metrics=item.get("metrics") or {},
+                hypotheses=_resolve(out_dir, item.get("hypotheses")),
+                sentence_nll=_resolve(out_dir, item.get("sentence_nll")),
+                test_hypotheses=_resolve(out_dir, item.get("test_hypotheses")),
+            )
+        )
+    return tuple(sorted(budgets, key=lambda b: b.fraction))
 
 
 def read_study_json(out_dir: Path) -> dict[str, Any]:

@@ -1,23 +1,25 @@
 """Table 3 rebuilt from a results directory: one `ReportRow` per study row, numbers over seeds, the paper beside ours.
 
 This module computes; `reports.formats` only formats. Every number here comes from the trial records (mean and
-sample standard deviation over the complete seeds), the paper's from `ablations/studies/table3.yaml`.
+sample standard deviation over the complete seeds), the paper's from `ablations/studies/table3.yaml`. The table shows
+the full budget T; the shorter budgets the trials were also scored at (train.budgets) give each row's gain from the
+last of them to T, and every claim is judged at each of them (`reports.claims`).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from reports.claims import Claim, ClaimVerdict, judge, parse_claims
-from reports.convergence import Convergence, row_convergence
+from reports.claims import Claim, ClaimVerdict, Tests, judge, parse_claims
+from reports.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence, source_ratio
 from reports.metrics import chrf_signature, system_scores
 from reports.paper import PaperRow, load_paper_table
-from reports.results import Record, RowSpec, StudyResults, TrialStatus
-from reports.significance import N_SAMPLES, Significance, paired_bootstrap_vs_base
-from reports.stats import METRICS, RowTest, compare_rows
+from reports.results import FULL, Record, RowSpec, StudyResults, TrialStatus, budget_label
+from reports.stats import METRICS, N_SAMPLES, RowTest, compare_rows, significance_mark
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,13 @@ class ReportRow:
     """Test-set chrF over complete seeds; None when not scored."""
     convergence: Convergence | None = None
     """Whether the row's trials reached their plateau (its least converged trial's state)."""
+    budget_gain: Stat | None = None
+    """BLEU at T minus BLEU at the study's last shorter budget, per complete seed; None without shorter budgets."""
+    source_ratio: dict[float, float] = field(default_factory=dict)
+    """Budget (fraction of T) -> the lowest source_ppl_ratio over the complete seeds, where the records give one."""
     tests: dict[str, RowTest] = field(default_factory=dict)
-    """metric -> test of this row against the base (seeds and sentences, Holm-corrected); empty for the base."""
+    """metric -> test of this row against the base at T (seeds and sentences, Holm-corrected); empty for the base.
+    Its BLEU test gives the row's significance mark (`mark`) and, with the shorter budgets', the claims' verdicts."""
     params_m: float | None = None
     """Parameters x10^6."""
     delta_bleu: Stat | None = None
@@ -119,8 +126,6 @@ class ReportRow:
     """PPL minus the base's, paired like delta_bleu."""
     delta_chrf: Stat | None = None
     """chrF minus the base's, paired like delta_bleu."""
-    significance: Significance | None = None
-    """Paired bootstrap test of BLEU against the base (None for the base itself)."""
     paper: PaperRow | None = None
     """The paper's numbers for a row of the same name."""
     wall_time_s: float | None = None
@@ -133,6 +138,15 @@ class ReportRow:
     @property
     def n_seeds(self) -> int:
         return len(self.status)
+
+    @property
+    def mark(self) -> str:
+        """'‡' / '†' when the BLEU test against the base is significant at T (`reports.stats.significance_mark`)."""
+        return significance_mark(self.tests.get("bleu"))
+
+    def no_source(self) -> dict[float, float]:
+        """Budget -> source_ppl_ratio, where the row did not learn to translate (a ratio below SOURCE_RATIO_MIN)."""
+        return {f: ratio for f, ratio in self.source_ratio.items() if ratio < SOURCE_RATIO_MIN}
 
     def count(self, state: str) -> int:
         return sum(s.state == state for s in self.status.values())
@@ -168,7 +182,13 @@ class ReportTable:
     out_dir: str
     generated_at: str
     n_samples: int = N_SAMPLES
-    """Bootstrap resamples of the significance test."""
+    """Bootstrap resamples of the dev sentences in every test."""
+    fractions: list[float] = field(default_factory=lambda: [FULL])
+    """The study's budgets as fractions of T, ascending, T (1.0) last (`StudyResults.fractions`)."""
+    withheld: str | None = None
+    """Why no claim gets a verdict (study.json's pipeline_check: a preset too short to judge anything), else None."""
+    precision: dict[float, float] = field(default_factory=dict)
+    """Budget -> median over the rows of the half-width of the 95% interval of their BLEU difference from the base."""
     claims: list[ClaimVerdict] = field(default_factory=list)
     """A verdict for each of the study's claims (empty when the study declares none)."""
     chrf_signature: str = ""
@@ -234,12 +254,10 @@ def _mean(records: list[Record], metric: str) -> float | None:
     return stat.mean if stat else None
 
 
-def _row_tests(
-    results: StudyResults, rows: list[ReportRow], base: str, n_samples: int
-) -> dict[tuple[str, str, str], RowTest]:
+def _row_tests(results: StudyResults, rows: list[ReportRow], base: str, n_samples: int) -> Tests:
     """Every row against the base on every metric, counting seed and sentence noise, Holm-corrected per metric."""
     pairs = [(r.name, base) for r in rows if r.name != base]
-    tests: dict[tuple[str, str, str], RowTest] = {}
+    tests: Tests = {}
     for metric in METRICS:
         systems = {
             r.name: [s for s in (system_scores(rec, metric) for rec in results.records(r.name)) if s is not None]
@@ -263,7 +281,7 @@ def _paper_numbers(rows: list[ReportRow]) -> dict[str, dict[str, float | None]]:
 
 def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: list[Claim] | None = None) -> ReportTable:
     """Table 3 for a results directory: configs against the base, metrics over seeds, paper, significance, and a
-    verdict for each claim (`claims`, else those study.json carries)."""
+    verdict for each claim (`claims`, else those study.json carries) at every budget."""
     # By row name only for the built-in study's results written before study.json carried the numbers: a user's
     # own study with a row called 'base' is not the paper's base.
     paper = load_paper_table() if results.meta.get("study") == "table3" else {}
@@ -274,16 +292,10 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
     notes = list(results.notes)
     base_row = next((r for r in rows if base_spec and r.name == base_spec.name), None)
     if base_row is not None:
-        notes += _against_base(results, rows, base_row, base_records, n_samples)
+        notes += _against_base(rows, base_row, base_records)
     elif results.rows:
         notes.append("the study has no row in group 'base': no deltas, no significance, every cell shown")
-    verdicts: list[ClaimVerdict] = []
-    if base_row is not None and base_records:
-        verdicts = _verdicts(results, rows, base_row, claims, n_samples)
-    elif claims:
-        notes.append("claims not judged: the study has no base row with a complete trial")
-    return ReportTable(
-        claims=verdicts,
+    table = ReportTable(
         chrf_signature=chrf_signature(),
         study=results.study,
         preset=results.preset,
@@ -295,7 +307,14 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
         out_dir=str(results.out_dir),
         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         n_samples=n_samples,
+        fractions=results.fractions,
+        withheld=results.meta.get("pipeline_check") or None,
     )
+    if base_row is not None and base_records:
+        table.claims = _verdicts(results, table, base_row, claims)
+    elif claims:
+        notes.append("claims not judged: the study has no base row with a complete trial")
+    return table
 
 
 def _report_row(results: StudyResults, spec, base_spec, base_config: dict, paper: dict) -> ReportRow:
@@ -322,6 +341,8 @@ def _report_row(results: StudyResults, spec, base_spec, base_config: dict, paper
         test_bleu=Stat.of(records, "test_bleu"),
         test_chrf=Stat.of(records, "test_chrf"),
         convergence=row_convergence(results.records(spec.name, state=None)),
+        budget_gain=_budget_gain(results, spec.name),
+        source_ratio=_source_ratios(results, spec.name),
         params_m=params / 1e6 if params is not None else None,
         paper=_paper_row(spec) or paper.get(spec.name),
         wall_time_s=_mean(records, "wall_time_s"),
@@ -330,30 +351,64 @@ def _report_row(results: StudyResults, spec, base_spec, base_config: dict, paper
     )
 
 
-def _against_base(results: StudyResults, rows: list[ReportRow], base_row: ReportRow, base_records, n_samples: int):
-    """Fill each row's deltas and per-seed significance against the base; return the notes this leaves."""
-    notes = []
-    others = {r.name: results.records(r.name) for r in rows if r is not base_row and results.records(r.name)}
-    tests = paired_bootstrap_vs_base(base_records, others, n_samples=n_samples) if base_records else {}
+def _budget_gain(results: StudyResults, name: str) -> Stat | None:
+    """BLEU at T minus BLEU at the last shorter budget, paired by seed; None when the study has no shorter budget."""
+    if len(results.fractions) < 2:
+        return None
+    shorter = results.at_budget(results.fractions[-2]).records(name)
+    return _paired_delta(Stat.of(results.records(name), "bleu"), Stat.of(shorter, "bleu"))
+
+
+def _source_ratios(results: StudyResults, name: str) -> dict[float, float]:
+    """Budget -> the row's lowest source_ppl_ratio over its complete seeds, where the records give one."""
+    ratios = {f: source_ratio(results.at_budget(f).records(name)) for f in results.fractions}
+    return {f: ratio for f, ratio in ratios.items() if ratio is not None}
+
+
+def _against_base(rows: list[ReportRow], base_row: ReportRow, base_records) -> list[str]:
+    """Fill each row's deltas against the base; return the notes this leaves."""
     for row in rows:
         if row is base_row:
             continue
         row.delta_bleu = _paired_delta(row.bleu, base_row.bleu)
         row.delta_ppl = _paired_delta(row.ppl, base_row.ppl)
         row.delta_chrf = _paired_delta(row.chrf, base_row.chrf)
-        row.significance = tests.get(row.name)
-        if row.significance is not None and row.significance.note:
-            notes.append(f"{row.name}: not tested for significance ({row.significance.note})")
     if not base_records:
-        notes.append(f"the base row '{base_row.name}' has no complete trial yet: no deltas, no significance")
-    return notes
+        return [f"the base row '{base_row.name}' has no complete trial yet: no deltas, no significance"]
+    return []
 
 
-def _verdicts(results: StudyResults, rows: list[ReportRow], base_row: ReportRow, claims, n_samples: int):
-    """Every row tested against the base on every metric (seed and sentence noise), then each claim judged."""
-    tests = _row_tests(results, rows, base_row.name, n_samples)
-    for row in rows:
-        row.tests = {metric: tests[(row.name, base_row.name, metric)] for metric in METRICS if row is not base_row}
+def _verdicts(results: StudyResults, table: ReportTable, base_row: ReportRow, claims) -> list[ClaimVerdict]:
+    """Every row tested against the base on every metric at every budget (seed and sentence noise), the table's
+    marks and precision from those tests, then each claim judged on them."""
+    tests = {f: _row_tests(results.at_budget(f), table.rows, base_row.name, table.n_samples) for f in table.fractions}
+    for row in table.rows:
+        if row is not base_row:
+            row.tests = {metric: tests[FULL][(row.name, base_row.name, metric)] for metric in METRICS}
+    table.precision = {f: width for f, by_key in tests.items() if (width := _median_half_width(by_key)) is not None}
     study_claims = claims if claims is not None else _study_claims(results)
-    unconverged = {r.name for r in rows if r.convergence is not None and r.convergence.state != "plateau"}
-    return judge(study_claims, tests, base_row.name, _paper_numbers(rows), unconverged)
+    paper = _paper_numbers(table.rows)
+    return judge(study_claims, tests, base_row.name, paper, excluded=_excluded(table), withheld=table.withheld)
+
+
+def _median_half_width(tests: Tests) -> float | None:
+    """The median over the rows of the half-width of the 95% interval of their BLEU difference from the base."""
+    widths = [
+        (t.ci[1] - t.ci[0]) / 2 for (_, _, metric), t in tests.items() if metric == "bleu" and t.effect is not None
+    ]
+    widths = [w for w in widths if math.isfinite(w)]
+    return statistics.median(widths) if widths else None
+
+
+def _excluded(table: ReportTable) -> dict[float, dict[str, str]]:
+    """Budget -> row -> why the row gives no verdict there: it diverged (every budget), or it did not learn to
+    translate at that budget."""
+    out: dict[float, dict[str, str]] = {f: {} for f in table.fractions}
+    for row in table.rows:
+        if row.convergence is not None and row.convergence.state == "diverged":
+            for fraction in table.fractions:
+                out[fraction][row.name] = "diverged"
+        for fraction, ratio in row.no_source().items():
+            why = f"did not learn to translate at {budget_label(fraction)} (PPL ×{ratio:.1f} with swapped sources)"
+            out[fraction].setdefault(row.name, why)
+    return out

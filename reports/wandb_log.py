@@ -115,6 +115,8 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
                 run.summary[f"chrf/{rec['row']}"] = rec["chrf_mean"]
         for cv in table.claims:  # the verdicts, readable on the run's overview page
             run.summary[f"claims/{cv.claim.id}"] = cv.verdict
+        for fraction, width in table.precision.items():  # the study's precision at each budget, to quote
+            run.summary[f"ci_half_width_bleu/at{fraction:g}"] = width
         run_dir = Path(run.dir).parent
         definition = view_definition(meta, project=project, group=group, entity=entity, claims=bool(claims))
         script = write_view_script(run_dir.parent / VIEW_SCRIPT, definition)

@@ -36,6 +36,12 @@ def build_parser(documented: bool = False):
     )
     p.add_argument("--out", default=None, help="output directory (default runs/<study>-<preset>)")
     p.add_argument("--name", default=None, help="Optuna study name (default <study>-<preset>)")
+    p.add_argument(
+        "--rows",
+        default=None,
+        help="train only these rows, comma-separated (e.g. base,B1,C1); the others stay pending, and the same "
+        "command without --rows trains them later",
+    )
     p.add_argument("--retry_failed", action="store_true", help="run failed trials again (default: keep their result)")
     p.add_argument("--no_report", action="store_true", help="do not build the report at the end")
     p.add_argument(
@@ -74,6 +80,7 @@ def make_plan(ns):
         name=ns.name or f"{study.name}-{preset}",
         extra=overrides(ns),
         retry_failed=ns.retry_failed,
+        only=_rows(ns.rows, study),
     )
     for row in study.rows:  # every row with the command-line settings must build before anything runs
         try:
@@ -81,6 +88,20 @@ def make_plan(ns):
         except AblateError as err:
             raise AblateError(f"{err} (with the command-line settings)") from None
     return plan
+
+
+def _rows(text: str | None, study) -> list[str] | None:
+    """--rows as a list of the study's row names; one line naming the unknown ones otherwise."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    known = [row.name for row in study.rows]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise AblateError(
+            f"--rows: no row {', '.join(unknown) or '(empty)'} in study {study.name}: choose from {', '.join(known)}"
+        )
+    return names
 
 
 def main(argv: list[str]) -> int:

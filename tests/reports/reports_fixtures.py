@@ -2,11 +2,15 @@
 
 Hypotheses are made from the references by corrupting a fraction of the words (seeded), and every record's BLEU
 is the real sacrebleu corpus BLEU of its hypotheses, so the records are consistent with what the report re-tests.
+With `budgets`, every complete trial is also scored at shorter budgets (train.budgets), each with its own
+hypotheses and per-sentence NLL, as a sweep writes them; with `source_ratios`, every score has the swapped-source
+perplexity (`ppl_swapped`, `source_ppl_ratio`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import zlib
 from pathlib import Path
@@ -97,6 +101,39 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
 
+SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+
+
+def write_scores(
+    out: Path, key: str, hyps: list[str], refs: list[str], *, nll: bool = False, ratio: float | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Write hyps/<key>.txt (and, with `nll`, hyps/<key>.nll.tsv: per sentence summed NLL <tab> target tokens, summing
+    to the PPL); returns the dev metrics (BLEU by sacrebleu, a PPL that falls as BLEU rises, the swapped-source PPL
+    at `ratio` times it) and the record's paths to the files."""
+    bleu = sacrebleu.corpus_bleu(hyps, [refs]).score
+    ppl = 2.0 + (100.0 - bleu) / 20.0
+    paths = {"hypotheses": f"hyps/{key}.txt"}
+    (out / "hyps").mkdir(parents=True, exist_ok=True)
+    (out / paths["hypotheses"]).write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    if nll:
+        rng = random.Random(zlib.crc32(key.encode()))
+        tokens = [len(r.split()) + 1 for r in refs]
+        weights = [t * rng.uniform(0.5, 1.5) for t in tokens]
+        scale = math.log(ppl) * sum(tokens) / sum(weights)
+        paths["sentence_nll"] = f"hyps/{key}.nll.tsv"
+        lines = [f"{w * scale:.6f}\t{t}" for w, t in zip(weights, tokens, strict=True)]
+        (out / paths["sentence_nll"]).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    metrics = {
+        "bleu": round(bleu, 4),
+        "ppl": round(ppl, 4),
+        "nll": round(math.log(ppl), 4),
+        "bleu_signature": SIGNATURE,
+    }
+    if ratio is not None:
+        metrics |= {"ppl_swapped": round(ppl * ratio, 4), "source_ppl_ratio": ratio}
+    return metrics, paths
+
+
 def make_record(
     out: Path,
     name: str,
@@ -111,11 +148,59 @@ def make_record(
     study: str = "table3",
     wall_time_s: float = 60.0,
     device: str = "cpu",
+    budgets: dict[float, list[str]] | None = None,
+    ratios: dict[float, float] | None = None,
 ) -> dict[str, Any]:
-    """Write records/<name>__seed<seed>.json (and its hypotheses); returns the record."""
+    """Write records/<name>__seed<seed>.json (and its hypotheses); returns the record. `budgets`: fraction -> the
+    hypotheses of that shorter budget (then every score also gets its per-sentence NLL); `ratios`: fraction (1.0 for
+    T) -> source_ppl_ratio (default 18) of each score, or None for records without one."""
     config = row_config(overrides)
     config["train"]["seed"] = seed
-    record: dict[str, Any] = {
+    record = _skeleton(name, group, overrides, seed, config, state=state, reason=reason, study=study)
+    if state == "complete":
+        assert hyps is not None
+        steps = config["train"]["max_steps"]
+
+        def ratio(fraction: float) -> float | None:
+            return ratios.get(fraction, 18.0) if ratios is not None else None
+
+        metrics, paths = write_scores(out, f"{name}__seed{seed}", hyps, refs, nll=bool(budgets), ratio=ratio(1.0))
+        record.update(paths)
+        record["metrics"] = metrics | {
+            "loss": 1.1,
+            "params": params_of(config["model"]),
+            "steps": steps,
+            "tokens_per_sec": 5000.0 + 100 * seed,
+            "tgt_tokens_per_sec": 2500.0,
+            "wall_time_s": wall_time_s + 10 * seed,
+            "train_time_s": wall_time_s - 5,
+            "device": device,
+        }
+        if budgets:
+            record["budgets"] = [
+                _budget(out, f"{name}__seed{seed}", fraction, round(steps * fraction), short, refs, ratio(fraction))
+                for fraction, short in sorted(budgets.items())
+            ]
+        record["curves"] = _curves(steps, metrics["ppl"], metrics["bleu"])
+    elif state == "failed":
+        record["metrics"] = {"steps": 37, "device": device}
+    write_json(out / "records" / f"{name}__seed{seed}.json", record)
+    return record
+
+
+def _skeleton(
+    name: str,
+    group: str,
+    overrides: dict[str, Any],
+    seed: int,
+    config: dict,
+    *,
+    state: str,
+    reason: str | None,
+    study: str,
+) -> dict[str, Any]:
+    """A record's fields before its scores: the trial, its config, the references, and where it ran."""
+    return {
         "study": study,
         "preset": "smoke",
         "row": name,
@@ -135,47 +220,29 @@ def make_record(
         "started_at": "2026-01-01T00:00:00+00:00",
         "finished_at": "2026-01-01T00:01:00+00:00",
     }
-    if state == "complete":
-        assert hyps is not None
-        bleu = sacrebleu.corpus_bleu(hyps, [refs])
-        hyp_rel = f"hyps/{name}__seed{seed}.txt"
-        (out / hyp_rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / hyp_rel).write_text("\n".join(hyps) + "\n", encoding="utf-8")
-        ppl = 2.0 + (100.0 - bleu.score) / 20.0
-        steps = config["train"]["max_steps"]
-        record["hypotheses"] = hyp_rel
-        record["metrics"] = {
-            "bleu": round(bleu.score, 4),
-            "ppl": round(ppl, 4),
-            "nll": 0.7,
-            "loss": 1.1,
-            "params": params_of(config["model"]),
-            "steps": steps,
-            "tokens_per_sec": 5000.0 + 100 * seed,
-            "tgt_tokens_per_sec": 2500.0,
-            "wall_time_s": wall_time_s + 10 * seed,
-            "train_time_s": wall_time_s - 5,
-            "device": device,
-            "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
-        }
-        n = 4
-        record["curves"] = {
-            "val": [
-                {
-                    "step": steps * (i + 1) // n,
-                    "loss": 3.0 - i * 0.3,
-                    "nll": 2.9 - i * 0.3,
-                    "ppl": ppl * (1 + (n - 1 - i) * 0.5),
-                    "bleu": bleu.score * (i + 1) / n,
-                }
-                for i in range(n)
-            ],
-            "train": [{"step": 10 * i, "loss": 5.0 - 0.1 * i, "lr": 1e-4 * i} for i in range(1, 10)],
-        }
-    elif state == "failed":
-        record["metrics"] = {"steps": 37, "device": device}
-    write_json(out / "records" / f"{name}__seed{seed}.json", record)
-    return record
+
+
+def _curves(steps: int, ppl: float, bleu: float, n: int = 4) -> dict[str, list[dict[str, Any]]]:
+    """Validation curves that still rise at the end (BLEU grows linearly to its final value), and a training curve."""
+    return {
+        "val": [
+            {
+                "step": steps * (i + 1) // n,
+                "loss": 3.0 - i * 0.3,
+                "nll": 2.9 - i * 0.3,
+                "ppl": ppl * (1 + (n - 1 - i) * 0.5),
+                "bleu": bleu * (i + 1) / n,
+            }
+            for i in range(n)
+        ],
+        "train": [{"step": 10 * i, "loss": 5.0 - 0.1 * i, "lr": 1e-4 * i} for i in range(1, 10)],
+    }
+
+
+def _budget(out: Path, key: str, fraction: float, steps: int, hyps, refs, ratio: float | None) -> dict[str, Any]:
+    """One entry of a record's 'budgets', its files written as a sweep writes a budget's."""
+    metrics, paths = write_scores(out, f"{key}.b{steps}", hyps, refs, nll=True, ratio=ratio)
+    return {"fraction": fraction, "steps": steps, "metrics": metrics | {"steps": steps}, **paths}
 
 
 def make_study(
@@ -187,12 +254,20 @@ def make_study(
     storage: str | None = "journal",
     plan: dict[tuple[str, int], str] | None = None,
     reasons: dict[tuple[str, int], str] | None = None,
+    budgets: dict[float, dict[str, float]] | None = None,
+    ratios: dict[tuple[str, float], float] | None = None,
+    seed_rates: dict[tuple[str, int], float] | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> Path:
     """A results directory. `plan` gives (row, seed) -> 'complete' | 'failed' | 'running' | 'pending' (default
-    complete); with storage='journal' an Optuna journal holds one trial per row x seed in that state."""
+    complete); with storage='journal' an Optuna journal holds one trial per row x seed in that state.
+
+    `budgets`: shorter budget (fraction of T) -> row -> the corruption rate of its hypotheses there (a row not named:
+    its rate at T + 0.05). `ratios`: (row, fraction) -> source_ppl_ratio (unnamed: 18), None: records without one.
+    `seed_rates`: (row, seed) -> the rate at T of that seed instead of the row's. `meta`: more study.json fields."""
     out.mkdir(parents=True, exist_ok=True)
     plan = plan or {}
-    reasons = reasons or {}
+    reasons, budgets, seed_rates = reasons or {}, budgets or {}, seed_rates or {}
     refs = references()
     (out / "refs").mkdir(exist_ok=True)
     (out / "refs" / "valid.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
@@ -208,28 +283,26 @@ def make_study(
             "wandb_project": "ablate-test",
             "rows": [{"name": n, "group": g, "overrides": o, "config": row_config(o)} for n, g, o, _ in rows],
             "created_at": "2026-01-01T00:00:00+00:00",
+            **(meta or {}),
         },
     )
     for name, group, overrides, rate in rows:
         for seed in seeds:
             state = plan.get((name, seed), "complete")
             if state in ("complete", "failed"):
-                hyps = corrupt(refs, rate, seed=zlib.crc32(f"{name}@{seed}".encode())) if rate >= 0 else list(refs)
-                make_record(
-                    out,
-                    name,
-                    group,
-                    overrides,
-                    seed,
-                    hyps=hyps,
-                    refs=refs,
-                    state=state,
-                    study=study,
-                    reason=reasons.get((name, seed)),
-                )
+                hyps = _hyps(refs, seed_rates.get((name, seed), rate), f"{name}@{seed}")
+                shorter = {f: _hyps(refs, r.get(name, rate + 0.05), f"{name}@{seed}@{f}") for f, r in budgets.items()}
+                mine = {f: r for (row, f), r in ratios.items() if row == name} if ratios is not None else None
+                make_record(out, name, group, overrides, seed, hyps=hyps, refs=refs, state=state, study=study,
+                            reason=reasons.get((name, seed)), budgets=shorter, ratios=mine)  # fmt: skip
     if storage == "journal":
         _make_journal(out / "optuna.journal", f"{study}-smoke", rows, seeds, plan, reasons)
     return out
+
+
+def _hyps(refs: list[str], rate: float, key: str) -> list[str]:
+    """Hypotheses at corruption `rate`, seeded by `key`; a negative rate: the references themselves."""
+    return corrupt(refs, rate, seed=zlib.crc32(key.encode())) if rate >= 0 else list(refs)
 
 
 def _make_journal(path, study_name, rows, seeds, plan, reasons) -> None:

@@ -1,5 +1,6 @@
-"""Claims and their verdicts: the statistics on constructed results, the Holm correction, the plateau flag, a user's
-claims file end to end, and bad claims files."""
+"""Claims and their verdicts: the statistics on constructed results, the Holm correction, a row that gives no
+verdict, the plateau flag, a user's claims file end to end, and bad claims files. Verdicts across budgets:
+test_reports_budgets.py."""
 
 from __future__ import annotations
 
@@ -121,15 +122,17 @@ def test_test_rows_applies_holm_over_rows_against_the_base():
     assert adjusted["A"] > ps["A"]
 
 
-def test_a_row_not_at_plateau_gets_no_verdict():
+def test_an_excluded_row_gets_no_verdict():
     claim = parse_claims(
         {"claims": [{"id": "c", "text": "t", "compare": [{"row": "A", "metric": "bleu", "expect": "higher"}]}]}, "x"
     )
     scores = {"base": systems([25.0, 25.2]), "A": systems([30.0, 30.2])}
-    tests = compare_rows(scores, [("A", "base")], "bleu")
+    tests = {1.0: compare_rows(scores, [("A", "base")], "bleu")}
     assert judge(claim, tests, "base")[0].verdict == "reproduced"
-    verdict = judge(claim, tests, "base", unconverged={"A"})[0]
-    assert verdict.verdict == "inconclusive" and verdict.comparisons[0].unconverged == ("A",)
+    verdict = judge(claim, tests, "base", excluded={1.0: {"A": "diverged"}})[0]
+    (comparison,) = verdict.comparisons
+    assert verdict.verdict == "inconclusive" and comparison.reason == "no verdict: A diverged"
+    assert comparison.budgets[0].excluded == ("A diverged",) and comparison.test.p_holm < 0.05
 
 
 # --- the plateau flag ---------------------------------------------------------------------------------------------
@@ -253,19 +256,19 @@ def test_a_users_claims_file_is_judged_in_every_format(tmp_path):
     )
     doc, verdicts = _report_with(out, claims)
     report = out / "report"
-    # The fixture's curves still rise, so no row is at its plateau: every verdict must say inconclusive.
-    assert verdicts == {"deep-helps": "inconclusive", "wide-helps": "inconclusive", "one-head": "inconclusive"}
+    # The fixture's curves still rise: the report says so, but a plateau no longer gates the verdicts.
+    assert verdicts == {"deep-helps": "reproduced", "wide-helps": "reproduced", "one-head": "contradicted"}
     effects = {c["claim"]: c["effect"] for c in doc["claims"]}
     assert effects["deep-helps"] < 0 < effects["wide-helps"] and effects["one-head"] < 0
     md = (report / "table3-smoke.md").read_text()
-    assert "One layer is worse" in md and "NOT AT PLATEAU" in md
+    assert "One layer is worse" in md and "NOT AT PLATEAU" in md and "not checked across budgets" in md
     html = (report / "table3-smoke.html").read_text()
     assert html.index("One head is better") < html.index('id="report-table"')  # verdicts near the top
     assert "Wider is better" in (report / "table3-smoke.tex").read_text()
     assert "one-head" in (report / "table3-smoke.claims.csv").read_text()
 
 
-def test_verdicts_follow_the_numbers_once_rows_are_at_their_plateau(tmp_path):
+def test_verdicts_follow_the_numbers_at_their_plateau_too(tmp_path):
     out = _results(tmp_path)
     for path in (out / "records").glob("*.json"):  # flatten every curve: each row now at its plateau
         rec = json.loads(path.read_text())
@@ -283,6 +286,8 @@ def test_verdicts_follow_the_numbers_once_rows_are_at_their_plateau(tmp_path):
     assert verdicts["deep-helps"] == "reproduced"  # C1 corrupts twice the words of the base
     assert verdicts["one-head"] == "contradicted"  # A1 is clearly worse, the claim said better
     assert verdicts["positions"] == "inconclusive"  # a 0.01 BLEU margin is far inside the noise
+    positions = next(c for c in doc["claims"] if c["claim"] == "positions")
+    assert positions["reason"].startswith("too noisy to tell (detectable: ") and positions["mde"] > 0.01
     assert all(row["plateau"] == "plateau" for row in doc["rows"])
 
 

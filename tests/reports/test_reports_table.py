@@ -101,7 +101,7 @@ def test_half_finished_study_shows_pending_running_and_failed(tmp_path):
     assert a1.bleu.n == 1 and a1.bleu.std is None and a1.state == "running"
     b1 = table.row("B1")
     assert [b1.status[s].state for s in (0, 1)] == ["running", "pending"] and b1.bleu is None
-    assert b1.delta_bleu is None and b1.significance is None
+    assert b1.delta_bleu is None and b1.tests["bleu"].effect is None and b1.mark == ""
     c1 = table.row("C1")
     assert c1.status[1].state == "failed" and c1.reasons == {1: reason}
     assert c1.bleu.n == 1  # the complete seed still counts

@@ -79,9 +79,11 @@ def test_offline_run_holds_the_claims_and_their_verdicts(tmp_path, clean_wandb_e
         ("heads", "A1", "bleu"),
         ("heads", "B1", "ppl"),
     ]
-    assert all(x["verdict"] == "inconclusive" for x in lines)  # the fixture's curves still rise: no plateau
+    assert [x["verdict"] for x in lines[:2]] == ["reproduced", "reproduced"]  # C1 and A1 are clearly worse
     assert lines[0]["effect"] < 0 and lines[0]["ci_low"] < lines[0]["effect"] < lines[0]["ci_high"]
-    assert run["summary"]["claims/shallow"] == "inconclusive" and "chrf/base" in run["summary"]
+    assert lines[0]["mde"] > 0 and lines[0]["budgets"] == "T" and "reason" in columns
+    assert run["summary"]["claims/shallow"] == "reproduced" and "chrf/base" in run["summary"]
+    assert run["summary"]["ci_half_width_bleu/at1"] > 0
 
 
 def test_wandb_disabled_by_environment_is_a_no_op(tmp_path, clean_wandb_env, monkeypatch):
