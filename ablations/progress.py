@@ -271,16 +271,21 @@ def eta_seconds(rows: list[RowStatus], workers: int, eta: Eta | None = None) -> 
     return (eta or Eta()).total(rows, workers)
 
 
+CPU_SIZE_ALPHA = 0.69
+"""How a row's time per step grows with its parameter count on one CPU core: time ~ params ** 0.69, fitted by least
+squares on the 21 Table 3 rows' step times relative to the base at the tiny preset (benchmarks/SCIENCE.md, section
+3: big has 3.66x the parameters and takes 2.48x the time, C1 0.44x and 0.39x)."""
+
+
 def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None) -> str:
     """What the plan's trials (rows x seeds) cost, in one line, before any has run: from the preset's measured base
     trial on one core (`Preset.base_trial_s`; else `base_step_s` per step, training alone), the base being Table 3's
     base row at the preset as `make study` runs it. A row's trial is the base's times the ratio of its steps (main
-    run and budget branches, `Work.total`) and the ratio of its parameter count: the size model of `Eta` with
-    alpha 1, as before it has measured rows that span sizes (on a CPU a bigger row costs less than in proportion,
-    so a study with one, like Table 3's big row, comes out high). The wall time spreads the trials over min(workers,
-    cores), each at one core's speed (a worker given several cores is somewhat faster), and is never below the
-    longest trial. `cores` None: the trials run on GPUs, which the measurement on a core does not time. `work`:
-    the rows' (`Eta.for_plan`)."""
+    run and budget branches, `Work.total`) and its parameter count's ratio to the power CPU_SIZE_ALPHA (the size
+    model of `Eta`, fitted once on measured step times instead of learnt as a sweep runs). The wall time spreads
+    the trials over min(workers, cores), each at one core's speed (a worker given several cores is somewhat
+    faster), and is never below the longest trial. `cores` None: the trials run on GPUs, which the measurement on a
+    core does not time. `work`: the rows' (`Eta.for_plan`)."""
     from ablations.presets import get_preset
     from ablations.studies import load_study
 
@@ -294,7 +299,8 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None)
     else:
         per_step = preset.base_step_s
         measured = f"base step {preset.base_step_s * 1e3:.0f} ms on one core, measured; training steps alone"
-    times = [per_step * work[row.name].total * work[row.name].params / base.params for row, _ in plan.keys()]
+    size = {name: (w.params / base.params) ** CPU_SIZE_ALPHA for name, w in work.items()}
+    times = [per_step * work[row.name].total * size[row.name] for row, _ in plan.keys()]
     line = f"cost: {trials} trials, about {sum(times) / 3600:.1f} core-hours ({measured})"
     if cores is None:
         return f"{line}; this machine's GPUs will differ"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ablations.presets import PRESETS
-from ablations.progress import Work, cost_line
+from ablations.progress import CPU_SIZE_ALPHA, Work, cost_line
 from ablations.studies import load_study
 from ablations.sweep import Plan
 
@@ -38,15 +38,16 @@ def test_the_cost_is_the_measured_base_trial_scaled_by_each_rows_steps_and_size(
     work = {
         "ok1": base,  # a base trial: 10 minutes
         "nan": Work(2 * base.total, base.params),  # twice the steps: 20 minutes
-        "ok2": Work(base.steps, 3 * base.params, base.branches),  # three times the parameters: 30 minutes
+        "ok2": Work(base.steps, 3 * base.params, base.branches),  # three times the parameters: 3 ** 0.69 x 10 min
     }
-    # Two seeds: 2 x 60 minutes, 2 core-hours; on 2 cores an hour, never less than the longest trial.
+    assert CPU_SIZE_ALPHA == 0.69  # 3 ** 0.69 = 2.134: 21m20s
+    # Two seeds: 2 x (10 + 20 + 21.34) minutes, 1.7 core-hours; on 2 cores half that, never less than the longest.
     assert cost_line(plan(tmp_path), work, workers=2, cores=2) == (
-        "cost: 6 trials, about 2.0 core-hours (base trial 10m00s on one core, measured); "
-        "on this machine's 2 cores with 2 worker(s) about 1h00m"
+        "cost: 6 trials, about 1.7 core-hours (base trial 10m00s on one core, measured); "
+        "on this machine's 2 cores with 2 worker(s) about 51m20s"
     )
-    assert cost_line(plan(tmp_path), work, workers=8, cores=2).endswith("with 8 worker(s) about 1h00m")
-    assert cost_line(plan(tmp_path), work, workers=12, cores=16).endswith("about 30m00s")
+    assert cost_line(plan(tmp_path), work, workers=8, cores=2).endswith("with 8 worker(s) about 51m20s")
+    assert cost_line(plan(tmp_path), work, workers=12, cores=16).endswith("about 21m20s")  # the longest trial
     assert cost_line(plan(tmp_path), work, workers=1, cores=None).endswith("; this machine's GPUs will differ")
 
 
