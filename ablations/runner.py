@@ -53,8 +53,9 @@ def coordinate(plan: Plan, workers: int | None) -> None:
     workers = workers or default_workers(plan)
     eta = progress.Eta.for_plan(plan)
     storage = redact(plan.storage)
+    rows = len(plan.study.rows) if plan.only is None else f"{len(plan.only)} of {len(plan.study.rows)}"
     print(
-        f"sweep {plan.study.name} at preset {plan.preset}: {len(plan.study.rows)} rows x {len(plan.seeds)} seeds = "
+        f"sweep {plan.study.name} at preset {plan.preset}: {rows} rows x {len(plan.seeds)} seeds = "
         f"{len(keys)} trials ({queued} newly queued), {workers} worker(s) here\n"
         f"  {progress.cost_line(plan, eta.work, workers, None if _gpus() else _cpu_cores())}\n"
         f"  storage {storage}\n"
