@@ -159,8 +159,10 @@ PRESETS: dict[str, Preset] = {
                 "builtin_max_words": 15,
                 "builtin_train": 5000,
             },
-            base_step_s=None,
-            base_trial_s=None,
+            # Measured 2026-11-24 (benchmarks/SCIENCE.md, section 5): the study's two base trials side by side, one
+            # thread each, 2800 steps + the T/2 branch's 280, validations and test decoding: 471 and 477 s.
+            base_step_s=0.145,
+            base_trial_s=474.0,
         ),
         Preset(
             name="smoke",

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import socket
 import sys
 import time
@@ -20,13 +21,14 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from lightning_fabric.utilities.rank_zero import rank_zero_only
 
 from ablations import checkpoints, interrupt
 from ablations.config import RunConfig
 from ablations.ledger import write_atomic, write_json_atomic, write_text_atomic
 from ablations.tracking import make_wandb_logger
 from data.datamodule import TranslationDataModule
-from lightning_modules.config import ModelConfig, budget_steps, fork_step
+from lightning_modules.config import ModelConfig, budget_label, budget_steps, fork_step
 from lightning_modules.module import CheckpointAveraging, TranslationModule
 
 
@@ -73,6 +75,7 @@ class FinalValidation(pl.Callback):
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: TranslationModule, *args: Any) -> None:
         if trainer.global_step >= trainer.max_steps:
             trainer.should_stop = True
+            pl_module.final_validation = True
             if pl_module.train_config.final_full_validation:
                 pl_module.bleu_limit = None
 
@@ -344,6 +347,8 @@ def train(
     last = out_dir / "checkpoints" / "last.ckpt"
     if not resume:
         last.unlink(missing_ok=True)
+    if not last.exists():  # the run starts from step 0: an earlier run's budget branches and forks are not its own
+        _forget_budgets(out_dir)
     finished = _finished_result(result_path, last, run.train.max_steps)
     if finished is None:
         result_path.unlink(missing_ok=True)
@@ -394,6 +399,21 @@ class SaveForks(pl.Callback):
         self.directory, self.steps = directory, steps
         self._step_before = -1
 
+    def on_train_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        """A run resumed exactly at a fork step (stopped there, before this callback saved it) saves it now: the
+        state just restored is the fork's. One resumed past a fork that was never saved cannot branch: it says so
+        now rather than after training. Rank 0 decides for all (every rank must call save_checkpoint or none)."""
+        step = trainer.global_step
+        missing = {s for s in self.steps if s <= step and not fork_path(self.directory, s).exists()}
+        missing = trainer.strategy.broadcast(missing, src=0)
+        if step in missing:
+            trainer.save_checkpoint(fork_path(self.directory, step), weights_only=False)
+        elif missing:
+            raise RuntimeError(
+                f"{fork_path(self.directory, min(missing))} is missing and this run has passed that step, so its "
+                f"budget cannot be branched: delete {self.directory.parent} to train the trial again"
+            )
+
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         self._step_before = trainer.global_step
 
@@ -408,6 +428,12 @@ def fork_path(directory: Path, step: int) -> Path:
     return directory / f"fork-{step}.ckpt"
 
 
+def _forget_budgets(out_dir: Path) -> None:
+    """Remove the budget branches (b<steps>/) and fork checkpoints of an earlier run in out_dir."""
+    for path in [*out_dir.glob("b[0-9]*"), *(out_dir / "checkpoints").glob("fork-*.ckpt")]:
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
 def _budget(run: RunConfig, out_dir: Path, fraction: float, datamodule, callbacks: list[pl.Callback]) -> dict[str, Any]:
     """Train and score one shorter budget: its cooldown, as a branch from the main run's fork checkpoint (or from
     the branch's own last checkpoint, when a branch was interrupted), then the final full-dev validation and the test
@@ -420,7 +446,8 @@ def _budget(run: RunConfig, out_dir: Path, fraction: float, datamodule, callback
     done = _branch_result(result_path, steps, run.train.test_eval)
     if done is None:
         branch = replace(run, train=replace(run.train, max_steps=steps, budgets=(), keep_checkpoints="none"))
-        if not (last.exists() and checkpoints.usable(last)):
+        resumable = checkpoints.usable(last) if rank_zero_only.rank == 0 else last.exists()  # as in _fit
+        if not resumable:
             source = fork_path(out_dir / "checkpoints", fork)
             if not source.is_file():
                 raise RuntimeError(
@@ -444,12 +471,6 @@ def _budget(run: RunConfig, out_dir: Path, fraction: float, datamodule, callback
         "sentences": done.sentences,
         "test_hypotheses": done.test_hypotheses,
     }
-
-
-def budget_label(fraction: float) -> str:
-    """'T/2' for 0.5, 'T/4' for 0.25, '0.3T' otherwise: how reports and progress name a shorter budget."""
-    inverse = 1 / fraction
-    return f"T/{round(inverse)}" if abs(inverse - round(inverse)) < 1e-9 else f"{fraction:g}T"
 
 
 def _branch_result(result_path: Path, steps: int, test_eval: bool) -> TrainResult | None:
@@ -476,11 +497,15 @@ def _train_branch(
     prefix = f"[{run.tracking.label or ''}{label}] " if run.tracking.label else f"[{label}] "
     recorder = Recorder(result_path, run.tracking.log_every, run.tracking.progress, time.time(), prefix, fork)
     trainer = make_trainer(run, out_dir, False, recorder, callbacks)
-    module = _fit(trainer, module, datamodule, last, recorder)
+    validated = _finished_result(result_path, last, run.train.max_steps) is not None  # stopped in its test
+    if validated:
+        recorder.resume_test(run.train.max_steps)
+    module = _fit(trainer, module, datamodule, last, recorder, validated=validated)
     if run.train.test_eval:
         _test(trainer, module, datamodule)
-    if trainer.is_global_zero:
-        checkpoints.prune(last.parent, "none")  # the branch is scored: its result.json is all a resume needs
+    if not trainer.is_global_zero:  # only rank 0 writes and reads results; train() keeps rank 0's
+        return TrainResult(metrics={}, curves={}, hypotheses=[], references=[])
+    checkpoints.prune(last.parent, "none")  # the branch is scored: its result.json is all a resume needs
     if recorder.result is not None:
         return recorder.result
     return TrainResult(**json.loads(result_path.read_text(encoding="utf-8")))
@@ -561,7 +586,7 @@ def _fit(
         module = TranslationModule.load_from_checkpoint(last, map_location="cpu", weights_only=True)
         if validated:
             return module
-        module.bleu_limit = None
+        module.bleu_limit, module.final_validation = None, True
         checkpoint = torch.load(last, map_location="cpu", weights_only=True, mmap=True)
         # The fit loop's progress as saved (Lightning restores it for fit only): the validation's point on the
         # curve and the record's steps are then the checkpoint's step, not 0.

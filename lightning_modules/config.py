@@ -205,6 +205,18 @@ class TrainConfig:
             "train.budgets",
             f"must be distinct fractions of max_steps in (0, 1), got {list(self.budgets)}",
         )
+        for fraction in self.budgets:
+            _check(
+                fork_step(self.max_steps, fraction, self.cooldown_frac) >= 1,
+                "train.budgets",
+                f"budget {fraction:g} of {self.max_steps} steps is too short to branch from: raise train.max_steps",
+            )
+        steps = [budget_steps(self.max_steps, f) for f in self.budgets]
+        _check(
+            len(set(steps)) == len(steps) and self.max_steps not in steps,
+            "train.budgets",
+            f"{list(self.budgets)} of {self.max_steps} steps round to the same step counts {steps}: use fewer budgets",
+        )
         _check(self.average_last >= 0, "train.average_last", f"must be >= 0, got {self.average_last}")
 
 
@@ -228,6 +240,15 @@ def cooldown_factor(step: int, max_steps: int, cooldown_frac: float) -> float:
     return 1.0 if into <= 0 else max(0.0, 1.0 - into / (length + 1))
 
 
+def budget_label(fraction: float) -> str:
+    """A budget as a fraction of T, the way progress lines, W&B keys and reports name it: 'T', 'T/2', '3T/4'."""
+    from fractions import Fraction
+
+    share = Fraction(fraction).limit_denominator(64)
+    head = "T" if share.numerator == 1 else f"{share.numerator}T"
+    return head if share.denominator == 1 else f"{head}/{share.denominator}"
+
+
 def budget_steps(max_steps: int, fraction: float) -> int:
     """The steps of a shorter budget (train.budgets) of a run of max_steps."""
     return max(1, round(max_steps * fraction))
@@ -240,4 +261,13 @@ def fork_step(max_steps: int, fraction: float, cooldown_frac: float) -> int:
     return steps - cooldown_steps(steps, cooldown_frac)
 
 
-__all__ = ["ModelConfig", "TrainConfig", "budget_steps", "cooldown_factor", "cooldown_steps", "fork_step", "paper_lr"]
+__all__ = [
+    "ModelConfig",
+    "TrainConfig",
+    "budget_label",
+    "budget_steps",
+    "cooldown_factor",
+    "cooldown_steps",
+    "fork_step",
+    "paper_lr",
+]

@@ -58,6 +58,8 @@ class TranslationModule(pl.LightningModule):
         self.bos_id, self.eos_id = bos_id, eos_id
         self.model = Transformer(model)
         self.bleu_limit: int | None = train.val_max_sentences
+        self.final_validation = False
+        """Set for the run's last validation (at max_steps), which also checks that the model uses its source."""
         # Non-pad source / target tokens trained on by this rank, summed on the device: reading them forces a host
         # sync, so that happens only when progress or results are reported, not every step. Not a buffer: DDP would
         # broadcast rank 0's counts over every rank's at each forward.
@@ -196,7 +198,7 @@ class TranslationModule(pl.LightningModule):
         # Keyed by sentence index, so a batch repeated to even out ranks is counted once.
         for key in ("loss_sum", "nll_sum", "ntok"):
             self._val[key].update(zip(index, out[key].tolist(), strict=True))
-        if self.bleu_limit is None and len(index) > 1:  # a final validation: does the model use its source?
+        if self.final_validation and len(index) > 1:  # does the model use its source?
             swapped = self._shared_step({**batch, "src": batch["src"].roll(1, dims=0)}, "val")
             self._val["nll_swapped"].update(zip(index, swapped["nll_sum"].tolist(), strict=True))
         tokenizer = self._tokenizer()

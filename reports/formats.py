@@ -322,10 +322,12 @@ def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
 
 def _marks_text(table: ReportTable) -> str:
     """What † and ‡ mean: the one test behind the marks and the verdicts."""
+    where = "at every budget, with the same sign" if len(table.fractions) > 1 else "at T"
     return (
-        f"† / ‡: the BLEU difference from the base is significant at Holm-corrected p < {ALPHA} / p < 0.01 at T, by "
-        "the one test behind the marks and the verdicts: seed noise pooled over the rows plus a paired bootstrap over "
-        f"the dev sentences ({table.n_samples} resamples), Holm over the rows tested against the base."
+        f"† / ‡: the BLEU difference from the base is significant at Holm-corrected p < {ALPHA} / p < 0.01 {where}, "
+        "by the one test behind the marks and the verdicts: seed noise pooled over the rows plus a paired bootstrap "
+        f"over the dev sentences ({table.n_samples} resamples), Holm over the rows tested against the base. Rows "
+        "that give no verdict (diverged, did not learn to translate, a pipeline-check preset) carry no mark."
     )
 
 

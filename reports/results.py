@@ -15,24 +15,17 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
 from ablations import ledger
 from ablations.ledger import State
 from data.errors import AblateError
+from lightning_modules.config import budget_label
 
 FINISHED_STATES = ("complete", "failed", "pruned")
 FULL = 1.0
 """The full training budget T (train.max_steps), as a fraction of itself."""
-
-
-def budget_label(fraction: float) -> str:
-    """A budget as a fraction of T, the way the report names it: 'T', 'T/2', '3T/4'."""
-    share = Fraction(fraction).limit_denominator(64)
-    head = "T" if share.numerator == 1 else f"{share.numerator}T"
-    return head if share.denominator == 1 else f"{head}/{share.denominator}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,23 +188,26 @@ class StudyResults:
 
     @property
     def fractions(self) -> list[float]:
-        """The budgets of the study, as fractions of T, ascending: those every complete record was scored at, and
-        1.0 (T) always. Records without shorter budgets (older ones, or train.budgets empty) leave T alone."""
+        """The budgets of the study, as fractions of T, ascending: those any complete record was scored at, and 1.0
+        (T) always. A record without one of them (an older one, or one trained with train.budgets empty) counts as
+        missing at that budget (`at_budget`), so a claim on its row is not judged on T alone."""
         complete = [s.record for s in self.status.values() if s.record is not None and s.record.state == "complete"]
-        shared = set.intersection(*(set(r.fractions) for r in complete)) if complete else set()
-        return sorted(shared | {FULL})
+        found = {f for r in complete for f in r.fractions}
+        return sorted({f for f in found if not math.isclose(f, FULL)} | {FULL})
 
     def at_budget(self, fraction: float) -> StudyResults:
         """The study as it stood at budget `fraction` of T (one of `fractions`): every complete record seen at that
         budget (`Record.at_budget`), the other trials as they are. 1.0 gives the study itself."""
         if math.isclose(fraction, FULL):
             return self
-        status = {
-            key: replace(s, record=s.record.at_budget(fraction))
-            if s.record is not None and s.record.state == "complete"
-            else s
-            for key, s in self.status.items()
-        }
+        status = {}
+        for key, s in self.status.items():
+            if s.record is None or s.record.state != "complete":
+                status[key] = s
+            elif any(math.isclose(fraction, f) for f in s.record.fractions):
+                status[key] = replace(s, record=s.record.at_budget(fraction))
+            else:  # trained without this budget: nothing to compare there
+                status[key] = TrialStatus(state="failed", reason=f"not scored at {budget_label(fraction)}")
         return replace(self, status=status)
 
 

@@ -134,15 +134,14 @@ class ReportRow:
     """Mean training throughput (source + target tokens per second)."""
     devices: list[str] = field(default_factory=list)
     """Devices the complete trials ran on."""
+    mark: str = ""
+    """'‡' / '†' when the BLEU test against the base is significant, in the same direction, at every budget (the
+    weaker mark of the budgets'), as a claim's verdict needs; '' otherwise, and for a row that gives no verdict
+    (diverged, did not learn to translate, or a pipeline-check preset)."""
 
     @property
     def n_seeds(self) -> int:
         return len(self.status)
-
-    @property
-    def mark(self) -> str:
-        """'‡' / '†' when the BLEU test against the base is significant at T (`reports.stats.significance_mark`)."""
-        return significance_mark(self.tests.get("bleu"))
 
     def no_source(self) -> dict[float, float]:
         """Budget -> source_ppl_ratio, where the row did not learn to translate (a ratio below SOURCE_RATIO_MIN)."""
@@ -382,13 +381,25 @@ def _verdicts(results: StudyResults, table: ReportTable, base_row: ReportRow, cl
     """Every row tested against the base on every metric at every budget (seed and sentence noise), the table's
     marks and precision from those tests, then each claim judged on them."""
     tests = {f: _row_tests(results.at_budget(f), table.rows, base_row.name, table.n_samples) for f in table.fractions}
+    excluded = _excluded(table)
     for row in table.rows:
         if row is not base_row:
             row.tests = {metric: tests[FULL][(row.name, base_row.name, metric)] for metric in METRICS}
+            silent = table.withheld or any(row.name in excluded[f] for f in table.fractions)
+            row.mark = "" if silent else _mark([tests[f].get((row.name, base_row.name, "bleu")) for f in tests])
     table.precision = {f: width for f, by_key in tests.items() if (width := _median_half_width(by_key)) is not None}
     study_claims = claims if claims is not None else _study_claims(results)
     paper = _paper_numbers(table.rows)
-    return judge(study_claims, tests, base_row.name, paper, excluded=_excluded(table), withheld=table.withheld)
+    return judge(study_claims, tests, base_row.name, paper, excluded=excluded, withheld=table.withheld)
+
+
+def _mark(tests: list[RowTest | None]) -> str:
+    """The weaker of the budgets' marks when every budget's test is significant with the same sign, else ''."""
+    marks = [significance_mark(t) for t in tests]
+    signs = {math.copysign(1.0, t.effect) for t in tests if t is not None and t.effect is not None}
+    if not all(marks) or len(signs) != 1:
+        return ""
+    return "†" if "†" in marks else marks[0]
 
 
 def _median_half_width(tests: Tests) -> float | None:

@@ -65,7 +65,10 @@ def _eta(spec: dict):
     from ablations.config import build_run_config
     from ablations.progress import Eta, Work
 
-    return Eta({row["name"]: Work.of(build_run_config(row["config"])) for row in spec["rows"]})
+    try:
+        return Eta({row["name"]: Work.of(build_run_config(row["config"])) for row in spec["rows"]})
+    except (AblateError, KeyError, TypeError):  # a study.json of an older ablate: the ETA learns from the trials alone
+        return Eta()
 
 
 def _with_job_states(rows, out: Path) -> None:
