@@ -119,3 +119,40 @@ def test_a_run_stopped_inside_its_branch_resumes_the_branch_and_finishes_it_once
     resumed_at = part["budgets"][0]["metrics"]["resumed_at_steps"]
     assert len(resumed_at) == 1 and STEPS * 2 // 5 <= resumed_at[0] < STEPS // 2  # inside the branch, once
     assert part["metrics"]["steps"] == STEPS and part["budgets"][0]["steps"] == STEPS // 2
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_inside_a_branch_resumes_it_and_records_the_trial_once(sweeps, budget_runs, tmp_path):
+    """SIGKILL (no chance to save) while the half budget's branch trains; the rerun of the same sweep command finds
+    the dead worker, resumes the branch from its own checkpoint (the main run is not trained again), and writes one
+    record with both budgets, equal to the uninterrupted run's."""
+    from optuna.trial import TrialState
+
+    out, log = tmp_path / "out", tmp_path / "killed.log"
+    args = ("--set", f"train.max_steps={STEPS}", "--set", "train.val_every=8", "--set", "train.budgets=[0.5]",
+            "--set", "train.cooldown_frac=0.2", "--set", "train.keep_checkpoints=last")  # fmt: skip
+    trial = out / "trials" / "long__seed0"
+    branch_ckpt = trial / f"b{STEPS // 2}" / "checkpoints" / "last.ckpt"
+    proc = sweeps.start(STUDY, out, *args, log=log)
+    try:
+        # The branch's first checkpoint past its fork (step 40 is the branch's end; it validates at 40 only, so wait
+        # for its copy of the fork and then a little training).
+        assert sweeps.wait_for(lambda: branch_ckpt.exists() or proc.poll() is not None, 240)
+    finally:
+        sweeps.kill(proc)
+    if (out / "records" / "long__seed0.json").exists():
+        pytest.skip("the trial finished before the kill reached it")
+    assert (trial / "result.json").exists()  # the main run had finished: its result waits for the branch
+
+    rerun = sweeps.run(STUDY, out, *args)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    records = sweeps.records(out)
+    record = records["long__seed0"]
+    assert record["metrics"]["steps"] == STEPS and record["metrics"]["resumed_at_steps"] in ([], [STEPS])
+    (budget,) = record["budgets"]
+    assert budget["steps"] == STEPS // 2 and (out / budget["hypotheses"]).is_file()
+    whole = _result(budget_runs["whole"])
+    assert budget["metrics"]["bleu"] == pytest.approx(whole["budgets"][0]["metrics"]["bleu"], rel=1e-9)
+    assert budget["metrics"]["ppl"] == pytest.approx(whole["budgets"][0]["metrics"]["ppl"], rel=1e-9)
+    trials = [t for t in sweeps.trials(out, "sweep-interrupt-smoke") if t.state == TrialState.COMPLETE]
+    assert sorted(t.user_attrs["row"] for t in trials) == ["long", "wide"]  # each once
