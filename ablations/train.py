@@ -410,8 +410,9 @@ class SaveForks(pl.Callback):
             trainer.save_checkpoint(fork_path(self.directory, step), weights_only=False)
         elif missing:
             raise RuntimeError(
-                f"{fork_path(self.directory, min(missing))} is missing and this run has passed that step, so its "
-                f"budget cannot be branched: delete {self.directory.parent} to train the trial again"
+                f"{fork_path(self.directory, min(missing))} is missing and this run has passed that step (was "
+                f"train.max_steps changed?), so its budget cannot be branched: delete {self.directory.parent} to "
+                "train it again, or set train.budgets to [] to score the whole budget alone"
             )
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:

@@ -20,6 +20,8 @@ import pytest
 
 STUDY, NAME = "sweep_interrupt.yaml", "sweep-interrupt-smoke"
 STEPS = 400
+PAPER_SCHEDULE = ("--train.budgets", "[]", "--train.cooldown_frac", "0")
+"""Equation (3) alone, one budget: a schedule that does not depend on max_steps (the smoke preset's cooldown does)."""
 FILE_LIMIT = 100_000
 """Bytes: above every record, journal and W&B file of the study, below one checkpoint (about 175 KB)."""
 
@@ -63,7 +65,8 @@ def test_a_full_disk_mid_save_stops_the_sweep_in_one_line_and_the_rerun_finishes
 
     assert full.returncode == 2, full.stderr[-3000:]
     line = _one_line_error(full.stderr)
-    assert "last.ckpt" in line and "file-size limit" in line and "rerun the same command" in line, line
+    # The first checkpoint past the limit: the half budget's fork (smoke scores T/2) or last.ckpt.
+    assert ".ckpt" in line and "file-size limit" in line and "rerun the same command" in line, line
     # Finished rows untouched, no record of the stopped one, no temp file or torn checkpoint left behind.
     assert {p.name: p.stat().st_mtime_ns for p in (out / "records").glob("*.json")} == finished
     assert not list(out.rglob("*.tmp")) and not list(out.rglob("*.corrupt"))
@@ -258,12 +261,13 @@ def _epoch_batches(sweeps, monkeypatch) -> int:
 def test_resuming_several_times_across_epoch_ends_ends_equal_to_one_run(sweeps, tmp_path, monkeypatch):
     epoch = _epoch_batches(sweeps, monkeypatch)
     last = 2 * epoch + 6
-    whole = _train(sweeps, tmp_path / "whole", "--train.max_steps", str(last))
+    whole = _train(sweeps, tmp_path / "whole", "--train.max_steps", str(last), *PAPER_SCHEDULE)
     assert whole.wait(timeout=300) == 0, whole.stderr.read()[-3000:]
     part = tmp_path / "part"
     # Stopped mid-epoch, then exactly at the first epoch's end, then in the second epoch: three resumes.
     for stop, resume in ((5, ()), (epoch, ("--resume",)), (epoch + 7, ("--resume",)), (last, ("--resume",))):
-        run = _train(sweeps, part, "--train.max_steps", str(stop), *resume)
+        # The paper's schedule, no budgets: a cooldown ends where max_steps is, and each stop here changes it.
+        run = _train(sweeps, part, "--train.max_steps", str(stop), *PAPER_SCHEDULE, *resume)
         assert run.wait(timeout=300) == 0, run.stderr.read()[-3000:]
 
     a = json.loads((tmp_path / "whole" / "result.json").read_text(encoding="utf-8"))
