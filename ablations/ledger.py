@@ -70,6 +70,16 @@ def recorded_rows(out: Path) -> list[str]:
     return sorted({key[0] for key in (parse_key(p.stem) for p in record_paths(out)) if key})
 
 
+def budget_label(fraction: float) -> str:
+    """A shorter budget (train.budgets) as a fraction of T, the way progress lines, W&B keys and reports name it:
+    'T', 'T/2', '3T/4'. (A record's files name it by its steps: hyps/<key>.b<steps>.txt.)"""
+    from fractions import Fraction
+
+    share = Fraction(fraction).limit_denominator(64)
+    head = "T" if share.numerator == 1 else f"{share.numerator}T"
+    return head if share.denominator == 1 else f"{head}/{share.denominator}"
+
+
 # --------------------------------------------------------------------------------------------- writing, reading
 def write_json_atomic(path: Path, payload: Any) -> None:
     """Write JSON so that readers see the old file or the new one, never half of one."""
@@ -260,6 +270,7 @@ def resolve(trials: Iterable[Any]) -> dict[tuple[str, int], Any]:
 
 
 __all__ = [
+    "budget_label",
     "State",
     "key_of",
     "parse_key",

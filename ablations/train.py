@@ -25,10 +25,10 @@ from lightning_fabric.utilities.rank_zero import rank_zero_only
 
 from ablations import checkpoints, interrupt
 from ablations.config import RunConfig
-from ablations.ledger import write_atomic, write_json_atomic, write_text_atomic
+from ablations.ledger import budget_label, write_atomic, write_json_atomic, write_text_atomic
 from ablations.tracking import make_wandb_logger
 from data.datamodule import TranslationDataModule
-from lightning_modules.config import ModelConfig, budget_label, budget_steps, fork_step
+from lightning_modules.config import ModelConfig, budget_steps, fork_step
 from lightning_modules.module import CheckpointAveraging, TranslationModule
 
 
@@ -444,7 +444,8 @@ def _budget(run: RunConfig, out_dir: Path, fraction: float, datamodule, callback
     fork = fork_step(run.train.max_steps, fraction, run.train.cooldown_frac)
     branch_dir = out_dir / f"b{steps}"
     result_path, last = branch_dir / "result.json", branch_dir / "checkpoints" / "last.ckpt"
-    done = _branch_result(result_path, steps, run.train.test_eval)
+    # A branch scored without its test (train.test_eval was off) whose weights are gone stays as it was scored.
+    done = _branch_result(result_path, steps, run.train.test_eval and last.exists())
     if done is None:
         branch = replace(run, train=replace(run.train, max_steps=steps, budgets=(), keep_checkpoints="none"))
         resumable = checkpoints.usable(last) if rank_zero_only.rank == 0 else last.exists()  # as in _fit

@@ -240,15 +240,6 @@ def cooldown_factor(step: int, max_steps: int, cooldown_frac: float) -> float:
     return 1.0 if into <= 0 else max(0.0, 1.0 - into / (length + 1))
 
 
-def budget_label(fraction: float) -> str:
-    """A budget as a fraction of T, the way progress lines, W&B keys and reports name it: 'T', 'T/2', '3T/4'."""
-    from fractions import Fraction
-
-    share = Fraction(fraction).limit_denominator(64)
-    head = "T" if share.numerator == 1 else f"{share.numerator}T"
-    return head if share.denominator == 1 else f"{head}/{share.denominator}"
-
-
 def budget_steps(max_steps: int, fraction: float) -> int:
     """The steps of a shorter budget (train.budgets) of a run of max_steps."""
     return max(1, round(max_steps * fraction))
@@ -264,7 +255,6 @@ def fork_step(max_steps: int, fraction: float, cooldown_frac: float) -> int:
 __all__ = [
     "ModelConfig",
     "TrainConfig",
-    "budget_label",
     "budget_steps",
     "cooldown_factor",
     "cooldown_steps",

@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablations import ledger
-from ablations.ledger import State
+from ablations.ledger import State, budget_label
 from data.errors import AblateError
-from lightning_modules.config import budget_label
 
 FINISHED_STATES = ("complete", "failed", "pruned")
 FULL = 1.0

@@ -72,9 +72,13 @@ def test_a_record_seen_at_a_budget_and_the_budgets_of_a_study(tmp_path):
     old = load_results(fx.make_study(tmp_path / "old", rows=ROWS[:2], storage=None), use_optuna=False)
     assert old.fractions == [1.0] and old.records("A1")[0].budgets == ()
     mixed = json.loads((out / "records" / "base__seed1.json").read_text())
-    del mixed["budgets"]  # one record from before budgets: the study has T alone
+    del mixed["budgets"]  # one record from before budgets: it is missing at T/2, the study still has T/2
     (out / "records" / "base__seed1.json").write_text(json.dumps(mixed))
-    assert load_results(out, use_optuna=False).fractions == [1.0]
+    mixed_study = load_results(out, use_optuna=False)
+    assert mixed_study.fractions == [0.5, 1.0]
+    half = mixed_study.at_budget(0.5)
+    assert [r.seed for r in half.records("base")] == [0]  # seed 1 counts as missing there, not as seen at T
+    assert half.status[("base", 1)].state == "failed" and "T/2" in half.status[("base", 1)].reason
 
 
 # --- verdicts across budgets --------------------------------------------------------------------------------------
