@@ -277,7 +277,7 @@ squares on the 21 Table 3 rows' step times relative to the base at the tiny pres
 3: big has 3.66x the parameters and takes 2.48x the time, C1 0.44x and 0.39x)."""
 
 
-def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None) -> str:
+def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None, done: int = 0) -> str:
     """What the plan's trials (rows x seeds) cost, in one line, before any has run: from the preset's measured base
     trial on one core (`Preset.base_trial_s`; else `base_step_s` per step, training alone), the base being Table 3's
     base row at the preset as `make study` runs it. A row's trial is the base's times the ratio of its steps (main
@@ -285,7 +285,8 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None)
     model of `Eta`, fitted once on measured step times instead of learnt as a sweep runs). The wall time spreads
     the trials over min(workers, cores), each at one core's speed (a worker given several cores is somewhat
     faster), and is never below the longest trial. `cores` None: the trials run on GPUs, which the measurement on a
-    core does not time. `work`: the rows' (`Eta.for_plan`)."""
+    core does not time. `work`: the rows' (`Eta.for_plan`). `done`: trials already recorded (a resumed sweep),
+    whose cost is left out."""
     from ablations.presets import get_preset
     from ablations.studies import load_study
 
@@ -300,11 +301,16 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None)
         per_step = preset.base_step_s
         measured = f"base step {preset.base_step_s * 1e3:.0f} ms on one core, measured; training steps alone"
     size = {name: (w.params / base.params) ** CPU_SIZE_ALPHA for name, w in work.items()}
-    times = [per_step * work[row.name].total * size[row.name] for row, _ in plan.keys()]
-    line = f"cost: {trials} trials, about {sum(times) / 3600:.1f} core-hours ({measured})"
+    times = [
+        per_step * work[row.name].total * size[row.name]
+        for row, seed in plan.keys()
+        if not done or not ledger.record_path(plan.out, row.name, seed).exists()
+    ]
+    left = f"{trials} trials" if not done else f"{trials} trials, {done} done: the {len(times)} left"
+    line = f"cost: {left}, about {sum(times) / 3600:.1f} core-hours ({measured})"
     if cores is None:
         return f"{line}; this machine's GPUs will differ"
-    wall = max(sum(times) / max(min(workers, cores), 1), max(times))
+    wall = max(sum(times) / max(min(workers, cores), 1), max(times, default=0.0))
     return f"{line}; on this machine's {cores} cores with {workers} worker(s) about {_fmt(wall)}"
 
 

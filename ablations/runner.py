@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ablations import interrupt, progress
+from ablations import interrupt, ledger, progress
 from ablations.storage import ENV_VAR, Queue, recover_dead, redact
 from ablations.sweep import Plan, TrialSpec, enqueue, slurm_incarnation, sync_records, work
 from data.errors import AblateError
@@ -57,7 +57,7 @@ def coordinate(plan: Plan, workers: int | None) -> None:
     print(
         f"sweep {plan.study.name} at preset {plan.preset}: {rows} rows x {len(plan.seeds)} seeds = "
         f"{len(keys)} trials ({queued} newly queued), {workers} worker(s) here\n"
-        f"  {progress.cost_line(plan, eta.work, workers, None if _gpus() else _cpu_cores())}\n"
+        f"  {progress.cost_line(plan, eta.work, workers, None if _gpus() else _cpu_cores(), done=_recorded(plan))}\n"
         f"  storage {storage}\n"
         f"  output  {plan.out}",
         file=sys.stderr,
@@ -78,6 +78,11 @@ def coordinate(plan: Plan, workers: int | None) -> None:
     print_table(progress.render(progress.collect(queue.trials(), keys), workers, title, eta))
     if synced:
         print(f"{synced} record(s) from other machines written to {plan.out / 'records'}", file=sys.stderr)
+
+
+def _recorded(plan: Plan) -> int:
+    """The plan's trials that already have a record (a resumed sweep)."""
+    return sum(ledger.record_path(plan.out, row.name, seed).exists() for row, seed in plan.keys())
 
 
 def saved_summary(plan: Plan, keys: list[tuple[str, int]]) -> str:
