@@ -311,7 +311,8 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     if cores is None:
         return f"{line}; this machine's GPUs will differ"
     wall = max(sum(times) / max(min(workers, cores), 1), max(times, default=0.0))
-    return f"{line}; on this machine's {cores} cores with {workers} worker(s) about {_fmt(wall)}"
+    machine = f"{cores} core{'s' if cores != 1 else ''}"
+    return f"{line}; on this machine's {machine} with {workers} worker(s) about {_fmt(wall)}"
 
 
 def counts(rows: list[RowStatus]) -> dict[str, int]:

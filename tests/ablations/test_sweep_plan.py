@@ -77,5 +77,5 @@ def test_a_resumed_sweeps_cost_leaves_out_the_trials_already_recorded(tmp_path, 
         ledger.write_record(the_plan.out, {"row": row, "seed": seed, "state": "complete"})
     assert cost_line(the_plan, work, workers=1, cores=1, done=3) == (
         "cost: 6 trials, 3 done: the 3 left, about 0.5 core-hours (base trial 10m00s on one core, measured); "
-        "on this machine's 1 cores with 1 worker(s) about 30m00s"
+        "on this machine's 1 core with 1 worker(s) about 30m00s"
     )
