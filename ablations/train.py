@@ -339,19 +339,9 @@ def train(
     pl.seed_everything(run.train.seed, workers=True, verbose=False)
     datamodule = TranslationDataModule(run.data)
     datamodule.prepare_data()
-    tokenizer = datamodule.tokenizer
-    module = TranslationModule(
-        fit_to_tokenizer(run.model, tokenizer), run.train, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id
-    )
-    result_path = out_dir / "result.json"
-    last = out_dir / "checkpoints" / "last.ckpt"
-    if not resume:
-        last.unlink(missing_ok=True)
-    if not last.exists():  # the run starts from step 0: an earlier run's budget branches and forks are not its own
-        _forget_budgets(out_dir)
-    finished = _finished_result(result_path, last, run.train.max_steps)
-    if finished is None:
-        result_path.unlink(missing_ok=True)
+    module = _module(run, datamodule.tokenizer)
+    result_path, last = out_dir / "result.json", out_dir / "checkpoints" / "last.ckpt"
+    finished = _earlier_session(out_dir, resume, run.train.max_steps)
     recorder = Recorder(result_path, run.tracking.log_every, run.tracking.progress, started_at, label=f"[{name}] ")
     if finished is not None:
         recorder.resume_test(run.train.max_steps)
@@ -381,12 +371,37 @@ def train(
     _finish_wandb(exit_code=0)
     if prune and trainer.is_global_zero:
         checkpoints.prune(last.parent, run.train.keep_checkpoints)
+    return _rank_zero_result(recorder, result_path)
+
+
+def _rank_zero_result(recorder: Recorder, result_path: Path) -> TrainResult | None:
     if recorder.result is not None:  # rank 0 ran in this process
         return recorder.result
     if not result_path.exists():  # a relaunched DDP rank (not rank 0): nothing to report
         return None
     with open(result_path, encoding="utf-8") as fh:  # rank 0 was a spawned process (ddp_spawn)
         return TrainResult(**json.load(fh))
+
+
+def _module(run: RunConfig, tokenizer) -> TranslationModule:
+    return TranslationModule(
+        fit_to_tokenizer(run.model, tokenizer), run.train, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id
+    )
+
+
+def _earlier_session(out_dir: Path, resume: bool, max_steps: int) -> TrainResult | None:
+    """What an earlier session of this run left that this one builds on: its last.ckpt (kept when `resume`), and
+    its result.json once training and the final validation had finished (returned; any other is removed). A run
+    that starts from step 0 also forgets an earlier run's budget branches and forks: they are not its own."""
+    result_path, last = out_dir / "result.json", out_dir / "checkpoints" / "last.ckpt"
+    if not resume:
+        last.unlink(missing_ok=True)
+    if not last.exists():
+        _forget_budgets(out_dir)
+    finished = _finished_result(result_path, last, max_steps)
+    if finished is None:
+        result_path.unlink(missing_ok=True)
+    return finished
 
 
 class SaveForks(pl.Callback):
@@ -489,12 +504,7 @@ def _train_branch(
     run: RunConfig, out_dir: Path, datamodule, callbacks: list[pl.Callback], label: str, fork: int
 ) -> TrainResult:
     """The branch's fit (resumed from out_dir/checkpoints/last.ckpt) and test, without a logger of its own."""
-    module = TranslationModule(
-        fit_to_tokenizer(run.model, datamodule.tokenizer),
-        run.train,
-        bos_id=datamodule.tokenizer.bos_id,
-        eos_id=datamodule.tokenizer.eos_id,
-    )
+    module = _module(run, datamodule.tokenizer)
     last, result_path = out_dir / "checkpoints" / "last.ckpt", out_dir / "result.json"
     prefix = f"[{run.tracking.label or ''}{label}] " if run.tracking.label else f"[{label}] "
     recorder = Recorder(result_path, run.tracking.log_every, run.tracking.progress, time.time(), prefix, fork)
