@@ -110,7 +110,13 @@ def _applies(key: str, table: ReportTable) -> bool:
         return any(r.other for r in table.rows)
     if key == "source":
         return any(r.source_ratio for r in table.rows)
+    if key == "device":  # one device for every trial: the legend names it (the table keeps its width)
+        return len(_devices(table)) > 1
     return True
+
+
+def _devices(table: ReportTable) -> list[str]:
+    return sorted({d for r in table.rows for d in r.devices})
 
 
 def check_columns(columns: Sequence[str]) -> tuple[str, ...]:
@@ -281,8 +287,10 @@ def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
     seeds = ", ".join(str(s) for s in table.seeds)
     data = f", corpus {corpus}" if corpus else ""
     test = " BLEU (test): on the test set, from each trial's final weights." if has_test(table) else ""
+    devices = _devices(table)
+    device = f", every trial on {devices[0]}" if len(devices) == 1 else ""
     lines = [
-        f"Study '{table.study}', preset '{table.preset}'{data}, seeds {seeds}; results from {table.out_dir}.",
+        f"Study '{table.study}', preset '{table.preset}'{data}, seeds {seeds}{device}; results from {table.out_dir}.",
         "PPL, BLEU and chrF on the dev set: mean ± sample standard deviation over the complete seeds; "
         f"'seeds' counts complete / all.{test}",
     ]

@@ -94,5 +94,5 @@ def test_widest_table_fits_1400px(tmp_path):
         chrome.open(page.as_uri(), width=WIDTH)
         fits = chrome.evaluate(FITS + "fits()")
         headers = chrome.evaluate("[...document.querySelectorAll('#report-table thead th')].map(th => th.textContent)")
-    assert {"BLEU (dev)", "BLEU (test)", "ΔPPL vs base", "ΔBLEU vs base", "device"} <= set(headers)
+    assert {"BLEU (dev)", "BLEU (test)", "ΔPPL vs base", "ΔBLEU vs base", "source use", "device"} <= set(headers)
     assert fits["table"] <= fits["box"] and fits["page"] <= WIDTH, fits
