@@ -28,6 +28,7 @@ from ablations.config import RunConfig
 from ablations.ledger import budget_label, write_atomic, write_json_atomic, write_text_atomic
 from ablations.tracking import make_wandb_logger
 from data.datamodule import TranslationDataModule
+from data.errors import AblateError
 from lightning_modules.config import ModelConfig, budget_steps, fork_step
 from lightning_modules.module import CheckpointAveraging, TranslationModule
 
@@ -424,7 +425,7 @@ class SaveForks(pl.Callback):
         if step in missing:
             trainer.save_checkpoint(fork_path(self.directory, step), weights_only=False)
         elif missing:
-            raise RuntimeError(
+            raise AblateError(
                 f"{fork_path(self.directory, min(missing))} is missing and this run has passed that step (was "
                 f"train.max_steps changed?), so its budget cannot be branched: delete {self.directory.parent} to "
                 "train it again, or set train.budgets to [] to score the whole budget alone"
@@ -467,7 +468,7 @@ def _budget(run: RunConfig, out_dir: Path, fraction: float, datamodule, callback
         if not resumable:
             source = fork_path(out_dir / "checkpoints", fork)
             if not source.is_file():
-                raise RuntimeError(
+                raise AblateError(
                     f"{source} is missing, so budget {fraction:g} (step {steps}) cannot be branched from this run: "
                     f"delete {out_dir} to train the trial again"
                 )
