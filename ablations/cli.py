@@ -36,6 +36,12 @@ def usage() -> str:
     return USAGE.format(commands="\n".join(f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()))
 
 
+def run_command(name: str, argv: list[str]) -> int:
+    """Run command `name` in this process, errors and all (`main` turns them into one line): how one command
+    chains another (a sweep ends with `report`) without importing the room that command lives in."""
+    return int(importlib.import_module(COMMANDS[name][0]).main(argv) or 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Dispatch to a command. Bad input ends with one line on stderr and exit code 2, never a traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -58,8 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     saved = (sys.argv, os.environ.get(ENV_VAR))
     _keep_storage_secret(rest)
     try:
-        module = importlib.import_module(COMMANDS[name][0])
-        return int(module.main(rest) or 0)
+        return run_command(name, rest)
     except AblateError as err:
         print(f"ablate {name}: error: {err}", file=sys.stderr)
         return 2
