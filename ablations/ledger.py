@@ -1,8 +1,7 @@
-"""The results ledger: one home for how a sweep's results are named, written, read and resolved.
+"""The results ledger: one home for how a sweep's results are written, read and resolved.
 
-A results directory OUT holds, per row x seed of a study (the *key*, `<row>__seed<seed>`):
-    OUT/records/<key>.json   the trial's record (config, metrics, curves, state), written atomically
-    OUT/hyps/<key>.txt       its dev hypotheses, one per line
+A results directory OUT (its paths: `ablations.record.Layout`) holds, per row x seed of a study (the *key*,
+`<row>__seed<seed>`), the trial's `Record` as OUT/records/<key>.json, written atomically, and the files it names.
 The Optuna storage holds the trials; several trials can share a key (a retry after a dead worker, a duplicate
 claim by two racing coordinators, a `--retry_failed` rerun). `resolve` is the one rule that says which trial speaks
 for a key; sweep, status, tune, compare and reports all go through it. A copy of each record also travels in its
@@ -19,12 +18,14 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+from ablations.record import SEPARATOR, Layout, Record, budget_label, key_of
+
 State = Literal["complete", "failed", "pruned", "pending", "running"]
 
-SEPARATOR = "__seed"
 _STATES: dict[str, State] = {
     "WAITING": "pending",
     "RUNNING": "running",
@@ -39,11 +40,6 @@ RETRIED_REASON = "worker died (no heartbeat): retried"
 
 
 # ------------------------------------------------------------------------------------------------------------ keys
-def key_of(row: str, seed: int) -> str:
-    """The key of a row x seed: the stem of its record and hypotheses files and the name of its trial directory."""
-    return f"{row}{SEPARATOR}{seed}"
-
-
 def parse_key(stem: str) -> tuple[str, int] | None:
     """(row, seed) of a key, or None if `stem` is not one."""
     row, sep, seed = stem.rpartition(SEPARATOR)
@@ -51,16 +47,12 @@ def parse_key(stem: str) -> tuple[str, int] | None:
 
 
 def record_path(out: Path, row: str, seed: int) -> Path:
-    return Path(out) / "records" / f"{key_of(row, seed)}.json"
-
-
-def hypotheses_path(out: Path, row: str, seed: int) -> Path:
-    return Path(out) / "hyps" / f"{key_of(row, seed)}.txt"
+    return Layout(out).record(row, seed)
 
 
 def record_paths(out: Path, row: str | None = None) -> list[Path]:
     """Record files in OUT (of one row if given), ordered by row then seed."""
-    found = [(parse_key(p.stem), p) for p in (Path(out) / "records").glob("*.json")]
+    found = [(parse_key(p.stem), p) for p in Layout(out).records_dir.glob("*.json")]
     keyed = [(key, p) for key, p in found if key is not None and (row is None or key[0] == row)]
     return [p for _, p in sorted(keyed, key=lambda kp: kp[0])]
 
@@ -68,16 +60,6 @@ def record_paths(out: Path, row: str | None = None) -> list[Path]:
 def recorded_rows(out: Path) -> list[str]:
     """Rows that have at least one record in OUT, sorted."""
     return sorted({key[0] for key in (parse_key(p.stem) for p in record_paths(out)) if key})
-
-
-def budget_label(fraction: float) -> str:
-    """A shorter budget (train.budgets) as a fraction of T, the way progress lines, W&B keys and reports name it:
-    'T', 'T/2', '3T/4'. (A record's files name it by its steps: hyps/<key>.b<steps>.txt.)"""
-    from fractions import Fraction
-
-    share = Fraction(fraction).limit_denominator(64)
-    head = "T" if share.numerator == 1 else f"{share.numerator}T"
-    return head if share.denominator == 1 else f"{head}/{share.denominator}"
 
 
 # --------------------------------------------------------------------------------------------- writing, reading
@@ -132,17 +114,22 @@ def _os_error(err: BaseException | None) -> OSError | None:
     return None
 
 
-def write_record(out: Path, record: dict[str, Any]) -> Path:
-    """Write a trial's record (it names its row and seed) to OUT/records/<key>.json; returns the path."""
-    path = record_path(out, record["row"], int(record["seed"]))
-    write_json_atomic(path, record)
-    return path
+def write_record(out: Path, record: Record) -> Record:
+    """Write a trial's record to OUT/records/<key>.json; returns it with its path."""
+    path = Layout(out).record(record.row, record.seed)
+    write_json_atomic(path, record.to_json(Layout(out)))
+    return replace(record, path=path)
 
 
-def read_record(out: Path, row: str, seed: int) -> dict[str, Any] | None:
-    """The record of a row x seed as written, or None if there is none. Reports check its fields themselves."""
+def read_record(out: Path, row: str, seed: int) -> Record | None:
+    """The record of a row x seed, or None if there is none; AblateError naming the file when it is damaged."""
     path = record_path(out, row, seed)
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return Record.read(path, out) if path.is_file() else None
+
+
+def read_records(out: Path) -> list[Record]:
+    """Every record in OUT, by row then seed."""
+    return [Record.read(path, out) for path in record_paths(out)]
 
 
 PACKED_FILES = ("hypotheses", "test_hypotheses", "sentence_nll")
@@ -154,19 +141,20 @@ SHARED_FILES = ("references", "test_references")
 study (`pack_shared`), not in every trial's copy."""
 
 
-def pack(record: dict[str, Any], out: Path) -> dict[str, Any]:
-    """The record as stored in Optuna: train curve thinned to at most 200 points, its own files (dev and test
-    hypotheses, per-sentence NLL, and each budget's) gzip+base64 inline, in `files_gz` beside the keys naming them."""
-    packed = dict(record)
-    curves = dict(record.get("curves") or {})
+def pack(record: Record, out: Path) -> dict[str, Any]:
+    """The record as stored in Optuna: its JSON form (`Record.to_json`), train curve thinned to at most 200 points,
+    its own files (dev and test hypotheses, per-sentence NLL, and each budget's) gzip+base64 inline, in `files_gz`
+    beside the keys naming them."""
+    packed = record.to_json(Layout(out))
+    curves = dict(packed.get("curves") or {})
     train = curves.get("train") or []
     if len(train) > 200:
         stride = -(-len(train) // 200)
         curves["train"] = train[::stride] + ([train[-1]] if (len(train) - 1) % stride else [])
     packed["curves"] = curves
-    packed["files_gz"] = _own_files(record, out)
-    if record.get("budgets"):
-        packed["budgets"] = [{**budget, "files_gz": _own_files(budget, out)} for budget in record["budgets"]]
+    packed["files_gz"] = _own_files(packed, out)
+    if packed.get("budgets"):
+        packed["budgets"] = [{**budget, "files_gz": _own_files(budget, out)} for budget in packed["budgets"]]
     return packed
 
 
@@ -175,9 +163,10 @@ def _own_files(entry: dict[str, Any], out: Path) -> dict[str, str]:
     return _packed_files(out, {key: entry.get(key) for key in PACKED_FILES})
 
 
-def pack_shared(record: dict[str, Any], out: Path) -> dict[str, str]:
+def pack_shared(record: Record, out: Path) -> dict[str, str]:
     """The shared files a record names (`SHARED_FILES`), relative path -> gzip+base64, for the study's copy."""
-    return _packed_files(out, {record.get(key): record.get(key) for key in SHARED_FILES})
+    names = [Layout(out).relative(getattr(record, key)) for key in SHARED_FILES]
+    return _packed_files(out, {name: name for name in names if name})
 
 
 def unpack_shared(files: dict[str, str], out: Path) -> None:
@@ -205,15 +194,16 @@ def _unpacked(path: Path, data: str) -> None:
 def unpack(packed: dict[str, Any], out: Path) -> bool:
     """Write a record copied from Optuna (and the files it and its budgets name, where OUT lacks them) into OUT
     unless OUT has the record. True if written."""
-    record = dict(packed)
-    if record_path(out, record["row"], int(record["seed"])).exists():
+    data = dict(packed)
+    path = record_path(out, data["row"], int(data["seed"]))
+    if path.exists():
         return False
-    if "hypotheses_gz" in record:  # packed by an older ablate: the dev hypotheses only
-        record["files_gz"] = {"hypotheses": record.pop("hypotheses_gz")}
-    record = _unpacked_own(record, out)
-    if record.get("budgets"):
-        record["budgets"] = [_unpacked_own(budget, out) for budget in record["budgets"]]
-    write_record(out, record)
+    if "hypotheses_gz" in data:  # packed by an older ablate: the dev hypotheses only
+        data["files_gz"] = {"hypotheses": data.pop("hypotheses_gz")}
+    data = _unpacked_own(data, out)
+    if data.get("budgets"):
+        data["budgets"] = [_unpacked_own(budget, out) for budget in data["budgets"]]
+    write_record(out, Record.from_json(data, path, Layout(out)))
     return True
 
 
@@ -275,10 +265,10 @@ __all__ = [
     "key_of",
     "parse_key",
     "record_path",
-    "hypotheses_path",
     "record_paths",
     "write_record",
     "read_record",
+    "read_records",
     "write_json_atomic",
     "write_text_atomic",
     "write_atomic",

@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
+from ablations.claims import Claim, load_claims, parse_claims
 from ablations.config import SECTIONS, RunConfig, build_run_config, check_sections
 from ablations.presets import PRESETS, Preset, get_preset
 from data.errors import AblateError
-from reports.claims import Claim, load_claims, parse_claims
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
 STUDY_KEYS = {

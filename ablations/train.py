@@ -25,7 +25,8 @@ from lightning_fabric.utilities.rank_zero import rank_zero_only
 
 from ablations import checkpoints, interrupt
 from ablations.config import RunConfig
-from ablations.ledger import budget_label, write_atomic, write_json_atomic, write_text_atomic
+from ablations.ledger import write_atomic, write_json_atomic, write_text_atomic
+from ablations.record import Budget, Layout, Record, budget_label, key_of
 from ablations.tracking import make_wandb_logger
 from data.datamodule import TranslationDataModule
 from data.errors import AblateError
@@ -690,52 +691,60 @@ def _world_size(run: RunConfig) -> int:
     return max(per_node, 1) * run.hardware.num_nodes
 
 
-def write_outputs(result: TrainResult, out_dir: Path, stem: str) -> dict[str, Any]:
-    """Write the dev hypotheses (one per line, dev order) and references next to a record, and the test ones when
-    the test split was decoded (hyps/<stem>.test.txt, refs/test.txt); returns relative paths. Each shorter budget's
-    files are hyps/<stem>.b<steps>.*, listed under 'budgets' with that budget's metrics."""
-    ref_path = out_dir / "refs" / "valid.txt"
-    if not ref_path.exists():
-        write_text_atomic(ref_path, "\n".join(result.references) + "\n")
-    paths: dict[str, Any] = {"references": str(ref_path.relative_to(out_dir))}
-    paths |= _write_hypotheses(out_dir, stem, result.hypotheses, result.sentences, result.test_hypotheses)
+def scored(record: Record, result: TrainResult | None, layout: Layout) -> Record:
+    """The trial's record, complete with what its training returned: metrics, curves, its W&B run, and the files
+    written under OUT (`write_outputs`). The one place a trial's result becomes its `Record`."""
+    if result is None:
+        raise RuntimeError("training returned no result (not rank 0?)")
+    files = write_outputs(result, layout, key_of(record.row, record.seed))
+    return replace(
+        record, state="complete", reason=None, metrics=result.metrics, curves=result.curves, wandb=result.wandb,
+        **files,
+    )  # fmt: skip
+
+
+def write_outputs(result: TrainResult, layout: Layout, stem: str) -> dict[str, Any]:
+    """Write the dev hypotheses (one per line, dev order) and references of a trial under OUT, and the test ones when
+    the test split was decoded (hyps/<stem>.test.txt, refs/test.txt). Each shorter budget's files are
+    hyps/<stem>.b<steps>.*. Returns the `Record` fields naming them, and its `budgets`."""
+    references = layout.references("valid")
+    if not references.exists():
+        write_text_atomic(references, "\n".join(result.references) + "\n")
+    files: dict[str, Any] = {"references": references}
+    files |= _write_hypotheses(layout, stem, result.hypotheses, result.sentences, result.test_hypotheses)
     if result.test_hypotheses:
-        test_ref = out_dir / "refs" / "test.txt"
-        if not test_ref.exists():
-            write_text_atomic(test_ref, "\n".join(result.test_references) + "\n")
-        paths["test_references"] = str(test_ref.relative_to(out_dir))
-    if result.budgets:
-        paths["budgets"] = [
-            {
-                "fraction": b["fraction"],
-                "steps": b["steps"],
-                "metrics": b["metrics"],
-                **_write_hypotheses(
-                    out_dir, f"{stem}.b{b['steps']}", b["hypotheses"], b["sentences"], b["test_hypotheses"]
-                ),
-            }
-            for b in result.budgets
-        ]
-    return paths
+        test_references = layout.references("test")
+        if not test_references.exists():
+            write_text_atomic(test_references, "\n".join(result.test_references) + "\n")
+        files["test_references"] = test_references
+    files["budgets"] = tuple(
+        Budget(
+            fraction=b["fraction"],
+            steps=b["steps"],
+            metrics=b["metrics"],
+            **_write_hypotheses(layout, f"{stem}.b{b['steps']}", b["hypotheses"], b["sentences"], b["test_hypotheses"]),
+        )
+        for b in result.budgets
+    )
+    return files
 
 
 def _write_hypotheses(
-    out_dir: Path, stem: str, hypotheses: list[str], sentences: dict[str, list[float]], test: list[str]
-) -> dict[str, str]:
-    """hyps/<stem>.txt, .nll.tsv (per dev sentence: summed NLL <tab> target tokens) and .test.txt; relative paths."""
-    hyp_path = out_dir / "hyps" / f"{stem}.txt"
-    write_text_atomic(hyp_path, "\n".join(hypotheses) + "\n")
-    paths = {"hypotheses": str(hyp_path.relative_to(out_dir))}
+    layout: Layout, stem: str, hypotheses: list[str], sentences: dict[str, list[float]], test: list[str]
+) -> dict[str, Path]:
+    """hyps/<stem>.txt, .nll.tsv (per dev sentence: summed NLL <tab> target tokens) and .test.txt."""
+    files = {"hypotheses": layout.hypotheses(stem)}
+    write_text_atomic(files["hypotheses"], "\n".join(hypotheses) + "\n")
     nll, ntok = sentences.get("nll"), sentences.get("ntok")
     if nll and ntok and len(nll) == len(ntok) == len(hypotheses):
-        nll_path = out_dir / "hyps" / f"{stem}.nll.tsv"
-        write_text_atomic(nll_path, "".join(f"{a:.6g}\t{int(b)}\n" for a, b in zip(nll, ntok, strict=True)))
-        paths["sentence_nll"] = str(nll_path.relative_to(out_dir))
+        files["sentence_nll"] = layout.hypotheses(stem, "nll")
+        write_text_atomic(
+            files["sentence_nll"], "".join(f"{a:.6g}\t{int(b)}\n" for a, b in zip(nll, ntok, strict=True))
+        )
     if test:
-        test_hyp = out_dir / "hyps" / f"{stem}.test.txt"
-        write_text_atomic(test_hyp, "\n".join(test) + "\n")
-        paths["test_hypotheses"] = str(test_hyp.relative_to(out_dir))
-    return paths
+        files["test_hypotheses"] = layout.hypotheses(stem, "test")
+        write_text_atomic(files["test_hypotheses"], "\n".join(test) + "\n")
+    return files
 
 
-__all__ = ["TrainResult", "train", "write_outputs"]
+__all__ = ["TrainResult", "scored", "train", "write_outputs"]

@@ -1,1 +1,5 @@
-"""Reads finished results only and turns them into tables, plots and pages. Never imports training code."""
+"""Reports: finished results read into tables, verdicts, plots and pages. `load(OUT)` opens a study from Python."""
+
+from reports.api import Study, load
+
+__all__ = ["Study", "load"]

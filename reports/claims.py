@@ -21,44 +21,13 @@ effect of its test: an effect too small for the study, or a study too noisy to s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-
-from data.errors import AblateError
-from reports.results import budget_label
+from ablations.claims import Claim, Comparison, claims_to_data, load_claims, parse_claims
+from ablations.record import budget_label
 from reports.stats import ALPHA, METRICS, RowTest
 
-Expect = Literal["higher", "lower", "same"]
 Verdict = Literal["reproduced", "contradicted", "inconclusive", "untested"]
-EXPECTS = ("higher", "lower", "same")
-CLAIM_KEYS = {"id", "text", "section", "compare"}
-COMPARE_KEYS = {"row", "metric", "expect", "against", "margin"}
-
-
-@dataclass(frozen=True, kw_only=True)
-class Comparison:
-    """One testable statement: `row`'s `metric` is higher / lower than `against`'s, or the same within `margin`."""
-
-    row: str
-    metric: str
-    """'bleu', 'chrf' or 'ppl' (see reports.stats.METRICS)."""
-    expect: Expect
-    against: str | None = None
-    """Reference row; None: the study's base."""
-    margin: float | None = None
-    """Equivalence margin in the metric's units (expect: same only)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Claim:
-    """A claim of the paper (or of the user) and the comparisons that test it."""
-
-    id: str
-    text: str
-    section: str = ""
-    compare: tuple[Comparison, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,104 +76,6 @@ class ClaimVerdict:
             counts[c.verdict] = counts.get(c.verdict, 0) + 1
         n = len(self.comparisons)
         return ", ".join(f"{k} {v}/{n}" for k, v in counts.items())
-
-
-# --- loading ------------------------------------------------------------------------------------------------------
-
-
-def load_claims(path: str | Path, rows: list[str] | None = None, base: str | None = None) -> list[Claim]:
-    """Read and check a claims file; AblateError naming the file and claim on any problem."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise AblateError(f"{path}: no such claims file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise AblateError(f"{path}:{where} not valid YAML: fix the file") from None
-    return parse_claims(raw, str(path), rows, base)
-
-
-def parse_claims(raw: Any, source: str, rows: list[str] | None = None, base: str | None = None) -> list[Claim]:
-    """Claims from parsed YAML (`{claims: [...]}` or the list itself). With `rows`, every row named must exist."""
-    items = raw.get("claims") if isinstance(raw, dict) else raw
-    if not isinstance(items, list) or not items:
-        raise AblateError(
-            f"{source}: expected 'claims:' with a list of claims (see ablations/studies/table3.claims.yaml)"
-        )
-    claims, seen = [], set()
-    for i, item in enumerate(items):
-        where = f"{source}: claim {i + 1}"
-        if not isinstance(item, dict):
-            raise AblateError(f"{where}: expected a mapping with id, text and compare")
-        if unknown := sorted(set(item) - CLAIM_KEYS):
-            raise AblateError(f"{where}: unknown key '{unknown[0]}'; a claim has {', '.join(sorted(CLAIM_KEYS))}")
-        claim_id = str(item.get("id") or f"claim-{i + 1}")
-        where = f"{source}: claim '{claim_id}'"
-        if claim_id in seen:
-            raise AblateError(f"{where}: the id is used twice; give each claim its own id")
-        seen.add(claim_id)
-        compare = item.get("compare")
-        if not isinstance(compare, list) or not compare:
-            raise AblateError(f"{where}: 'compare' must be a non-empty list of {{row, metric, expect}}")
-        claims.append(
-            Claim(
-                id=claim_id,
-                text=str(item.get("text") or claim_id),
-                section=str(item.get("section") or ""),
-                compare=tuple(
-                    _comparison(c, f"{where}, comparison {j + 1}", rows, base) for j, c in enumerate(compare)
-                ),
-            )
-        )
-    return claims
-
-
-def _comparison(raw: Any, where: str, rows: list[str] | None, base: str | None) -> Comparison:
-    if not isinstance(raw, dict):
-        raise AblateError(f"{where}: expected a mapping like {{row: A1, metric: bleu, expect: lower}}")
-    if unknown := sorted(set(raw) - COMPARE_KEYS):
-        raise AblateError(f"{where}: unknown key '{unknown[0]}'; use {', '.join(sorted(COMPARE_KEYS))}")
-    metric, expect = str(raw.get("metric", "")).lower(), raw.get("expect")
-    if metric not in METRICS:
-        raise AblateError(f"{where}: unknown metric '{raw.get('metric')}'; choose one of {', '.join(METRICS)}")
-    if expect not in EXPECTS:
-        raise AblateError(f"{where}: expect must be one of {', '.join(EXPECTS)}, got {expect!r}")
-    margin = raw.get("margin")
-    if expect == "same" and not (isinstance(margin, int | float) and margin > 0):
-        raise AblateError(f"{where}: expect: same needs a positive 'margin' in {metric} units, e.g. margin: 1.0")
-    if expect != "same" and margin is not None:
-        raise AblateError(f"{where}: 'margin' only applies to expect: same")
-    against = raw.get("against")
-    if against is None and rows is not None and base is None:
-        raise AblateError(f"{where}: the study has no base row: name the reference row with 'against'")
-    for name in (raw.get("row"), against):
-        if name is None and name is against:
-            continue
-        if not isinstance(name, str) or (rows is not None and name not in rows):
-            known = ", ".join(rows or [])
-            raise AblateError(f"{where}: unknown row {name!r}; the study's rows are {known}")
-    return Comparison(
-        row=raw["row"],
-        metric=metric,
-        expect=expect,
-        against=against if against != base else None,
-        margin=float(margin) if margin is not None else None,
-    )
-
-
-def claims_to_data(claims: list[Claim]) -> list[dict[str, Any]]:
-    """Claims as plain data (what study.json stores, so reports need no claims file)."""
-    return [
-        {
-            "id": c.id,
-            "text": c.text,
-            "section": c.section,
-            "compare": [{k: v for k, v in vars(x).items() if v is not None} for x in c.compare],
-        }
-        for c in claims
-    ]
 
 
 # --- verdicts -----------------------------------------------------------------------------------------------------
@@ -369,7 +240,8 @@ def p_text(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-__all__ = [
+__all__ = [  # Claim, Comparison, load_claims, parse_claims: claims as data, from ablations.claims
+    "claims_to_data",
     "BudgetVerdict",
     "Claim",
     "ClaimVerdict",

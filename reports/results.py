@@ -1,10 +1,5 @@
-"""Reading a results directory written by `ablate sweep`: `study.json`, the trial records, the Optuna states.
-
-The layout (the contract with the sweep):
-
-    OUT/study.json                      the study: rows in display order, their configs, seeds, Optuna storage
-    OUT/records/<row>__seed<s>.json     one per finished trial (complete, failed or pruned), written atomically
-    OUT/hyps/..., OUT/refs/...          dev (and test) hypotheses and references, paths given in the records
+"""Reading a results directory written by `ablate sweep` (its paths: `ablations.record.Layout`): `study.json`, the
+trial records (`ablations.record.Record`, read by the ledger), the Optuna states.
 
 Records are the truth for finished trials. The Optuna storage only adds what records cannot say: which trials are
 still pending or running. Nothing here imports training code.
@@ -12,111 +7,18 @@ still pending or running. Nothing here imports training code.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ablations import ledger
-from ablations.ledger import State, budget_label
+from ablations.ledger import State
+from ablations.record import FULL, Layout, Record, budget_label, read_study_json
 from data.errors import AblateError
 
-FINISHED_STATES = ("complete", "failed", "pruned")
-FULL = 1.0
-"""The full training budget T (train.max_steps), as a fraction of itself."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Budget:
-    """A shorter budget of a trial (train.budgets): a branch of the run annealed to `steps`, scored like the end."""
-
-    fraction: float
-    """Its steps as a fraction of T (train.max_steps), in (0, 1)."""
-    steps: int | None
-    """Optimizer steps of the branch."""
-    metrics: dict[str, Any]
-    """Its metrics, the same keys as the record's (bleu, ppl, test_bleu, source_ppl_ratio, ...)."""
-    hypotheses: Path | None
-    """Its dev hypotheses (absolute path), or None."""
-    sentence_nll: Path | None
-    """Its per-sentence dev NLL (absolute path), or None."""
-    test_hypotheses: Path | None
-    """Its test hypotheses (absolute path), or None."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Record:
-    """One finished trial (row x seed), as the sweep wrote it to `records/<row>__seed<seed>.json`."""
-
-    path: Path
-    """The record file."""
-    row: str
-    """Row name in the study (e.g. 'B1')."""
-    group: str
-    """Row group (e.g. 'B')."""
-    seed: int
-    """Training seed of this trial."""
-    state: Literal["complete", "failed", "pruned"]
-    """How the trial ended."""
-    reason: str | None
-    """Why it failed or was pruned (one line), else None."""
-    overrides: dict[str, Any]
-    """The row's overrides of the base config."""
-    config: dict[str, dict[str, Any]]
-    """The resolved config: {'model': ..., 'train': ..., 'data': ...}."""
-    metrics: dict[str, Any]
-    """Final metrics (bleu, ppl, params, wall_time_s, tokens_per_sec, device, ...); may be partial when failed."""
-    curves: dict[str, list[dict[str, Any]]]
-    """'val' and 'train' points over steps."""
-    hypotheses: Path | None
-    """Detokenized dev hypotheses, one per line (absolute path), or None."""
-    references: Path | None
-    """Raw dev references, same order (absolute path), or None."""
-    sentence_nll: Path | None = None
-    """Per dev sentence, same order: summed NLL <tab> target tokens (absolute path), or None."""
-    test_hypotheses: Path | None = None
-    """The test split decoded by the final weights, one per line (absolute path), or None when it was not decoded.
-    Its scores are the metrics test_bleu, test_chrf (with test_bleu_signature, test_chrf_signature)."""
-    test_references: Path | None = None
-    """Raw test references, same order (absolute path), or None."""
-    raw: dict[str, Any]
-    """The whole record as read, for fields this class does not name (optuna, wandb, host, times)."""
-    budgets: tuple[Budget, ...] = ()
-    """The shorter budgets this trial was also scored at, shortest first (none in records older than them)."""
-    fraction: float = FULL
-    """The budget the metrics and files above are from, as a fraction of T: 1.0 as read, less in `at_budget`'s."""
-
-    @property
-    def label(self) -> str:
-        """'row@seed', the name `ablate compare` accepts."""
-        return f"{self.row}@{self.seed}"
-
-    @property
-    def fractions(self) -> tuple[float, ...]:
-        """Every budget this record can be seen at (`at_budget`), as fractions of T, ascending."""
-        return tuple(sorted({self.fraction, *(b.fraction for b in self.budgets)}))
-
-    def at_budget(self, fraction: float) -> Record:
-        """The record as its trial stood at budget `fraction` of T: that budget's metrics, hypotheses, sentence NLL
-        and test hypotheses (references, config and curves stay). Its own budget gives itself; AblateError naming
-        the budgets it has for any other."""
-        if math.isclose(fraction, self.fraction):
-            return self
-        budget = next((b for b in self.budgets if math.isclose(b.fraction, fraction)), None)
-        if budget is None:
-            have = ", ".join(budget_label(f) for f in self.fractions)
-            raise AblateError(f"{self.path}: no budget {budget_label(fraction)} (it was scored at {have})")
-        return replace(
-            self,
-            fraction=budget.fraction,
-            metrics=budget.metrics,
-            hypotheses=budget.hypotheses,
-            sentence_nll=budget.sentence_nll,
-            test_hypotheses=budget.test_hypotheses,
-            budgets=(),
-        )
-
+read_record = Record.read
+"""One reader of record files (`ablations.record.Record.read`), under the name the report code knows."""
 
 @dataclass(frozen=True, kw_only=True)
 class RowSpec:
@@ -210,107 +112,6 @@ class StudyResults:
         return replace(self, status=status)
 
 
-def read_json(path: Path) -> Any:
-    """Parse a JSON file; AblateError naming the file when it is missing or corrupt."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise AblateError(f"cannot read {path}: {err.strerror or err}") from err
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise AblateError(
-            f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}): "
-            "delete it to rerun that trial, or restore it"
-        ) from err
-
-
-def _require(data: dict[str, Any], key: str, path: Path, kind: type | tuple[type, ...]) -> Any:
-    if not isinstance(data, dict) or key not in data:
-        raise AblateError(f"{path}: missing field '{key}'; was it written by `ablate sweep`?")
-    if not isinstance(data[key], kind):
-        raise AblateError(f"{path}: field '{key}' has the wrong type ({type(data[key]).__name__})")
-    return data[key]
-
-
-def _resolve(out_dir: Path, rel: str | None) -> Path | None:
-    if not rel:
-        return None
-    path = Path(rel)
-    return path if path.is_absolute() else out_dir / path
-
-
-def read_record(path: Path, out_dir: Path | None = None) -> Record:
-    """Read one trial record; relative hypothesis/reference paths are resolved against `out_dir`.
-
-    `out_dir` defaults to the parent of the `records/` folder holding the file.
-    """
-    path = Path(path)
-    data = read_json(path)
-    if out_dir is None:
-        out_dir = path.parent.parent if path.parent.name == "records" else path.parent
-    state = _require(data, "state", path, str)
-    if state not in FINISHED_STATES:
-        raise AblateError(f"{path}: state '{state}' is not one of {', '.join(FINISHED_STATES)}")
-    return Record(
-        path=path,
-        row=_require(data, "row", path, str),
-        group=str(data.get("group") or _require(data, "row", path, str)),
-        seed=_require(data, "seed", path, int),
-        state=state,
-        reason=data.get("reason"),
-        overrides=data.get("overrides") or {},
-        config=data.get("config") or {},
-        metrics=data.get("metrics") or {},
-        curves=data.get("curves") or {},
-        hypotheses=_resolve(out_dir, data.get("hypotheses")),
-        references=_resolve(out_dir, data.get("references")),
-        sentence_nll=_resolve(out_dir, data.get("sentence_nll")),
-        test_hypotheses=_resolve(out_dir, data.get("test_hypotheses")),
-        test_references=_resolve(out_dir, data.get("test_references")),
-        raw=data,
-        budgets=_budgets(data.get("budgets"), path, out_dir),
-    )
-
-
-def _budgets(raw: Any, path: Path, out_dir: Path) -> tuple[Budget, ...]:
-    """A record's 'budgets' list read into `Budget`s, shortest first (empty when it has none)."""
-    if not raw:
-        return ()
-    if not isinstance(raw, list):
-        raise AblateError(f"{path}: field 'budgets' has the wrong type ({type(raw).__name__})")
-    budgets = []
-    for item in raw:
-        fraction = _require(item, "fraction", path, (int, float))
-        budgets.append(
-            Budget(
-                fraction=float(fraction),
-                steps=item.get("steps"),
-                metrics=item.get("metrics") or {},
-                hypotheses=_resolve(out_dir, item.get("hypotheses")),
-                sentence_nll=_resolve(out_dir, item.get("sentence_nll")),
-                test_hypotheses=_resolve(out_dir, item.get("test_hypotheses")),
-            )
-        )
-    return tuple(sorted(budgets, key=lambda b: b.fraction))
-
-
-def read_study_json(out_dir: Path) -> dict[str, Any]:
-    """Read and check `OUT/study.json`."""
-    path = out_dir / "study.json"
-    if not out_dir.is_dir():
-        raise AblateError(f"results directory {out_dir} does not exist: run `ablate sweep` first or check the path")
-    if not path.is_file():
-        raise AblateError(f"{out_dir} has no study.json: is it the OUT directory of `ablate sweep`?")
-    meta = read_json(path)
-    _require(meta, "study", path, str)
-    rows = _require(meta, "rows", path, list)
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
-            raise AblateError(f"{path}: rows[{i}] has no 'name'")
-    return meta
-
-
 def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str | None = None) -> StudyResults:
     """Read a results directory: study.json, every record, and (if it opens) the Optuna storage.
 
@@ -328,10 +129,7 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         )
         for r in meta["rows"]
     ]
-    records: dict[tuple[str, int], Record] = {}
-    for path in ledger.record_paths(out_dir):
-        record = read_record(path, out_dir)
-        records[(record.row, record.seed)] = record
+    records = {record.key: record for record in ledger.read_records(out_dir)}
 
     notes: list[str] = []
     optuna: dict[tuple[str, int], TrialStatus] = {}
@@ -387,7 +185,7 @@ def _status(
                 record = records[key]
                 status[key] = TrialStatus(state=record.state, reason=record.reason, record=record)
             elif key in optuna and optuna[key].state == "complete":
-                missing = ledger.record_path(out_dir, spec.name, seed).relative_to(out_dir)
+                missing = Layout(out_dir).relative(Layout(out_dir).record(spec.name, seed))
                 status[key] = TrialStatus(
                     state="failed", reason=f"complete in Optuna but no record was written ({missing})"
                 )
@@ -451,3 +249,18 @@ def resolve_out_dir(study_or_out: str | Path, *, preset: str | None = None, runs
             "run `ablate sweep` first or pass the OUT directory"
         )
     return max(candidates, key=lambda c: (c / "study.json").stat().st_mtime)
+
+
+__all__ = [  # Record, FULL, budget_label, read_study_json: from ablations.record, importable here for the reports
+    "FULL",
+    "Record",
+    "RowSpec",
+    "StudyResults",
+    "TrialStatus",
+    "budget_label",
+    "load_results",
+    "read_record",
+    "read_study_json",
+    "read_trial_states",
+    "resolve_out_dir",
+]

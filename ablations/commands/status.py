@@ -25,8 +25,9 @@ def main(argv: list[str]) -> int:
     if args.print_config:
         return print_config(options(args))
     from ablations import progress
-    from ablations.storage import load_trials, redact, scrub, storage_url
-    from reports.results import read_study_json
+    from ablations.record import read_study_json
+    from ablations.storage.opening import load_trials
+    from ablations.storage.urls import redact, scrub, storage_url
 
     out = Path(args.out)
     spec = read_study_json(out)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 import pytest
 
 from ablations import ledger
+from ablations.record import Budget, Layout, Record
 
 
 @dataclass
@@ -37,12 +38,14 @@ def test_keys_round_trip_and_name_the_files(tmp_path):
 
 def test_records_are_written_listed_and_read_back(tmp_path):
     for row, seed in (("B1", 10), ("A1", 0), ("B1", 2)):
-        ledger.write_record(tmp_path, {"row": row, "seed": seed, "state": "complete"})
+        ledger.write_record(tmp_path, Record(row=row, group=row[0], seed=seed, metrics={"bleu": seed}))
     (tmp_path / "records" / "stray.json").write_text("{}")
     assert [p.stem for p in ledger.record_paths(tmp_path)] == ["A1__seed0", "B1__seed2", "B1__seed10"]
     assert [p.stem for p in ledger.record_paths(tmp_path, "B1")] == ["B1__seed2", "B1__seed10"]
     assert ledger.recorded_rows(tmp_path) == ["A1", "B1"]
-    assert ledger.read_record(tmp_path, "B1", 2) == {"row": "B1", "seed": 2, "state": "complete"}
+    read = ledger.read_record(tmp_path, "B1", 2)
+    assert (read.row, read.group, read.seed, read.state, read.metrics) == ("B1", "B", 2, "complete", {"bleu": 2})
+    assert read.path == tmp_path / "records" / "B1__seed2.json"
     assert ledger.read_record(tmp_path, "C1", 0) is None
 
 
@@ -56,7 +59,8 @@ def test_the_copy_in_optuna_rebuilds_a_missing_record_and_its_files(tmp_path):
     }
     for path, text in files.values():
         ledger.write_text_atomic(here / path, text)
-    record = {"row": "A1", "seed": 0, "curves": {"train": list(range(1000))}, **{k: p for k, (p, _) in files.items()}}
+    paths = {k: here / p for k, (p, _) in files.items()}
+    record = Record(row="A1", group="A", seed=0, curves={"train": list(range(1000))}, **paths)
     packed, shared = ledger.pack(record, here), ledger.pack_shared(record, here)
     assert len(packed["curves"]["train"]) <= 201 and packed["curves"]["train"][-1] == 999
     assert set(packed["files_gz"]) == {"hypotheses", "test_hypotheses"}  # the references travel once per study
@@ -68,7 +72,7 @@ def test_the_copy_in_optuna_rebuilds_a_missing_record_and_its_files(tmp_path):
         **{k: text for k, (_, text) in files.items()},
         "references": "kept\n",  # a file OUT has is never overwritten
     }
-    assert "files_gz" not in ledger.read_record(there, "A1", 0)
+    assert "files_gz" not in ledger.read_record(there, "A1", 0).raw
     assert ledger.unpack(packed, there) is False  # never overwrites a record
 
 
@@ -86,27 +90,31 @@ def test_the_copy_in_optuna_carries_each_budgets_files_too(tmp_path):
     for key, text in texts.items():
         ledger.write_text_atomic(here / budget[key], text)
     ledger.write_text_atomic(here / "hyps" / "A1__seed0.txt", "ganz\n")
-    record = {"row": "A1", "seed": 0, "hypotheses": "hyps/A1__seed0.txt", "budgets": [budget]}
+    layout = Layout(here)
+    typed = Budget(**{k: layout.resolve(v) if k in texts else v for k, v in budget.items()})
+    record = Record(row="A1", group="A", seed=0, hypotheses=here / "hyps" / "A1__seed0.txt", budgets=(typed,))
 
     packed = ledger.pack(record, here)
-    assert set(packed["budgets"][0]["files_gz"]) == set(texts) and "files_gz" not in record["budgets"][0]
+    assert set(packed["budgets"][0]["files_gz"]) == set(texts)
     ledger.write_text_atomic(there / budget["test_hypotheses"], "kept\n")
     assert ledger.unpack(packed, there) is True
 
     assert {key: (there / budget[key]).read_text() for key in texts} == {**texts, "test_hypotheses": "kept\n"}
     assert (there / "hyps" / "A1__seed0.txt").read_text() == "ganz\n"
-    assert ledger.read_record(there, "A1", 0)["budgets"] == [budget]  # as written, without their packed files
+    assert ledger.read_record(there, "A1", 0).raw["budgets"] == [budget]  # as written, without their packed files
+    assert ledger.read_record(there, "A1", 0).budgets[0] == replace(typed, hypotheses=there / budget["hypotheses"],
+        sentence_nll=there / budget["sentence_nll"], test_hypotheses=there / budget["test_hypotheses"])  # fmt: skip
 
 
 def test_a_copy_packed_by_an_older_ablate_still_unpacks(tmp_path):
     import base64
     import gzip
 
-    old = {"row": "B1", "seed": 1, "hypotheses": "hyps/B1__seed1.txt"}
+    old = {"row": "B1", "seed": 1, "state": "complete", "hypotheses": "hyps/B1__seed1.txt"}
     old["hypotheses_gz"] = base64.b64encode(gzip.compress(b"alt\n")).decode("ascii")
     assert ledger.unpack(old, tmp_path) is True
     assert (tmp_path / "hyps" / "B1__seed1.txt").read_text() == "alt\n"
-    assert "hypotheses_gz" not in ledger.read_record(tmp_path, "B1", 1)
+    assert "hypotheses_gz" not in ledger.read_record(tmp_path, "B1", 1).raw
 
 
 @pytest.mark.parametrize(

@@ -69,12 +69,13 @@ def test_a_preset_without_a_measurement_says_so_instead_of_guessing(tmp_path, mo
 
 def test_a_resumed_sweeps_cost_leaves_out_the_trials_already_recorded(tmp_path, monkeypatch, base):
     from ablations import ledger
+    from ablations.record import Record
 
     monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=600.0, base_step_s=0.5))
     the_plan = plan(tmp_path)
     work = dict.fromkeys(("ok1", "nan", "ok2"), base)
     for row, seed in (("ok1", 0), ("ok1", 1), ("nan", 0)):
-        ledger.write_record(the_plan.out, {"row": row, "seed": seed, "state": "complete"})
+        ledger.write_record(the_plan.out, Record(row=row, group=row, seed=seed))
     assert cost_line(the_plan, work, workers=1, cores=1, done=3) == (
         "cost: 6 trials, 3 done: the 3 left, about 0.5 core-hours (base trial 10m00s on one core, measured); "
         "on this machine's 1 core with 1 worker(s) about 30m00s"

@@ -9,6 +9,7 @@ import pytest
 import sacrebleu
 
 from ablations.config import build_run_config
+from ablations.record import Layout
 from ablations.train import train, write_outputs
 from data.corpus import generate
 
@@ -50,11 +51,8 @@ def test_tiny_model_learns_few_dozen_pairs_by_heart(tmp_path, monkeypatch):
     # The test split (the same pairs here) decoded after training with beam search: as well learnt as dev, and the
     # recorded score is sacreBLEU's of the files written beside the record.
     assert result.metrics["test_bleu"] >= 90 and result.test_hypotheses[0] == result.test_references[0]
-    paths = write_outputs(result, tmp_path / "out", "run")
-    hyps, refs = (
-        (tmp_path / "out" / paths[k]).read_text(encoding="utf-8").splitlines()
-        for k in ("test_hypotheses", "test_references")
-    )
+    files = write_outputs(result, Layout(tmp_path / "out"), "run")
+    hyps, refs = (files[k].read_text(encoding="utf-8").splitlines() for k in ("test_hypotheses", "test_references"))
     assert len(hyps) == len(refs) == result.metrics["test_sentences"] == 40
     assert result.metrics["test_bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-9)
     assert result.metrics["test_bleu_signature"] == result.metrics["bleu_signature"]  # same metric as dev
