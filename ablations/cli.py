@@ -1,5 +1,6 @@
-"""The `ablate` command line: a thin dispatcher. Each command lives in ablations/commands/<name>.py and imports
-torch, Lightning and W&B only when it runs, so `ablate --help` stays fast."""
+"""The `ablate` command line: a thin dispatcher. Each command lives in ablations/commands/<name>.py (those that read
+finished results, `report` and `compare`, in reports/commands/<name>.py: nothing in ablations imports reports) and
+imports torch, Lightning and W&B only when it runs, so `ablate --help` stays fast."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("ablations.commands.sweep", "run every row x seed of a study as Optuna trials (resumable, multi-worker)"),
     "train": ("ablations.commands.train", "train one configuration: a study row at a preset, plus overrides"),
     "tune": ("ablations.commands.tune", "search hyperparameters for one row with TPE and step-wise pruning"),
-    "report": ("ablations.commands.report", "rebuild the table from finished results (md, tex, csv, json, html)"),
-    "compare": ("ablations.commands.compare", "two sweeps row by row over seeds, or two runs side by side"),
+    "report": ("reports.commands.report", "rebuild the table, plots and verdicts from finished results"),
+    "compare": ("reports.commands.compare", "two sweeps row by row over seeds, or two runs side by side"),
     "status": ("ablations.commands.status", "live view of a sweep: rows done, running, pending, failed, ETA"),
     "params": ("ablations.commands.params", "parameter count of every row (models built on the meta device)"),
     "studies": ("ablations.commands.studies", "list the built-in studies and presets; validate a study file"),

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ablations.ledger import write_text_atomic
-from data.errors import AblateError
+from reports import writers
 from reports.claims import load_claims
-from reports.formats import FORMATS, WRITERS, check_columns, to_claims_csv, to_html, to_json
+from reports.formats import check_columns
 from reports.results import StudyResults, load_results
 from reports.stats import N_SAMPLES
 from reports.table import ReportTable, build_table
+from reports.writers import Context, parse_formats
 
-
-def parse_formats(text: str | Sequence[str]) -> list[str]:
-    """'md,tex' or ['md', 'tex'] -> checked list of formats; AblateError naming an unknown one."""
-    items = text.split(",") if isinstance(text, str) else list(text)
-    formats = [f.strip().lower().lstrip(".") for f in items if f.strip()]
-    formats = ["md" if f == "markdown" else "tex" if f == "latex" else f for f in formats]
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown or not formats:
-        raise AblateError(f"--format: unknown format '{','.join(unknown)}'; choose from {','.join(FORMATS)}")
-    return list(dict.fromkeys(formats))
+if TYPE_CHECKING:
+    from reports.claims import Claim
+    from reports.plots import Plot
 
 
 def parse_columns(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -53,7 +48,7 @@ def describe_corpus(results: StudyResults) -> str | None:
 
 def build_report(
     out_dir: str | Path,
-    formats: Sequence[str] = FORMATS,
+    formats: Sequence[str] | None = None,
     report_dir: Path | None = None,
     wandb: bool = False,
     *,
@@ -67,7 +62,7 @@ def build_report(
 
     Args:
         out_dir: the OUT directory of `ablate sweep` (study.json, records/, hyps/, refs/).
-        formats: any of 'md', 'tex', 'csv', 'json', 'html'.
+        formats: names of registered writers (`reports.writers`: 'md', 'tex', 'csv', 'json', 'html'); default all.
         report_dir: where to write; default OUT/report. Plots go to REPORT_DIR/plots.
         wandb: also log the table and plots to a W&B run (offline unless the environment says otherwise).
         plots: draw the plots (PNG and SVG); the HTML page and W&B show them.
@@ -82,30 +77,18 @@ def build_report(
         format -> file written ('md', 'tex', ...), 'plot:<name>' -> PNG, 'plot:<name>.svg' -> SVG, and
         'wandb' -> the W&B run directory when one was written.
     """
-    formats = parse_formats(formats)
+    formats = parse_formats(writers.format_names() if formats is None else formats)
     columns = parse_columns(columns)
     out_dir = Path(out_dir)
     results = load_results(out_dir, storage=storage)
-    chosen = None
-    if claims is not None:
-        base = results.base.name if results.base else None
-        chosen = load_claims(claims, [r.name for r in results.rows], base)
-    table = build_table(results, n_samples=n_samples, claims=chosen)
+    table = build_table(results, n_samples=n_samples, claims=_claims(results, claims))
     report_dir = Path(report_dir) if report_dir is not None else out_dir / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
 
-    written: dict[str, Path] = {}
-    drawn = []
-    if plots:
-        from reports.plots import make_plots
-
-        drawn = make_plots(table, results, report_dir / "plots")
-        for plot in drawn:
-            written[f"plot:{plot.name}"] = plot.png
-            written[f"plot:{plot.name}.svg"] = plot.svg
-
-    corpus = describe_corpus(results)
-    written.update(_write_formats(table, formats, report_dir, drawn, columns=columns, corpus=corpus))
+    drawn = _draw_plots(table, results, report_dir / "plots") if plots else []
+    written = {f"plot:{plot.name}{ext}": path for plot in drawn for ext, path in (("", plot.png), (".svg", plot.svg))}
+    ctx = Context(columns=columns, corpus=describe_corpus(results), plots=tuple(drawn))
+    written.update(write_formats(table, formats, report_dir, ctx))
     if wandb:
         from reports.wandb_log import log_report
 
@@ -116,35 +99,33 @@ def build_report(
     return written
 
 
-def _write_formats(
-    table: ReportTable,
-    formats: Sequence[str],
-    report_dir: Path,
-    drawn: list,
-    *,
-    columns: Sequence[str] | None = None,
-    corpus: str | None = None,
-) -> dict[str, Path]:
-    """Each format's file (and the claims CSV beside the CSV), each written atomically."""
+def _claims(results: StudyResults, claims: str | Path | None) -> list[Claim] | None:
+    """The claims file's claims, checked against the study's rows; None: the study's own."""
+    if claims is None:
+        return None
+    base = results.base.name if results.base else None
+    return load_claims(claims, [r.name for r in results.rows], base)
+
+
+def _draw_plots(table: ReportTable, results: StudyResults, plot_dir: Path) -> list[Plot]:
+    from reports.plots import make_plots  # matplotlib: only when plots are drawn
+
+    return make_plots(table, results, plot_dir)
+
+
+def write_formats(table: ReportTable, formats: Sequence[str], report_dir: Path, ctx: Context) -> dict[str, Path]:
+    """Each format's file, and its companions' (the claims CSV beside the CSV), each written atomically as
+    REPORT_DIR/<stem><suffix>. Returns writer name -> file."""
     written: dict[str, Path] = {}
     stem = report_stem(table)
-    for fmt in formats:
-        path = report_dir / f"{stem}.{fmt}"
-        if fmt == "html":
-            plots = {p.title: p.png for p in drawn if p.claim is None}
-            claim_plots = {p.claim: p.png for p in drawn if p.claim is not None}
-            text = to_html(table, plots, columns, corpus=corpus, claim_plots=claim_plots)
-        elif fmt in ("md", "tex"):
-            text = WRITERS[fmt](table, columns, corpus=corpus)
-        elif fmt == "json":
-            text = to_json(table, corpus=corpus)
-        else:
-            text = WRITERS[fmt](table)  # CSV: every value, whatever the columns shown
-        write_text_atomic(path, text)
-        written[fmt] = path
-        if fmt == "csv" and table.claims:
-            write_text_atomic(report_dir / f"{stem}.claims.csv", to_claims_csv(table))
-            written["claims.csv"] = report_dir / f"{stem}.claims.csv"
+    for name in formats:
+        for w in (writers.get_writer(name), *writers.companions(name)):
+            text = w.write(table, ctx)
+            if text is None:
+                continue
+            path = report_dir / f"{stem}{w.suffix}"
+            write_text_atomic(path, text)
+            written[w.name] = path
     return written
 
 

@@ -30,6 +30,7 @@ from reports.metrics import read_lines, system_scores
 from reports.results import Record, StudyResults, load_results, read_record, read_study_json
 from reports.stats import METRICS, N_SAMPLES, RowTest, SystemScores, compare, compare_rows, holm, resample_weights
 from reports.table import IGNORED_DIFFERENCES, Stat
+from reports.writers import Context, writer
 
 SPARKS = "▁▂▃▄▅▆▇█"
 CURVES = (("val", "ppl"), ("val", "bleu"), ("val", "loss"), ("train", "loss"))
@@ -502,8 +503,7 @@ _STATE_WORDS = {"pending": "without record", "failed": "failed", "pruned": "prun
 
 
 # ------------------------------------------------------------------------------------ the comparison written out
-SWEEP_FORMATS = ("text", "md", "csv", "json")
-"""Output formats of a two-directory comparison ('text': the terminal table)."""
+# Each format is a writer registered with `reports.writers` (subject 'comparison'): `ablate compare --format`.
 
 
 def _interval(test: RowTest | None) -> tuple[float, float] | None:
@@ -578,8 +578,9 @@ def sweep_legend(cmp: SweepComparison) -> list[str]:
     ]
 
 
-def sweep_to_text(cmp: SweepComparison, width: int = 160) -> str:
-    """The terminal table (rich), with the header above and the legend below."""
+@writer("text", "the terminal table", suffix=".txt", subject="comparison")
+def sweep_to_text(cmp: SweepComparison, ctx: Context) -> str:
+    """The terminal table (rich), `ctx.width` characters wide, with the header above and the legend below."""
     import io
 
     from rich.console import Console
@@ -594,14 +595,15 @@ def sweep_to_text(cmp: SweepComparison, width: int = 160) -> str:
     for i, line in enumerate(sweep_lines(cmp)):
         table.add_row(*(Text(cell) for cell in line), end_section=(i + 1) % n == 0)
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, no_color=True, highlight=False, emoji=False)
+    console = Console(file=buffer, width=ctx.width, no_color=True, highlight=False, emoji=False)
     console.print(Text("\n".join(sweep_header(cmp))))
     console.print(table)
     console.print(Text("\n".join(sweep_legend(cmp))))
     return buffer.getvalue()
 
 
-def sweep_to_markdown(cmp: SweepComparison) -> str:
+@writer("md", "Markdown table", suffix=".md", subject="comparison")
+def sweep_to_markdown(cmp: SweepComparison, ctx: Context) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
@@ -648,7 +650,8 @@ def sweep_record(row: RowComparison) -> dict[str, Any]:
     return record
 
 
-def sweep_to_csv(cmp: SweepComparison) -> str:
+@writer("csv", "one line per row", suffix=".csv", subject="comparison")
+def sweep_to_csv(cmp: SweepComparison, ctx: Context) -> str:
     import csv
     import io
 
@@ -660,7 +663,8 @@ def sweep_to_csv(cmp: SweepComparison) -> str:
     return buffer.getvalue()
 
 
-def sweep_to_json(cmp: SweepComparison) -> str:
+@writer("json", "every value, per row and side", suffix=".json", subject="comparison")
+def sweep_to_json(cmp: SweepComparison, ctx: Context) -> str:
     def side(s: SweepSide) -> dict[str, Any]:
         return {"out_dir": str(s.out_dir), "study": s.study, "preset": s.preset, "seeds": s.seeds}
 
@@ -698,7 +702,3 @@ def sweep_to_json(cmp: SweepComparison) -> str:
         "rows": [detail(r) for r in cmp.rows],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
-
-
-SWEEP_WRITERS = {"text": sweep_to_text, "md": sweep_to_markdown, "csv": sweep_to_csv, "json": sweep_to_json}
-"""Format -> writer of a SweepComparison."""

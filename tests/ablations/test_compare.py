@@ -196,7 +196,7 @@ def test_two_rows_of_one_sweep_still_compare(finished_sweep, capsys):
     record = finished_sweep / "records" / "ok1__seed0.json"
     assert ablate(["compare", str(record), str(record)]) == 0
     assert "(same configuration)" in capsys.readouterr().out
-    from ablations.commands.compare import build_parser
+    from reports.commands.compare import build_parser
 
     help_text = build_parser().format_help()
     assert "Two results directories" in help_text and "Two runs" in help_text

@@ -92,7 +92,7 @@ def test_compare_bad_input(runs, capsys):
 def test_help_does_not_import_heavy_modules():
     code = (
         "import sys\n"
-        "from ablations.commands import report, compare\n"
+        "from reports.commands import report, compare\n"
         "import reports.build, reports.compare\n"
         "heavy = [m for m in ('torch', 'lightning', 'pytorch_lightning', 'matplotlib', 'wandb', 'optuna', 'sacrebleu')"
         " if m in sys.modules]\n"

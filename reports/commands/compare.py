@@ -27,11 +27,10 @@ from pathlib import Path
 from ablations.commands.options import command_parser, options, parse, print_config
 from data.errors import AblateError
 
-SUFFIXES = {".md": "md", ".csv": "csv", ".json": "json"}
-"""--out's suffix -> the format written when --format is not given."""
-
 
 def build_parser():
+    from reports.writers import format_names, formats_help
+
     parser = command_parser("ablate compare", __doc__)
     parser.add_argument("run_a", metavar="A", help="results directory or study name; or record file, row, row@seed")
     parser.add_argument("run_b", metavar="B", help="results directory or study name; or record file, row, row@seed")
@@ -43,9 +42,9 @@ def build_parser():
     )
     parser.add_argument(
         "--format",
-        choices=["text", "md", "csv", "json"],
+        choices=format_names("comparison"),
         default=None,
-        help="two directories: text (the terminal table), md, csv or json; unset: from --out's suffix, else text",
+        help=f"two directories: {formats_help('comparison')}; unset: from --out's suffix, else text",
     )
     parser.add_argument("--json", action="store_true", help="the same as --format json")
     parser.add_argument("--runs_dir", default="runs", help="where study names are looked up")
@@ -93,20 +92,22 @@ def _directories(args) -> tuple[Path, Path] | None:
 
 def _compare_sweeps(args, dir_a: Path, dir_b: Path) -> int:
     from ablations.ledger import write_text_atomic
-    from reports.compare import SWEEP_WRITERS, compare_sweeps, load_sweep, sweep_to_text
+    from reports.compare import compare_sweeps, load_sweep
+    from reports.writers import Context, format_of, get_writer
 
     if args.plot:
         raise AblateError("--plot draws the curves of two runs; for two results directories, leave it out")
     out = Path(args.out) if args.out else None
-    fmt = "json" if args.json else args.format or (SUFFIXES.get(out.suffix.lower(), "text") if out else "text")
+    fmt = "json" if args.json else args.format or (out and format_of(out, "comparison")) or "text"
+    writer = get_writer(fmt, "comparison")
     comparison = compare_sweeps(load_sweep(dir_a), load_sweep(dir_b), n_samples=args.samples)
     if out is None:
         width = shutil.get_terminal_size((160, 24)).columns  # 160 when stdout is not a terminal
-        print(sweep_to_text(comparison, width) if fmt == "text" else SWEEP_WRITERS[fmt](comparison), end="")
+        print(writer.write(comparison, Context(width=width)), end="")
         return 0
-    text = SWEEP_WRITERS[fmt](comparison)
+    text = writer.write(comparison, Context())
     if out.is_dir():
-        out = out / f"{dir_a.name}-vs-{dir_b.name}.{'txt' if fmt == 'text' else fmt}"
+        out = out / f"{dir_a.name}-vs-{dir_b.name}{writer.suffix}"
     write_text_atomic(out, text)
     print(f"comparison of {dir_a} (A) and {dir_b} (B): {out}")
     return 0

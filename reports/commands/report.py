@@ -1,7 +1,8 @@
 """`ablate report`: Table 3 rebuilt from a results directory (finished or still running), beside the paper.
 
-Writes Markdown, LaTeX (booktabs), CSV, JSON and one self-contained HTML page, plus the plots (PNG and SVG), and
-optionally logs the table and plots to W&B. Reads results only: no training code is imported.
+Writes every registered format (`reports.writers`: Markdown, LaTeX (booktabs), CSV, JSON and one self-contained HTML
+page), plus the plots (PNG and SVG), and optionally logs the table and plots to W&B. Reads results only: no training
+code is imported.
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ from pathlib import Path
 
 from ablations.commands.options import command_parser, options, parse, print_config
 
-FORMATS_HELP = "comma-separated formats among md,tex,csv,json,html (default: all)"
-
 
 def build_parser():
     from reports.formats import COLUMNS
+    from reports.writers import format_names, formats_help
 
     parser = command_parser("ablate report", __doc__)
     parser.add_argument(
@@ -25,7 +25,11 @@ def build_parser():
     parser.add_argument("--preset", default=None, help="with a study name: which preset's results (default: newest)")
     parser.add_argument("--runs_dir", default="runs", help="where study names are looked up (default: runs)")
     parser.add_argument("--out", default=None, metavar="REPORT_DIR", help="where to write (default: OUT/report)")
-    parser.add_argument("--format", default="md,tex,csv,json,html", help=FORMATS_HELP)
+    parser.add_argument(
+        "--format",
+        default=",".join(format_names()),
+        help=f"comma-separated formats among {formats_help()} (default: all)",
+    )
     parser.add_argument(
         "--columns",
         default=None,
@@ -62,8 +66,9 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
         return print_config(options(args))
-    from reports.build import build_report, parse_columns, parse_formats
+    from reports.build import build_report, parse_columns
     from reports.results import resolve_out_dir
+    from reports.writers import parse_formats
 
     formats = parse_formats(args.format)  # bad formats and columns fail before any work
     columns = parse_columns(args.columns)
