@@ -58,17 +58,18 @@ def test_dashboard_serves_the_sweep_storage(tmp_path):
         proc.wait(timeout=10)
 
 
-def load_chromium():
-    """tests/reports/cdp_pipe.py's Chromium (a sibling test package: loaded by path under --import-mode=importlib)."""
+def load_browser():
+    """tests/reports/browser.py (a sibling test package: loaded by path under --import-mode=importlib); skips the
+    test without a system Chromium."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "reports" / "cdp_pipe.py"
-    spec = importlib.util.spec_from_file_location("cdp_pipe_for_dashboard", path)
+    path = Path(__file__).resolve().parents[1] / "reports" / "browser.py"
+    spec = importlib.util.spec_from_file_location("browser_for_dashboard", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    if not Path(module.CHROMIUM).exists():
-        pytest.skip(f"{module.CHROMIUM} is not installed (.ci/run installs Chromium)")
-    return module.Chromium
+    if module.CHROMIUM is None:
+        pytest.skip(module.MISSING)
+    return module
 
 
 @pytest.mark.slow
@@ -98,15 +99,18 @@ def test_dashboard_compares_rows_by_name_over_the_knobs(finished_copy, tmp_path)
         assert all(t["intermediate_values"] for t in complete)
         assert all(a["key"] != "record" and len(a["value"]) < 200 for t in detail["trials"] for a in t["user_attrs"])
 
-        with load_chromium()() as chrome:
-            chrome.open(f"http://127.0.0.1:{port}/dashboard/studies/{summary['study_id']}/smartSelection", 1600, 1000)
-            deadline = time.time() + 60
-            while time.time() < deadline and not chrome.evaluate("document.querySelectorAll('.parcoords').length"):
-                time.sleep(0.5)
-            axes = chrome.evaluate("[...document.querySelectorAll('.parcoords .axis-title')].map(e => e.textContent)")
-            ticks = chrome.evaluate("[...document.querySelectorAll('.parcoords .tick text')].map(e => e.textContent)")
-            chrome.screenshot(tmp_path / "parallel_coordinates.png")
-            assert chrome.console_errors() == []
+        browser = load_browser()
+        url = f"http://127.0.0.1:{port}/dashboard/studies/{summary['study_id']}/smartSelection"
+        with browser.open_page(url, 1600, 1000) as visit:
+            visit.page.locator(".parcoords").first.wait_for(state="attached", timeout=60_000)
+            axes = visit.page.evaluate(
+                "[...document.querySelectorAll('.parcoords .axis-title')].map(e => e.textContent)"
+            )
+            ticks = visit.page.evaluate(
+                "[...document.querySelectorAll('.parcoords .tick text')].map(e => e.textContent)"
+            )
+            visit.page.screenshot(path=tmp_path / "parallel_coordinates.png", full_page=True)
+            assert visit.errors == []
         assert {"dev BLEU", "dev PPL", "row", "seed", "model.n_heads", "train.lr_factor"} <= set(axes), axes
         assert {"ok1", "ok2"} <= set(ticks)  # the row axis names the rows (the failed 'nan' row has no values)
     finally:

@@ -1,4 +1,4 @@
-"""Makes the helpers beside these tests importable (`reports_fixtures`, `cdp_pipe`) under --import-mode=importlib."""
+"""Makes the helpers beside these tests importable (`reports_fixtures`, `browser`) under --import-mode=importlib."""
 
 import sys
 from pathlib import Path

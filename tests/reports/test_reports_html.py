@@ -9,16 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cdp_pipe import CHROMIUM, Chromium
+from browser import CHROMIUM, MISSING, open_page
 from reports_fixtures import TABLE3_ROWS, make_study
 from test_latex import table3_tiny
 
 from reports.build import build_report
 from reports.formats import to_html
 
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (Debian: apt-get install chromium)"
-)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=MISSING)
 
 WIDTH = 1400
 """The window width the table must fit without a sideways scroll bar (a laptop's browser, full screen)."""
@@ -44,9 +42,8 @@ def test_html_renders_table_and_plots_offline_without_errors(tmp_path):
     shutil.copy(html, alone)
     shutil.rmtree(out / "report" / "plots")
 
-    with Chromium() as chrome:
-        chrome.open(alone.as_uri(), width=WIDTH)
-        page = chrome.evaluate(
+    with open_page(alone.as_uri(), width=WIDTH) as visit:
+        page = visit.page.evaluate(
             FITS
             + """(() => {
               const rows = [...document.querySelectorAll('#report-table tbody tr')];
@@ -64,9 +61,9 @@ def test_html_renders_table_and_plots_offline_without_errors(tmp_path):
               };
             })()"""
         )
-        shot = chrome.screenshot(tmp_path / "report.png")
-        errors = chrome.console_errors()
-        urls = chrome.requested_urls()
+        shot = tmp_path / "report.png"
+        visit.page.screenshot(path=shot, full_page=True)
+        errors, urls = visit.errors, visit.urls
 
     assert page["rows"] == [name for name, *_ in TABLE3_ROWS]
     assert "BLEU (dev)" in page["headers"] and "paper BLEU" in page["headers"]
@@ -90,9 +87,10 @@ def test_widest_table_fits_1400px(tmp_path):
     table, corpus = table3_tiny(tmp_path / "table3-tiny")
     page = tmp_path / "page.html"
     page.write_text(to_html(table, corpus=corpus), encoding="utf-8")
-    with Chromium() as chrome:
-        chrome.open(page.as_uri(), width=WIDTH)
-        fits = chrome.evaluate(FITS + "fits()")
-        headers = chrome.evaluate("[...document.querySelectorAll('#report-table thead th')].map(th => th.textContent)")
+    with open_page(page.as_uri(), width=WIDTH) as visit:
+        fits = visit.page.evaluate(FITS + "fits()")
+        headers = visit.page.evaluate(
+            "[...document.querySelectorAll('#report-table thead th')].map(th => th.textContent)"
+        )
     assert {"BLEU (dev)", "BLEU (test)", "ΔPPL vs base", "ΔBLEU vs base", "source use", "device"} <= set(headers)
     assert fits["table"] <= fits["box"] and fits["page"] <= WIDTH, fits
