@@ -28,7 +28,7 @@ def build_parser():
     parser.add_argument(
         "--format",
         default=",".join(format_names()),
-        help=f"comma-separated formats among {formats_help()} (default: all)",
+        help=f"comma-separated formats among {formats_help()}",
     )
     parser.add_argument(
         "--columns",
