@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ablations.ledger import write_text_atomic
-from reports import writers
 from reports.claims import load_claims
 from reports.formats import check_columns
 from reports.results import StudyResults, load_results
 from reports.stats import N_SAMPLES
 from reports.table import ReportTable, build_table
-from reports.writers import Context, parse_formats
+from reports.writers import Context, companions, format_names, get_writer, parse_formats
 
 if TYPE_CHECKING:
     from reports.claims import Claim
@@ -77,7 +76,7 @@ def build_report(
         format -> file written ('md', 'tex', ...), 'plot:<name>' -> PNG, 'plot:<name>.svg' -> SVG, and
         'wandb' -> the W&B run directory when one was written.
     """
-    formats = parse_formats(writers.format_names() if formats is None else formats)
+    formats = parse_formats(format_names() if formats is None else formats)
     columns = parse_columns(columns)
     out_dir = Path(out_dir)
     results = load_results(out_dir, storage=storage)
@@ -119,7 +118,7 @@ def write_formats(table: ReportTable, formats: Sequence[str], report_dir: Path, 
     written: dict[str, Path] = {}
     stem = report_stem(table)
     for name in formats:
-        for w in (writers.get_writer(name), *writers.companions(name)):
+        for w in (get_writer(name), *companions(name)):
             text = w.write(table, ctx)
             if text is None:
                 continue
