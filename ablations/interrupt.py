@@ -53,7 +53,7 @@ class Interrupted(BaseException):
             saved = f"step {self.step} saved in {self.checkpoint}"
         else:
             saved = "no run was training; finished results are kept"
-        from ablations.storage import redact
+        from ablations.storage.urls import redact
 
         # A worker's line is its sweep's command; a storage password is shown as *** (it is in ABLATE_STORAGE).
         resume = ["ablate", command, *(redact(a) for a in argv if a != "--worker")]

@@ -22,7 +22,8 @@ from typing import Any
 
 from ablations.ledger import write_json_atomic
 from ablations.presets import get_preset
-from ablations.storage import OBJECTIVES, Queue, named_study, open_storage, recover_dead, study_metrics
+from ablations.storage.opening import OBJECTIVES, named_study, open_storage, study_metrics
+from ablations.storage.queue import Queue, recover_dead
 from ablations.studies import SearchDim, Study
 from data.errors import AblateError
 

@@ -148,7 +148,7 @@ def print_config(config: dict[str, Any]) -> int:
     """Print a configuration as YAML that `--config` reads back, leaving out what is unset."""
     config = {k: v for k, v in config.items() if v is not None and v != {}}
     if isinstance(config.get("storage"), str):  # a printed config is saved to files: never with a password
-        from ablations.storage import redact
+        from ablations.storage.urls import redact
 
         config["storage"] = redact(config["storage"])
     sys.stdout.write(yaml.safe_dump(_plain(config), sort_keys=False))

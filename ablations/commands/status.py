@@ -76,7 +76,7 @@ def _with_job_states(rows, out: Path) -> None:
     """Each trial's SLURM job with the job's state now (squeue, else sacct), for sweeps launched on SLURM."""
     if not any(r.job for r in rows):
         return
-    from ablations.slurm import job_states
+    from ablations.launchers.slurm import job_states
 
     states = job_states(sorted({r.job for r in rows if r.job}))
     for r in rows:

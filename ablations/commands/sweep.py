@@ -7,10 +7,10 @@ checkpoint). Run it on another machine with the same --storage postgresql://... 
 from __future__ import annotations
 
 import sys
-import time
 from argparse import SUPPRESS
 from pathlib import Path
 
+from ablations import launchers
 from ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
 from ablations.config import SECTIONS
 from ablations.presets import PRESETS
@@ -44,24 +44,28 @@ def build_parser(documented: bool = False):
     )
     p.add_argument("--retry_failed", action="store_true", help="run failed trials again (default: keep their result)")
     p.add_argument("--no_report", action="store_true", help="do not build the report at the end")
+    found = launchers.available()
     p.add_argument(
         "--launcher",
-        choices=["local", "slurm"],
-        default="local",
-        help="local: worker processes on this machine; slurm: a SLURM job array of --workers workers (submitit), "
-        "sized by the slurm section. The command returns once the jobs are queued",
+        choices=list(found),
+        default=launchers.DEFAULT,
+        help="; ".join(f"{name}: {launcher.help}" for name, launcher in found.items()),
     )
-    p.add_argument("--dry_run", action="store_true", help="with --launcher slurm: print the batch script and exit")
-    p.add_argument("--wait", action="store_true", help="with --launcher slurm: follow the study until it ends")
-    from ablations.slurm import SlurmConfig
-
-    p.add_class_arguments(SlurmConfig, "slurm", help="SLURM settings of --launcher slurm (one job per worker).")
+    p.add_argument(
+        "--dry_run", action="store_true", help="print what the launcher would submit (slurm: the batch script) and exit"
+    )
+    p.add_argument(
+        "--wait", action="store_true", help="with a launcher that submits jobs: follow the study until it ends"
+    )
+    for name, launcher in found.items():
+        if launcher.settings is not None:
+            p.add_class_arguments(launcher.settings, name, help=_first_line(launcher.settings.__doc__))
     p.add_argument("--worker", action="store_true", help=SUPPRESS)
     return p
 
 
 def make_plan(ns):
-    from ablations.storage import storage_url
+    from ablations.storage.urls import storage_url
     from ablations.studies import load_study
     from ablations.sweep import Plan
 
@@ -104,6 +108,10 @@ def _rows(text: str | None, study) -> list[str] | None:
     return names
 
 
+def _first_line(text: str | None) -> str | None:
+    return text.strip().splitlines()[0] if text else None
+
+
 def main(argv: list[str]) -> int:
     from ablations import runner
 
@@ -116,61 +124,23 @@ def main(argv: list[str]) -> int:
         return relaunched
     if ns.worker:
         return runner.work_here(plan)
-    if ns.launcher == "slurm":
-        return _slurm(plan, ns)
-    if ns.dry_run or ns.wait:
-        raise AblateError("--dry_run and --wait go with --launcher slurm")
-    started = time.time()
-    runner.coordinate(plan, ns.workers)
-    if not ns.no_report:
-        _report(plan)
-    runner.print_next_steps(plan, time.time() - started)
-    return 0
+    launcher = launchers.get(ns.launcher)
+    launch = launchers.Launch(
+        workers=ns.workers,
+        dry_run=ns.dry_run,
+        wait=ns.wait,
+        settings=None if launcher.settings is None else launcher.settings(**ns[launcher.name].as_dict()),
+        finish=(lambda: None) if ns.no_report else (lambda: _report(plan)),
+    )
+    return launcher.launch(plan, launch)
 
 
 def _report(plan) -> None:
-    from reports.build import build_report
+    """The report of a finished sweep, by `ablate report` (which prints the table); a report that fails says why in
+    one line, and the sweep still succeeds. The storage is passed on: study.json's URL keeps no password."""
+    from ablations.cli import run_command
 
     try:
-        written = build_report(plan.out, wandb=True, storage=plan.storage)  # study.json's URL keeps no password
+        run_command("report", [str(plan.out), "--wandb", "--storage", plan.storage])
     except AblateError as err:
         print(f"report: {err}", file=sys.stderr)
-        return
-    md = written.get("md")
-    if md is not None and Path(md).exists():
-        print(Path(md).read_text(encoding="utf-8"))
-    files = [str(path) for key, path in written.items() if not key.startswith("plot:")]
-    plots = sum(key.startswith("plot:") for key in written)
-    print(f"report: {', '.join(files)} (+{plots} plot files)", file=sys.stderr)
-
-
-def _slurm(plan, ns) -> int:
-    """Queue the rows, submit the workers as a SLURM job array, print the job ids (and follow with --wait)."""
-    from ablations import runner, slurm
-
-    cfg = slurm.SlurmConfig(**ns.slurm.as_dict())
-    if ns.dry_run:
-        slurm.submit(plan, cfg, ns.workers, len(plan.keys()), dry_run=True)
-        return 0
-    queue, queued = runner.start(plan)
-    pending = len(queue.trials("WAITING"))
-    if not pending:
-        print(f"sweep {plan.study.name}: no trial left to run in {plan.out}", file=sys.stderr)
-        ids: list[str] = []
-    else:
-        ids = slurm.submit(plan, cfg, ns.workers, pending, dry_run=False)
-        print(
-            f"sweep {plan.study.name} at preset {plan.preset}: {pending} trial(s) queued ({queued} new); "
-            f"{len(ids)} SLURM worker job(s) submitted: {' '.join(ids)}\n"
-            f"  logs    {plan.out.resolve() / 'slurm'}/<job id>/\n"
-            f"  follow  ablate status {plan.out} --watch 10",
-            file=sys.stderr,
-        )
-    if not ns.wait:
-        return 0
-    keys = [(row.name, seed) for row, seed in plan.keys()]
-    slurm.wait(plan, keys, ids, f"{plan.study.name} ({plan.preset}) on SLURM")
-    runner.sync_records(plan, queue)
-    if not ns.no_report:
-        _report(plan)
-    return 0

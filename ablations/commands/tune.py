@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     extra = overrides(args)
     if args.print_config:
         return print_config({**options(args), **extra})
-    from ablations.storage import storage_url
+    from ablations.storage.urls import storage_url
     from ablations.studies import load_study
     from ablations.tune import TuneJob, describe_space, run_tune, search_space
 

@@ -173,7 +173,7 @@ def finished_sweep(sweeps, tmp_path_factory) -> Path:
 def finished_copy(finished_sweep, tmp_path, monkeypatch) -> Path:
     """A copy of `finished_sweep` without its trial directories (a trial trained again would recreate one), its
     study.json pointing at the copy's journal, ABLATE_STORAGE unset."""
-    from ablations.storage import ENV_VAR
+    from ablations.storage.urls import ENV_VAR
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     out = tmp_path / "out"

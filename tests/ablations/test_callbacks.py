@@ -8,7 +8,7 @@ import pytorch_lightning as pl
 import torch
 
 from ablations.callbacks import StepPruning
-from ablations.storage import open_storage
+from ablations.storage.opening import open_storage
 
 
 class Scored(pl.LightningModule):

@@ -59,7 +59,7 @@ def test_status_reads_without_creating_anything(tmp_path, capsys, seen):
     out.mkdir()
     journal = out / "optuna.journal"
     if seen == "unknown study":
-        from ablations.storage import load_or_create, open_storage
+        from ablations.storage.opening import load_or_create, open_storage
 
         load_or_create(open_storage(f"journal:{journal}"), "another")
     spec = {"study": "table3", "preset": "smoke", "rows": [{"name": "base"}], "seeds": [0]}

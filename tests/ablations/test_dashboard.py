@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ablations.storage import Queue, storage_url
+from ablations.storage.queue import Queue
+from ablations.storage.urls import storage_url
 from ablations.studies import load_study
 from ablations.sweep import Plan, enqueue
 

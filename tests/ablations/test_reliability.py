@@ -236,7 +236,7 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path):
 
 
 def test_a_stopped_trial_is_claimed_before_trials_that_have_not_started(tmp_path):
-    from ablations.storage import Queue
+    from ablations.storage.queue import Queue
 
     queue = Queue.open(f"journal:{tmp_path / 'optuna.journal'}", "order")
     for row in ("A", "B"):

@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from ablations.runner import default_workers, live_view
+from ablations.launchers.local import default_workers
+from ablations.runner import live_view
 from ablations.studies import load_study
 from ablations.sweep import Plan
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ablations import cli
-from ablations.storage import ENV_VAR, redact, scrub
+from ablations.storage.urls import ENV_VAR, redact, scrub
 
 STUDY = "sweep_rows.yaml"
 OPTUNA_NAME = "sweep-rows-smoke"
@@ -193,7 +193,7 @@ def test_a_two_worker_postgresql_sweep_writes_its_password_nowhere(sweeps, tmp_p
     finally:
         import optuna
 
-        from ablations.storage import with_driver
+        from ablations.storage.urls import with_driver
 
         optuna.delete_study(study_name=name, storage=with_driver(url))
 

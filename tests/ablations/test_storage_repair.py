@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ablations import cli, ledger
-from ablations.storage import load_or_create, load_trials, open_existing, open_storage
+from ablations.storage.opening import load_or_create, load_trials, open_existing, open_storage
 from data.errors import AblateError
 
 NAME = "torn"

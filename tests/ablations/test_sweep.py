@@ -99,7 +99,7 @@ def test_trials_carry_row_seed_and_knobs_as_parameters(finished, sweeps):
     seed and the value of every knob a row overrides, on distributions shared by the whole plan."""
     import optuna
 
-    from ablations.storage import open_existing
+    from ablations.storage.opening import open_existing
 
     study = optuna.load_study(study_name=OPTUNA_NAME, storage=open_existing("journal:optuna.journal", finished.out))
     assert study.metric_names == ["dev BLEU", "dev PPL"]

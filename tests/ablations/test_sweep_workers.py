@@ -218,7 +218,7 @@ def test_two_workers_opening_a_fresh_postgresql_database_together_both_get_it(po
     round uses a fresh schema (search_path), so the tables are created anew."""
     import sqlalchemy as sa
 
-    from ablations.storage import open_storage
+    from ablations.storage.opening import open_storage
 
     engine = sa.create_engine(postgres_url)
     errors: list[str] = []

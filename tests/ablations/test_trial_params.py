@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ablations.storage import ParamSpace, Queue
+from ablations.storage.queue import Queue
+from ablations.storage.space import ParamSpace
 
 
 def enqueue(queue: Queue, values: dict, seeds=(0, 1)) -> list[str]:

@@ -91,7 +91,7 @@ def test_pick_best_by_one_objective_or_the_compromise_of_both():
 def test_tune_runs_both_objectives_and_never_picks_a_diverged_trial(tmp_path):
     import optuna
 
-    from ablations.storage import open_existing
+    from ablations.storage.opening import open_existing
 
     out = tmp_path / "tune"
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
@@ -143,7 +143,7 @@ def test_a_search_begun_by_an_older_ablate_continues_on_its_bleu_objective(tmp_p
     `both` is refused in one line that says how to continue; `--objective bleu` continues it."""
     import optuna
 
-    from ablations.storage import open_storage
+    from ablations.storage.opening import open_storage
 
     out = tmp_path / "tune"
     out.mkdir()

@@ -13,10 +13,14 @@ the worker (which saves the running trial at the end of its step and queues it f
 `ablations.interrupt`), waits for it, and hands submitit the same job to requeue. The retry resumes from the
 checkpoint, in the same W&B run. `scancel` sends SIGTERM first: the trial saves itself the same way if its step ends
 within SLURM's KillWait. A job killed without warning (node failure, SIGKILL) leaves its trial RUNNING with a dead
-process and a stale heartbeat: another worker's liveness check re-runs it (`storage.recover_dead`).
+process and a stale heartbeat: another worker's liveness check re-runs it (`storage.queue.recover_dead`).
 
 The storage URL reaches the jobs through the environment sbatch exports (ABLATE_STORAGE), never a file submitit
 pickles. Each submission's job ids are kept in OUT/slurm/jobs.json; `ablate status` shows each trial's job.
+
+`--dry_run` needs no cluster: it prints the batch script submitit would hand sbatch and writes nothing. A real
+submission first checks what it needs (submitit, sbatch, srun, a controller that answers): what is missing is one
+line and exit 2, before anything is queued.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -32,6 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablations import environment, runner
+from ablations.launchers import Launch
+from ablations.storage.urls import ENV_VAR
+from ablations.sweep import Plan, sync_records
 from data.errors import AblateError
 
 JOBS_FILE = "jobs.json"
@@ -109,8 +116,8 @@ class SweepJob:
 
         child = self._child
         if child is not None and _running(child.pid):  # SLURM may have signalled it too: USR2 is idempotent there
-            child.send_signal(signal.SIGUSR2)
-            deadline = time.time() + int(os.environ.get("ABLATE_SLURM_SAVE_S", "60"))
+            child.send_signal(environment.WARNING_SIGNAL)
+            deadline = time.time() + environment.save_s()
             while _running(child.pid) and time.time() < deadline:
                 time.sleep(0.2)
             if _running(child.pid):  # the liveness check retries its trial from the last checkpoint
@@ -131,12 +138,63 @@ def _running(pid: int) -> bool:
         return False
 
 
-# ------------------------------------------------------------------------------------------------ submitting
-def executor(cfg: SlurmConfig, folder: Path, name: str, array_size: int):
-    """submitit's SlurmExecutor with the section's settings."""
-    import submitit
+# ------------------------------------------------------------------------------------------------ launching
+class SlurmLauncher:
+    name = "slurm"
+    help = (
+        "a SLURM job array of --workers workers (submitit), sized by the slurm section (the command returns once "
+        "the jobs are queued; with --wait, once the study ends)"
+    )
+    settings = SlurmConfig
 
-    ex = submitit.SlurmExecutor(folder=str(folder / "%j"), max_num_timeout=cfg.max_requeues)
+    def launch(self, plan: Plan, launch: Launch) -> int:
+        """Queue the rows, submit the workers as a job array, print the job ids (and follow with --wait)."""
+        cfg = launch.settings or SlurmConfig()
+        if launch.dry_run:
+            print(batch_script(plan, cfg, _array_size(cfg, launch.workers, len(plan.keys()))), end="")
+            return 0
+        check_cluster(cfg, plan.run_config(plan.study.rows[0], plan.seeds[0]).hardware.accelerator)
+        queue, queued = runner.start(plan)
+        pending = len(queue.trials("WAITING"))
+        ids = submit(plan, cfg, _array_size(cfg, launch.workers, pending)) if pending else []
+        if not pending:
+            print(f"sweep {plan.study.name}: no trial left to run in {plan.out}", file=sys.stderr)
+        else:
+            print(
+                f"sweep {plan.study.name} at preset {plan.preset}: {pending} trial(s) queued ({queued} new); "
+                f"{len(ids)} SLURM worker job(s) submitted: {' '.join(ids)}\n"
+                f"  logs    {plan.out.resolve() / 'slurm'}/<job id>/\n"
+                f"  follow  ablate status {plan.out} --watch 10",
+                file=sys.stderr,
+            )
+        if launch.wait:
+            keys = [(row.name, seed) for row, seed in plan.keys()]
+            wait(plan, keys, ids, f"{plan.study.name} ({plan.preset}) on SLURM")
+            sync_records(plan, queue)
+            launch.finish()
+        return 0
+
+
+LAUNCHER = SlurmLauncher()
+
+
+def _array_size(cfg: SlurmConfig, workers: int | None, pending: int) -> int:
+    """--workers (default: one per pending trial), at most slurm.max_jobs."""
+    return max(1, min(workers or pending, pending or 1, cfg.max_jobs))
+
+
+def _submitit():
+    try:
+        import submitit
+    except ImportError:
+        raise AblateError("--launcher slurm needs submitit: pip install 'ablate[slurm]'") from None
+    return submitit
+
+
+def executor(cfg: SlurmConfig, folder: Path, name: str, array_size: int, *, script_only: bool = False):
+    """submitit's SlurmExecutor with the section's settings. `script_only`: one that only writes the batch
+    script, which needs no cluster (submitit's executor otherwise refuses to exist where `srun` is missing)."""
+    ex = _executor_class(script_only)(folder=str(folder / "%j"), max_num_timeout=cfg.max_requeues)
     extra = {}
     for option in cfg.sbatch:
         key, eq, value = option[2:].partition("=")
@@ -161,50 +219,62 @@ def executor(cfg: SlurmConfig, folder: Path, name: str, array_size: int):
     return ex
 
 
-def batch_script(ex, array_size: int) -> str:
-    """The batch script submit would hand sbatch for an array of `array_size`. submitit has no public call that
-    only renders it: this makes the array executor its batch submission makes (the same two private lines as
-    `SlurmExecutor._internal_process_submissions`) and asks it for the text."""
-    import submitit
+def _executor_class(script_only: bool) -> type:
+    submitit = _submitit()
+    if not script_only:
+        return submitit.SlurmExecutor
 
-    array_ex = submitit.SlurmExecutor(ex.folder, ex.max_num_timeout)
-    array_ex.update_parameters(**ex.parameters)
-    array_ex.parameters["map_count"] = array_size
-    return array_ex._make_submission_file_text(array_ex._submitit_command_str, "dry-run") + "\n"
+    class ScriptOnly(submitit.SlurmExecutor):
+        """submitit's executor for writing the batch script only: without its check for `srun` (`affinity`, its one
+        look at the cluster)."""
+
+        @classmethod
+        def affinity(cls) -> int:
+            return 1
+
+    return ScriptOnly
+
+
+def batch_script(plan: Plan, cfg: SlurmConfig, count: int) -> str:
+    """The batch script a submission of `count` workers would hand sbatch; no cluster needed. submitit has no public
+    call that only renders it: this sets up the array executor its batch submission makes (as
+    `SlurmExecutor._internal_process_submissions` does) and asks it for the text."""
+    ex = executor(cfg, plan.out.resolve() / "slurm", _job_name(plan), count, script_only=True)
+    ex.parameters["map_count"] = count
+    return ex._make_submission_file_text(ex._submitit_command_str, "dry-run") + "\n"
+
+
+def _job_name(plan: Plan) -> str:
+    return f"ablate-{plan.name}"
 
 
 def check_cluster(cfg: SlurmConfig, accelerator: str) -> None:
-    """What sbatch would refuse, said in one line before anything is submitted."""
+    """What a submission needs and sbatch would refuse, said in one line before anything is queued."""
     if accelerator in ("gpu", "cuda") and cfg.gpus_per_node == 0:
         raise AblateError("slurm.gpus_per_node is 0 but hardware.accelerator is gpu: ask for GPUs, e.g. "
                           "--slurm.gpus_per_node 1, or train on CPUs with --hardware.accelerator cpu")  # fmt: skip
-    if shutil.which("sbatch") is None:
-        raise AblateError("--launcher slurm: sbatch is not on PATH; run this on a SLURM login node")
-    if cfg.partition:
-        known = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True, check=False)
-        partitions = sorted(set(known.stdout.split()))
-        if known.returncode != 0:
-            raise AblateError(f"--launcher slurm: sinfo failed: {(known.stderr or '').strip().splitlines()[:1]}")
-        if cfg.partition not in partitions:
-            raise AblateError(f"slurm.partition: no partition {cfg.partition!r} on this cluster; "
-                              f"it has {', '.join(partitions)}")  # fmt: skip
+    _submitit()
+    for command, role in (("sbatch", "it submits the jobs"), ("srun", "the batch script starts the workers with it")):
+        if shutil.which(command) is None:
+            raise AblateError(f"--launcher slurm: {command} is not on PATH ({role}); run this on a SLURM login "
+                              "node, or print the batch script with --dry_run")  # fmt: skip
+    known = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True, check=False)
+    if known.returncode != 0:
+        said = " ".join((known.stderr or "").split())[:200] or f"exit {known.returncode}"
+        raise AblateError(f"--launcher slurm: no SLURM controller answers (sinfo: {said})")
+    partitions = sorted(set(known.stdout.split()))
+    if cfg.partition and cfg.partition not in partitions:
+        raise AblateError(f"slurm.partition: no partition {cfg.partition!r} on this cluster; "
+                          f"it has {', '.join(partitions)}")  # fmt: skip
 
 
-def submit(plan, cfg: SlurmConfig, workers: int | None, pending: int, dry_run: bool) -> list[str]:
-    """Submit `workers` (default: one per pending trial, at most slurm.max_jobs) sweep workers as a job array;
-    returns the job ids. With `dry_run`, print the batch script and submit nothing."""
-    count = max(1, min(workers or pending, pending or 1, cfg.max_jobs))
+def submit(plan: Plan, cfg: SlurmConfig, count: int) -> list[str]:
+    """Submit `count` sweep workers as a job array; returns the job ids."""
     folder = plan.out.resolve() / "slurm"
-    ex = executor(cfg, folder, f"ablate-{plan.name}", count)
-    from ablations.runner import worker_argv
-
+    ex = executor(cfg, folder, _job_name(plan), count)
     ddp = {"devices": cfg.tasks_per_node, "num_nodes": cfg.nodes, "strategy": "ddp"} if cfg.ranks > 1 else {}
-    job = SweepJob(worker_argv(plan, **({"hardware": ddp} if ddp else {})), os.getcwd())
-    if dry_run:
-        print(batch_script(ex, count), end="")
-        return []
-    check_cluster(cfg, plan.run_config(plan.study.rows[0], plan.seeds[0]).hardware.accelerator)
-    os.environ["ABLATE_STORAGE"] = plan.storage  # sbatch exports our environment to the jobs: no file holds it
+    job = SweepJob(runner.worker_argv(plan, **({"hardware": ddp} if ddp else {})), os.getcwd())
+    os.environ[ENV_VAR] = plan.storage  # sbatch exports our environment to the jobs: no file holds it
     try:
         jobs = _submit_array(ex, job, count)
     except Exception as err:  # noqa: BLE001 - sbatch's refusal, as one line
@@ -255,11 +325,10 @@ def job_states(ids: list[str]) -> dict[str, str]:
 def wait(plan, keys, ids: list[str], title: str, poll_s: float = 3.0) -> None:
     """Follow the study until no trial is pending or running and no job is alive (`--wait`)."""
     from ablations import progress
-    from ablations.runner import live_view
-    from ablations.storage import Queue
+    from ablations.storage.queue import Queue
 
     queue = Queue.open(plan.storage, plan.name)
-    live = live_view(title)
+    live = runner.live_view(title)
     idle = 0
     try:
         while True:
@@ -279,4 +348,4 @@ def wait(plan, keys, ids: list[str], title: str, poll_s: float = 3.0) -> None:
         live(None, None)
 
 
-__all__ = ["SlurmConfig", "SweepJob", "submit", "batch_script", "job_states", "wait"]
+__all__ = ["LAUNCHER", "SlurmConfig", "SweepJob", "submit", "batch_script", "job_states", "wait"]

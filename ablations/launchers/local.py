@@ -1,0 +1,202 @@
+"""`ablate sweep --launcher local` (the default): worker processes on this machine, the live table, the final one.
+
+Data is prepared and the rows queued once (`runner.start`); then `--workers` worker processes (default: one per
+GPU, else one per CPU core) claim trials from the storage, each with its own log, while this process shows the live
+table. Ctrl-C is passed on to the workers once: each saves its running trial and stops. The command returns when
+every trial has ended, with the report and the next steps.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ablations import environment, interrupt, ledger, progress, runner
+from ablations.launchers import Launch
+from ablations.storage.queue import Queue, recover_dead
+from ablations.storage.urls import ENV_VAR, redact
+from ablations.sweep import Plan, sync_records, work
+from data.errors import AblateError
+
+
+class LocalLauncher:
+    name = "local"
+    help = "worker processes on this machine (the command returns when every trial has ended)"
+    settings = None
+
+    def launch(self, plan: Plan, launch: Launch) -> int:
+        if launch.dry_run or launch.wait:
+            raise AblateError("--dry_run and --wait go with a launcher that submits jobs (--launcher slurm)")
+        started = time.time()
+        coordinate(plan, launch.workers)
+        launch.finish()
+        print_next_steps(plan, time.time() - started)
+        return 0
+
+
+LAUNCHER = LocalLauncher()
+
+
+def coordinate(plan: Plan, workers: int | None) -> None:
+    """Prepare data once, queue the rows, run the workers, show progress and the final table. (The report is the
+    command's: reports build on ablations, not the other way round.)
+
+    The live table needs the trials in worker processes, whose lines go to their logs: so on a terminal even one
+    worker is a child process. Elsewhere (CI logs, pipes) one worker trains here and its lines are the log, with
+    a summary line after each trial."""
+    queue, queued = runner.start(plan)
+    keys = [(row.name, seed) for row, seed in plan.keys()]
+    workers = workers or default_workers(plan)
+    eta = progress.Eta.for_plan(plan)
+    storage = redact(plan.storage)
+    rows = len(plan.study.rows) if plan.only is None else f"{len(plan.only)} of {len(plan.study.rows)}"
+    print(
+        f"sweep {plan.study.name} at preset {plan.preset}: {rows} rows x {len(plan.seeds)} seeds = "
+        f"{len(keys)} trials ({queued} newly queued), {workers} worker(s) here\n"
+        f"  {progress.cost_line(plan, eta.work, workers, None if _gpus() else _cpu_cores(), done=_recorded(plan))}\n"
+        f"  storage {storage}\n"
+        f"  output  {plan.out}",
+        file=sys.stderr,
+    )
+    title = f"{plan.study.name} ({plan.preset})"
+
+    def show(queue_now: Queue) -> None:
+        rows = progress.collect(queue_now.trials(), keys)
+        print(f"[sweep] {progress.summary_line(rows, workers, eta)}", file=sys.stderr, flush=True)
+
+    try:
+        if workers > 1 or sys.stderr.isatty():
+            run_workers(plan, queue, workers, keys, title, eta)
+        work(plan, on_trial_end=show)  # after worker processes: anything a crashed one left behind
+    except interrupt.Interrupted as err:
+        raise interrupt.Interrupted(err.step, err.checkpoint, saved=runner.saved_summary(plan, keys)) from None
+    synced = sync_records(plan, queue)
+    print_table(progress.render(progress.collect(queue.trials(), keys), workers, title, eta))
+    if synced:
+        print(f"{synced} record(s) from other machines written to {plan.out / 'records'}", file=sys.stderr)
+
+
+def _recorded(plan: Plan) -> int:
+    """The plan's trials that already have a record (a resumed sweep)."""
+    return sum(ledger.record_path(plan.out, row.name, seed).exists() for row, seed in plan.keys())
+
+
+def default_workers(plan: Plan) -> int:
+    """One worker per GPU; on a CPU, one single-thread worker per core. Measured on the 2-core machine (tiny
+    preset): two 1-thread workers train 42k tokens/s together, one 2-thread process 30k."""
+    run = plan.run_config(plan.study.rows[0], 0)
+    gpus = _gpus()
+    if gpus:
+        return gpus if gpus > 1 and run.hardware.devices in (1, "1") else 1
+    single_process = run.hardware.devices in (1, "1", "auto") and run.hardware.num_nodes == 1
+    return max(1, min(_cpu_cores(), len(plan.keys()))) if single_process else 1
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def _cpu_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str, eta: progress.Eta | None = None) -> None:
+    """Start n worker processes (one GPU each when there are GPUs) and show the live table until they finish; `eta`
+    learns each row's cost per step from what the table shows.
+
+    Workers run in their own sessions, so a terminal's Ctrl-C reaches only this process, which passes it on once
+    (a second one, again): each worker saves its running trial and stops. A worker that stops on a full disk
+    (exit 2) stops the others the same way, and its one-line message becomes this command's."""
+    logs = plan.out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    procs = _start_workers(plan, n, logs)
+    print(f"  {n} worker process(es) started; their lines go to {logs}/worker-*.log", file=sys.stderr)
+    eta = eta or progress.Eta()
+    live = runner.live_view(title, transient=True)  # the command prints the final table
+    stopping = False
+    try:
+        with interrupt.graceful(on_second=lambda: _signal(procs, signal.SIGINT)):
+            while any(p.poll() is None for p in procs):
+                if not stopping and (interrupt.requested() or any(p.returncode == 2 for p in procs)):
+                    stopping = True
+                    _signal(procs, signal.SIGINT)
+                recover_dead(queue)
+                rows = progress.collect(queue.trials(), keys)
+                eta.observe(rows)
+                live(progress.render(rows, n, title, eta), progress.summary_line(rows, n, eta))
+                time.sleep(0.5 if stopping else 3)
+    finally:
+        live(None, None)
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+    _outcome(procs, logs)
+
+
+def _start_workers(plan: Plan, n: int, logs: Path) -> list[subprocess.Popen]:
+    """n `ablate sweep ... --worker` processes in sessions of their own, each writing to logs/worker-<i>.log."""
+    gpus = _gpus()
+    procs = []
+    for i in range(n):
+        # The storage travels in the environment, not on a command line that `ps` shows (it may hold a password).
+        extra = {ENV_VAR: plan.storage}
+        if gpus > 1 and n > 1:  # one GPU each; a lone worker (the live view's) keeps them all for its DDP trials
+            extra["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
+        env = environment.for_local_worker(n, **extra)
+        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *runner.worker_argv(plan), "--worker"]
+        with open(logs / f"worker-{i}.log", "ab") as log:
+            procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    return procs
+
+
+def _signal(procs: list[subprocess.Popen], sig: int) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(sig)
+
+
+def _outcome(procs: list[subprocess.Popen], logs: Path) -> None:
+    """A worker's full disk (exit 2) or Ctrl-C (130) becomes this command's; a crash is left to the liveness check
+    (its trial is retried by the work that follows)."""
+    codes = [p.returncode for p in procs]
+    if 2 in codes:
+        log = logs / f"worker-{codes.index(2)}.log"
+        last = _last_line(log)
+        raise AblateError(last.split(": error: ", 1)[-1] if last else f"a worker stopped with exit 2; see {log}")
+    if 130 in codes or interrupt.requested():
+        raise interrupt.Interrupted()
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
+def print_table(table) -> None:
+    from rich.console import Console
+
+    Console(stderr=True, width=140).print(table)
+
+
+def print_next_steps(plan: Plan, seconds: float) -> None:
+    runs = f"{plan.out}/trials/*/wandb/offline-run-*"
+    if (plan.out / "wandb").is_dir():  # the report's run
+        runs += f" {plan.out}/wandb/offline-run-*"
+    dashboard = redact(plan.storage.removeprefix("journal:"))
+    print(
+        f"sweep finished in {seconds / 60:.1f} min. Next:\n"
+        f"  ablate report {plan.out}                       # rebuild the table (md, tex, csv, json, html)\n"
+        f"  wandb sync {runs}    # upload the offline W&B runs\n"
+        f"  optuna-dashboard {dashboard}  # browse the study",
+        file=sys.stderr,
+    )

@@ -1,0 +1,149 @@
+"""Launchers behind one interface: a launcher added from outside the package is offered by `ablate sweep
+--launcher`, with its own settings section, and can run a sweep to its end with the shared pieces alone; and the SLURM
+launcher without a cluster: `--dry_run` prints the batch script, a real submission names what is missing in one
+line (exit 2) before anything is written. Nothing here needs SLURM: the cluster's commands are kept off PATH."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ablations import cli, launchers
+
+STUDIES = Path(__file__).resolve().parent / "studies"
+
+
+@dataclass(frozen=True, kw_only=True)
+class InlineSettings:
+    """Settings of the test's inline launcher."""
+
+    trials: int = 99
+    """The most trials it runs."""
+
+
+@dataclass
+class Inline:
+    """A third launcher, as one new module would define it: the sweep's one worker runs in this process."""
+
+    name: str = "inline"
+    help: str = "one worker in this process (a test's)"
+    settings: type | None = InlineSettings
+    calls: list = None
+
+    def launch(self, plan, launch) -> int:
+        from ablations import runner
+        from ablations.sweep import work
+
+        self.calls.append((plan, launch))
+        if launch.dry_run:
+            return 0
+        runner.start(plan)
+        work(plan, max_trials=launch.settings.trials)
+        launch.finish()
+        return 0
+
+
+@pytest.fixture
+def inline():
+    launcher = launchers.register(Inline(calls=[]))
+    yield launcher
+    launchers.unregister(launcher.name)
+
+
+@pytest.fixture
+def no_cluster(tmp_path, monkeypatch) -> Path:
+    """A PATH without sbatch, srun or sinfo (whether or not this machine has a cluster)."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare))
+    return bare
+
+
+def _sweep(out: Path, *args: str) -> int:
+    return cli.main(["sweep", str(STUDIES / "sweep_split.yaml"), "--out", str(out), *args])
+
+
+def test_the_package_launchers_are_found_and_a_registered_one_is_offered_with_its_settings(inline, tmp_path, capsys):
+    assert list(launchers.available())[:2] == ["local", "slurm"]
+
+    rc = _sweep(tmp_path / "out", "--launcher", "inline", "--inline.trials", "3", "--workers", "2", "--dry_run")
+    assert rc == 0, capsys.readouterr().err
+    ((plan, launch),) = inline.calls
+    assert plan.study.name == "sweep-split" and plan.out == tmp_path / "out"
+    assert (launch.workers, launch.dry_run, launch.wait, launch.settings) == (2, True, False, InlineSettings(trials=3))
+    from ablations.commands.sweep import build_parser
+
+    shown = " ".join(build_parser().format_help().split())
+    assert "inline: one worker in this process (a test's)" in shown and "--inline.trials TRIALS" in shown
+
+
+def test_an_unknown_launcher_is_one_line_naming_the_choices(tmp_path, capsys):
+    assert _sweep(tmp_path / "out", "--launcher", "inline") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "inline" in err[0] and "local" in err[0] and "slurm" in err[0]
+
+
+@pytest.mark.slow
+def test_a_registered_launcher_runs_a_sweep_to_its_end_and_the_report_follows(inline, sweeps, tmp_path, monkeypatch):
+    monkeypatch.setenv("ABLATE_CACHE", sweeps.env["ABLATE_CACHE"])
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    out = tmp_path / "out"
+    reported = []
+    monkeypatch.setattr("ablations.commands.sweep._report", lambda plan: reported.append(plan.out))
+
+    assert _sweep(out, "--launcher", "inline", "--rows", "s1", "--seeds", "1") == 0
+    assert sorted(p.name for p in (out / "records").glob("*.json")) == ["s1__seed0.json"]
+    assert reported == [out]
+
+
+# ------------------------------------------------------------------------------------------ SLURM without a cluster
+def test_a_dry_run_needs_no_cluster_and_prints_the_batch_script(no_cluster, tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = _sweep(out, "--launcher", "slurm", "--dry_run", "--workers", "2", "--slurm.sbatch", "[--comment=x]")
+    printed = capsys.readouterr()
+    assert rc == 0, printed.err
+    assert printed.out.startswith("#!/bin/bash\n") and "#SBATCH --array=0-1%2" in printed.out
+    assert "#SBATCH --comment=x" in printed.out and "#SBATCH --signal=USR2@90" in printed.out
+    assert f"#SBATCH --output={out.resolve()}/slurm/" in printed.out and "\nsrun --unbuffered" in printed.out
+    assert not out.exists()
+
+
+def test_a_dry_run_without_submitit_is_one_line(no_cluster, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "submitit", None)  # what `import submitit` meets where it is not installed
+    assert _sweep(tmp_path / "out", "--launcher", "slurm", "--dry_run") == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err.strip().splitlines() == [
+        "ablate sweep: error: --launcher slurm needs submitit: pip install 'ablate[slurm]'"
+    ]
+
+
+def _fake(bin_dir: Path, command: str, script: str = "exit 0") -> None:
+    path = bin_dir / command
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    "present, missing",
+    [
+        ((), "sbatch is not on PATH"),
+        (("sbatch",), "srun is not on PATH"),
+        (("sbatch", "srun"), "no SLURM controller answers"),
+    ],
+)
+def test_a_submission_without_a_cluster_names_what_is_missing_before_writing_anything(
+    no_cluster, tmp_path, capsys, present, missing
+):
+    for command in present:
+        _fake(no_cluster, command)
+    _fake(no_cluster, "sinfo", "echo 'slurm_load_partitions: Unable to contact slurm controller' >&2; exit 1")
+    out = tmp_path / "out"
+    assert _sweep(out, "--launcher", "slurm", "--no_report") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ablate sweep: error: --launcher slurm: ") and missing in err[0]
+    assert not out.exists()
