@@ -57,11 +57,22 @@ def build_parser(documented: bool = False):
     p.add_argument(
         "--wait", action="store_true", help="with a launcher that submits jobs: follow the study until it ends"
     )
-    for name, launcher in found.items():
-        if launcher.settings is not None:
-            p.add_class_arguments(launcher.settings, name, help=_first_line(launcher.settings.__doc__))
+    _add_launcher_settings(p, found, documented)
     p.add_argument("--worker", action="store_true", help=SUPPRESS)
     return p
+
+
+def _add_launcher_settings(p, found: dict, documented: bool) -> None:
+    """Each launcher's settings as --NAME.FIELD, with the fields' docstrings as help in a parser that prints it."""
+    from jsonargparse import set_parsing_settings
+
+    set_parsing_settings(docstring_parse_attribute_docstrings=documented)
+    try:
+        for name, launcher in found.items():
+            if launcher.settings is not None:
+                p.add_class_arguments(launcher.settings, name, help=_first_line(launcher.settings.__doc__))
+    finally:
+        set_parsing_settings(docstring_parse_attribute_docstrings=False)
 
 
 def make_plan(ns):
