@@ -147,3 +147,13 @@ def test_a_submission_without_a_cluster_names_what_is_missing_before_writing_any
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("ablate sweep: error: --launcher slurm: ") and missing in err[0]
     assert not out.exists()
+
+
+def test_a_report_that_fails_after_a_sweep_is_one_line_and_the_sweep_still_succeeds(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from ablations.commands.sweep import _report
+
+    _report(SimpleNamespace(out=tmp_path / "nothing-here", storage=f"journal:{tmp_path / 'optuna.journal'}"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("report: ") and "nothing-here" in err[0]
