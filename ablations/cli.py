@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ablate: error: unknown command {name!r}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     from ablations.interrupt import Interrupted, disk_error
-    from ablations.storage import ENV_VAR
+    from ablations.storage.urls import ENV_VAR
     from data.errors import AblateError
 
     saved = (sys.argv, os.environ.get(ENV_VAR))
@@ -93,7 +93,7 @@ def _keep_storage_secret(argv: list[str]) -> None:
     """A --storage URL with a password goes into ABLATE_STORAGE for this process and the ones it starts, and out of
     sys.argv: W&B records the command line in every run, and Lightning relaunches it for DDP ranks. (The command
     still parses `argv`, which keeps it.)"""
-    from ablations.storage import ENV_VAR, redact
+    from ablations.storage.urls import ENV_VAR, redact
 
     for i, arg in enumerate(argv):
         value = argv[i + 1] if arg == "--storage" and i + 1 < len(argv) else arg.partition("=")[2]

@@ -5,7 +5,7 @@ A results directory OUT (its paths: `ablations.record.Layout`) holds, per row x 
 The Optuna storage holds the trials; several trials can share a key (a retry after a dead worker, a duplicate
 claim by two racing coordinators, a `--retry_failed` rerun). `resolve` is the one rule that says which trial speaks
 for a key; sweep, status, tune, compare and reports all go through it. A copy of each record also travels in its
-trial's system attributes (`pack`/`unpack`/`stored_record`), so a coordinator on another machine can rebuild OUT.
+trial's system attributes (`pack`/`unpack`/`stored_copy`), so a coordinator on another machine can rebuild OUT.
 
 No torch, Lightning, W&B or Optuna import here: reports import this module (Optuna objects are duck-typed).
 """
@@ -221,10 +221,19 @@ RECORD_ATTR = "ablate:record"
 and `optuna trials` print in full."""
 
 
-def stored_record(trial: Any) -> dict[str, Any] | None:
-    """The packed record a finished trial carries in the storage (`pack`), or None. Storages written before the
-    record moved out of the user attributes keep it there."""
+def stored_copy(trial: Any) -> dict[str, Any] | None:
+    """The packed record a finished trial carries in the storage (`pack`), as stored, or None. Storages written
+    before the record moved out of the user attributes keep it there."""
     return trial.system_attrs.get(RECORD_ATTR) or trial.user_attrs.get("record")
+
+
+def stored_record(trial: Any, out: Path | None = None) -> Record | None:
+    """The record a finished trial carries in the storage, as a `Record` (its files named under `out`), or None."""
+    packed = stored_copy(trial)
+    if not packed:
+        return None
+    data = {key: value for key, value in packed.items() if key != "files_gz"}
+    return Record.from_json(data, Layout(out or ".").record(data["row"], int(data["seed"])), Layout(out or "."))
 
 
 # ------------------------------------------------------------------------------------------------ trial states
@@ -276,6 +285,7 @@ __all__ = [
     "unpack",
     "pack_shared",
     "unpack_shared",
+    "stored_copy",
     "stored_record",
     "trial_key",
     "trial_state",

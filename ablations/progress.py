@@ -47,8 +47,8 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
             out.append(RowStatus(row, seed, "pending"))
             continue
         attrs = trial.user_attrs
-        record = ledger.stored_record(trial) or {}
-        metrics = record.get("metrics") or {}
+        record = ledger.stored_record(trial)
+        metrics = record.metrics if record is not None else {}
         progress = attrs.get("progress") or {}
         state = {"running": "running", "complete": "complete"}.get(ledger.trial_state(trial), "failed")
         wall = metrics.get("wall_time_s")

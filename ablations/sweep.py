@@ -9,9 +9,9 @@ How "exactly once" holds:
   is closed from the record, not trained again.
 - A dead worker is found by liveness: its heartbeat (a trial user attribute refreshed every few seconds) goes
   stale, or, on the same host, its process id is gone. Its trial is failed and re-enqueued, and the retry resumes
-  from the trial's last checkpoint (`storage.recover_dead`).
+  from the trial's last checkpoint (`storage.queue.recover_dead`).
 Storages and the queue's state moves live in `ablations.storage`; record names, files and which trial speaks for a
-row x seed in `ablations.ledger`.
+row x seed in `ablations.ledger`; what a worker knows of its SLURM job and rank in `ablations.environment`.
 """
 
 from __future__ import annotations
@@ -27,12 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablations import interrupt, ledger
+from ablations import environment, interrupt, ledger
+from ablations.claims import claims_to_data
 from ablations.presets import get_preset
-from ablations.storage import ParamSpace, Queue, recover_dead, redact, scrub
+from ablations.record import Layout, Record, now
+from ablations.storage.queue import Queue, recover_dead
+from ablations.storage.space import ParamSpace
+from ablations.storage.urls import redact, scrub
 from ablations.studies import Row, Study
 from data.errors import AblateError
-from reports.claims import claims_to_data
 
 LIVE_STATES = ("WAITING", "RUNNING", "COMPLETE")
 
@@ -99,12 +102,8 @@ class Plan:
                 }
                 for row in self.rows()
             ],
-            "created_at": _now(),
+            "created_at": now(),
         }
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 # --------------------------------------------------------------------------------------------------- bookkeeping
@@ -162,7 +161,8 @@ class TrialSpec:
         if not id_file.exists():
             ledger.write_text_atomic(id_file, uuid.uuid4().hex[:12])
         wandb_id = id_file.read_text(encoding="utf-8").strip()
-        job = slurm_incarnation() if int(os.environ.get("SLURM_NTASKS", "1")) > 1 else None
+        here = environment.here()
+        job = here.incarnation if here.ranks_share_job else None
         spec = cls(run.to_dict(), str(trial_dir), name, group, wandb_id, socket.gethostname(), os.getpid(), job,
                    time.time())  # fmt: skip
         ledger.write_json_atomic(trial_dir / cls.FILE, dataclasses.asdict(spec))
@@ -177,7 +177,7 @@ class TrialSpec:
 
     @classmethod
     def find_for_job(cls, out: Path, job: str, seen: set) -> TrialSpec | None:
-        """A trial that task 0 of this run of SLURM job `job` (`slurm_incarnation`) started, not in `seen`."""
+        """A trial that task 0 of this run of SLURM job `job` (`WorkerEnv.incarnation`) started, not in `seen`."""
         for path in sorted((out / "trials").glob(f"*/{cls.FILE}")):
             spec = cls.read(path)
             if spec and spec.slurm_job == job and (spec.trial_dir, spec.started_at) not in seen:
@@ -194,11 +194,6 @@ class TrialSpec:
         return None
 
 
-def slurm_incarnation() -> str:
-    """This run of this SLURM job: its id and how often it was requeued (a requeued job keeps its id)."""
-    return f"{os.environ.get('SLURM_JOB_ID', '')}.{os.environ.get('SLURM_RESTART_COUNT', '0')}"
-
-
 # -------------------------------------------------------------------------------------------------------- trials
 def run_one(plan: Plan, queue: Queue, trial) -> str:
     """Run (or close) one claimed trial. Never raises for a failed training: the sweep goes on."""
@@ -210,15 +205,17 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
         queue.study.tell(trial.number, state=TrialState.PRUNED)
         return "duplicate"
     record = ledger.read_record(plan.out, row_name, seed)
-    if record is not None and (record.get("state") == "complete" or not plan.retry_failed):
+    if record is not None and (record.state == "complete" or not plan.retry_failed):
         _tell(queue, trial, record, plan.out)  # finished earlier; the worker died before telling Optuna
-        return record["state"]
-    record = _new_record(plan, plan.study.row(row_name), seed, trial)
+        return record.state
+    row = plan.study.row(row_name)
+    record = Record.started(
+        study=plan.study.name, preset=plan.preset, row=row.name, group=row.group, seed=seed,
+        overrides=row.flat_overrides(), optuna={"study": plan.name, "trial_number": trial.number},
+    )  # fmt: skip
     with queue.heartbeat(trial):
         try:
-            record.update(_run_trial(plan, queue, record, trial))
-            record["finished_at"] = _now()
-            ledger.write_record(plan.out, record)
+            record = ledger.write_record(plan.out, _run_trial(plan, queue, record, trial).ended())
         except (interrupt.Interrupted, KeyboardInterrupt):
             _retry_later(queue, trial, f"interrupted ({interrupt.reason()}): retried")
             raise
@@ -233,7 +230,7 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
             raise disk from None
         _tell(queue, trial, record, plan.out)
     _prune(plan, record)
-    return record["state"]
+    return record.state
 
 
 def _retry_later(queue: Queue, trial, reason: str) -> None:
@@ -246,39 +243,27 @@ def _retry_later(queue: Queue, trial, reason: str) -> None:
         pass
 
 
-def _prune(plan: Plan, record: dict[str, Any]) -> None:
+def _prune(plan: Plan, record: Record) -> None:
     """A finished trial's checkpoints, cut to train.keep_checkpoints now that its record is written."""
-    keep = (record.get("config") or {}).get("train", {}).get("keep_checkpoints")
-    if keep and record.get("state") == "complete":
+    keep = record.config.get("train", {}).get("keep_checkpoints")
+    if keep and record.state == "complete":
         from ablations.checkpoints import prune
 
-        prune(plan.out / "trials" / ledger.key_of(record["row"], record["seed"]) / "checkpoints", keep)
+        prune(Layout(plan.out).trial_dir(record.row, record.seed) / "checkpoints", keep)
 
 
-def _new_record(plan: Plan, row: Row, seed: int, trial) -> dict[str, Any]:
-    return {
-        "study": plan.study.name,
-        "preset": plan.preset,
-        "row": row.name,
-        "group": row.group,
-        "seed": seed,
-        "overrides": row.flat_overrides(),
-        "optuna": {"study": plan.name, "trial_number": trial.number},
-        "host": socket.gethostname(),
-        "started_at": _now(),
-    }
-
-
-def _run_trial(plan: Plan, queue: Queue, record: dict[str, Any], trial) -> dict[str, Any]:
-    """Train the trial's row x seed; the record's config and outcome (complete, or failed with a reason)."""
-    row, seed = plan.study.row(record["row"]), record["seed"]
-    trial_dir = plan.out / "trials" / ledger.key_of(row.name, seed)
+def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
+    """Train the trial's row x seed: the record with its config and outcome (complete, or failed with a reason)."""
+    row, seed = plan.study.row(record.row), record.seed
+    trial_dir = Layout(plan.out).trial_dir(row.name, seed)
     started = time.time()
     try:
         run = plan.run_config(row, seed)
-        record["config"] = run.to_dict()
+        record = dataclasses.replace(record, config=run.to_dict())
+        from ablations.train import scored  # torch and Lightning: only in a process that trains
+
         result = _train(plan, run, row, seed, trial_dir, started, queue.trial_id(trial))
-        return _finished(plan, result, row.name, seed)
+        return scored(record, result, Layout(plan.out))
     except Exception as err:  # noqa: BLE001 - a failed trial must never kill the sweep
         if interrupt.disk_error(err) is not None:  # ... but a full disk would fail every trial after it: stop
             raise
@@ -286,10 +271,11 @@ def _run_trial(plan: Plan, queue: Queue, record: dict[str, Any], trial) -> dict[
             raise interrupt.Interrupted() from err
         trial_dir.mkdir(parents=True, exist_ok=True)
         (trial_dir / "error.log").write_text(traceback.format_exc(), encoding="utf-8")
-        return {"state": "failed", "reason": _reason(err), "metrics": {}, "hypotheses": None, "curves": {}}
+        return record.failed(_reason(err))
 
 
 def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float, trial_id: int):
+    """Train one trial (imports torch and Lightning, so only here); its `TrainResult`."""
     from ablations.callbacks import ProgressToStorage
     from ablations.tracking import RunIdentity
     from ablations.train import train
@@ -310,22 +296,6 @@ def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float
     )
 
 
-def _finished(plan: Plan, result, row: str, seed: int) -> dict[str, Any]:
-    from ablations.train import write_outputs
-
-    if result is None:
-        raise RuntimeError("training returned no result (not rank 0?)")
-    paths = write_outputs(result, plan.out, ledger.key_of(row, seed))
-    return {
-        "state": "complete",
-        "reason": None,
-        "metrics": result.metrics,
-        "curves": result.curves,
-        "wandb": result.wandb,
-        **paths,
-    }
-
-
 def _reason(err: BaseException) -> str:
     """The one-line reason a failed trial's record gives (a URL's password in the error text hidden)."""
     from lightning_modules.module import TrainingDiverged
@@ -338,16 +308,16 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}"[:500]
 
 
-def _tell(queue: Queue, trial, record: dict[str, Any], out: Path) -> None:
+def _tell(queue: Queue, trial, record: Record, out: Path) -> None:
     from optuna.trial import TrialState
 
     try:
         # The whole record travels in the storage too, so a coordinator on another machine can rebuild it.
         queue.keep_record(trial, ledger.pack(record, out), ledger.pack_shared(record, out))
-        if record["state"] == "complete":
-            queue.complete(trial, record["metrics"])
+        if record.state == "complete":
+            queue.complete(trial, record.metrics)
         else:
-            queue.set_attr(trial, "reason", record.get("reason"))
+            queue.set_attr(trial, "reason", record.reason)
             queue.study.tell(trial.number, state=TrialState.FAIL)
     except Exception as err:  # told already by a worker that thought this one dead: the record decides
         if "finished" not in str(err).lower():
@@ -387,7 +357,7 @@ def _work(plan: Plan, queue: Queue, poll_s: float, max_trials: int | None, on_tr
 def sync_records(plan: Plan, queue: Queue) -> int:
     """Write every finished trial's record that is missing from OUT (run by a worker on another machine) from the
     copy in the storage, and study.json. Returns how many records were written."""
-    ledger.write_json_atomic(plan.out / "study.json", plan.describe())
+    ledger.write_json_atomic(Layout(plan.out).study_file, plan.describe())
     ledger.unpack_shared(queue.shared_files(), plan.out)
-    packed = (ledger.stored_record(t) for t in queue.trials() if ledger.trial_key(t) is not None)
+    packed = (ledger.stored_copy(t) for t in queue.trials() if ledger.trial_key(t) is not None)
     return sum(ledger.unpack(record, plan.out) for record in packed if record)

@@ -23,7 +23,7 @@ import pytorch_lightning as pl
 import torch
 from lightning_fabric.utilities.rank_zero import rank_zero_only
 
-from ablations import checkpoints, interrupt
+from ablations import checkpoints, environment, interrupt
 from ablations.config import RunConfig
 from ablations.ledger import write_atomic, write_json_atomic, write_text_atomic
 from ablations.record import Budget, Layout, Record, budget_label, key_of
@@ -293,7 +293,7 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
     # The batch sampler resumes mid-epoch itself (checkpoints.ResumeState), which Lightning cannot see.
     warnings.filterwarnings("ignore", message=r".*your dataloader is not resumable.*")
-    if "SLURM_JOB_ID" not in os.environ:
+    if not environment.here().in_slurm_job:
         # Outside a SLURM job ablate trains here on purpose (--launcher slurm starts its tasks with srun), yet
         # Lightning's SLURMEnvironment.detect() hints at `srun` whenever the command exists on the machine. Inside a
         # job the hint stays: there a missing srun is the real mistake it warns of.
@@ -582,7 +582,8 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
 
 def _cluster_plugins() -> list[Any]:
     """Under SLURM, Lightning's SLURM environment without its own requeue: our jobs are requeued by submitit, on
-    the USR2 the launcher asks for (ablations.slurm), after the trial saved itself; two requeues would race."""
+    the USR2 the launcher asks for (ablations.launchers.slurm), after the trial saved itself; two requeues would
+    race."""
     from lightning_fabric.plugins.environments import SLURMEnvironment
 
     return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []

@@ -135,7 +135,8 @@ class Study:
         """The study's Optuna study, opened read-only (`optuna.Study`: `trials_dataframe()`, the dashboard's API)."""
         import optuna
 
-        from ablations.storage import chosen_url, open_existing
+        from ablations.storage.opening import open_existing
+        from ablations.storage.urls import chosen_url
 
         url = chosen_url(self.storage, self.out, self.results.meta.get("storage"))
         if not url:

@@ -20,6 +20,7 @@ from data.errors import AblateError
 read_record = Record.read
 """One reader of record files (`ablations.record.Record.read`), under the name the report code knows."""
 
+
 @dataclass(frozen=True, kw_only=True)
 class RowSpec:
     """One row of the study as declared in `study.json`."""
@@ -206,7 +207,8 @@ def read_trial_states(
     The storage is `storage`, else $ABLATE_STORAGE, else `remembered` (study.json's), as for every command
     (`ablations.storage.chosen_url`). The note never shows a password: reports are files people share.
     """
-    from ablations.storage import chosen_url, load_trials, redact, scrub
+    from ablations.storage.opening import load_trials
+    from ablations.storage.urls import chosen_url, redact, scrub
 
     fallback = "states come from the records only (rows without a record are shown as pending)"
     try:

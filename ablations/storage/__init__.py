@@ -8,13 +8,4 @@
 - `queue`: queueing, claiming, retrying and finishing trials, and the liveness that re-runs a dead worker's trial.
 
 No torch, Lightning or W&B import here (reports read storages too).
-
-The names below are importable from the package itself for the code outside `ablations` that reads a storage
-(`reports.results`, `reports.api`) and for the command line's dispatcher; everything else imports from the module
-that owns it.
 """
-
-from ablations.storage.opening import load_trials, open_existing
-from ablations.storage.urls import ENV_VAR, chosen_url, redact, scrub
-
-__all__ = ["ENV_VAR", "chosen_url", "load_trials", "open_existing", "redact", "scrub"]
