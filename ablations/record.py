@@ -231,6 +231,20 @@ class Record:
         return (self.row, self.seed)
 
     @property
+    def device(self) -> str | None:
+        """What it trained on ('cpu (1 threads)', 'NVIDIA H100 80GB HBM3', '8x ...')."""
+        return self.metrics.get("device")
+
+    @property
+    def wall_time_s(self) -> float | None:
+        """Seconds from its start to its record: training, validations, budget branches, test decoding, resumes."""
+        return self.metrics.get("wall_time_s")
+
+    @property
+    def params(self) -> int | None:
+        return self.metrics.get("params")
+
+    @property
     def label(self) -> str:
         """'row@seed', the name `ablate compare` accepts."""
         return f"{self.row}@{self.seed}"
