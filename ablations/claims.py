@@ -15,8 +15,23 @@ import yaml
 
 from data.errors import AblateError
 
-METRICS = ("bleu", "chrf", "ppl")
-"""The metrics a claim can name (`reports.stats.METRICS` says how each is scored and tested)."""
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A metric a claim can name: how reports label it, round it, and which way is better."""
+
+    name: str
+    label: str
+    digits: int
+    higher_is_better: bool
+
+
+METRICS = {
+    "bleu": MetricSpec("bleu", "BLEU", 2, True),
+    "chrf": MetricSpec("chrf", "chrF", 2, True),
+    "ppl": MetricSpec("ppl", "PPL", 2, False),
+}
+"""The metrics a claim or test can name (`reports.stats` scores and tests each)."""
 Expect = Literal["higher", "lower", "same"]
 EXPECTS = ("higher", "lower", "same")
 CLAIM_KEYS = {"id", "text", "section", "compare"}

@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     except AblateError as err:
         print(f"ablate {name}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `ablate report ... | head`: an OSError too, so before the next clause
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as err:  # a full disk or an unwritable --out: one line, as for bad input
         if disk_error(err) is None:
             raise
@@ -78,9 +81,6 @@ def main(argv: list[str] | None = None) -> int:
         stopped = err if isinstance(err, Interrupted) else Interrupted()
         print(f"ablate {name}: {stopped.describe(name, rest)}", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
     finally:  # called in-process (tests, scripts), the caller's environment and argv are as they were
         sys.argv = saved[0]
         if saved[1] is None:

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from ablations.record import SEPARATOR, Layout, Record, budget_label, key_of
+from ablations.record import SEPARATOR, Layout, Record
 
 State = Literal["complete", "failed", "pruned", "pending", "running"]
 
@@ -227,13 +227,14 @@ def stored_copy(trial: Any) -> dict[str, Any] | None:
     return trial.system_attrs.get(RECORD_ATTR) or trial.user_attrs.get("record")
 
 
-def stored_record(trial: Any, out: Path | None = None) -> Record | None:
-    """The record a finished trial carries in the storage, as a `Record` (its files named under `out`), or None."""
+def stored_record(trial: Any, out: Path = Path(".")) -> Record | None:
+    """The record a finished trial carries in the storage, as a `Record`, or None. Its files are named under `out`
+    (the live view, which reads only its metrics and state, leaves the default)."""
     packed = stored_copy(trial)
     if not packed:
         return None
     data = {key: value for key, value in packed.items() if key != "files_gz"}
-    return Record.from_json(data, Layout(out or ".").record(data["row"], int(data["seed"])), Layout(out or "."))
+    return Record.from_json(data, Layout(out).record(data["row"], int(data["seed"])), Layout(out))
 
 
 # ------------------------------------------------------------------------------------------------ trial states
@@ -269,9 +270,7 @@ def resolve(trials: Iterable[Any]) -> dict[tuple[str, int], Any]:
 
 
 __all__ = [
-    "budget_label",
     "State",
-    "key_of",
     "parse_key",
     "record_path",
     "record_paths",

@@ -185,7 +185,7 @@ class Record:
     """Why it failed or was pruned (one line), else None."""
     metrics: dict[str, Any] = field(default_factory=dict)
     """At T: dev bleu, ppl, nll, source_ppl_ratio; test_bleu, test_chrf (and signatures); params, steps,
-    wall_time_s, train_time_s, step_time_s, tokens_per_sec, device, precision, ... May be partial when failed."""
+    wall_time_s, train_time_s, step_time_s, tokens_per_sec, device, precision, ... Empty when failed."""
     curves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """'val' and 'train' points over steps."""
     wandb: dict[str, Any] = field(default_factory=dict)
@@ -286,7 +286,8 @@ class Record:
         }  # fmt: skip
         files = _file_names(layout, self, RECORD_FILES)
         budgets = {"budgets": [b.to_json(layout) for b in self.budgets]} if self.budgets else {}
-        return head | files | budgets | {"finished_at": self.finished_at}
+        unknown = {k: v for k, v in self.raw.items() if k not in KNOWN_FIELDS}  # a newer ablate's: kept as read
+        return head | files | budgets | unknown | {"finished_at": self.finished_at}
 
     @classmethod
     def from_json(cls, data: Any, path: Path, layout: Layout) -> Record:
@@ -334,6 +335,11 @@ class Record:
 
 RECORD_FILES = ("references", "hypotheses", "sentence_nll", "test_hypotheses", "test_references")
 """A record's fields naming files under OUT, in the order its JSON form lists them."""
+KNOWN_FIELDS = frozenset(
+    {"study", "preset", "row", "group", "seed", "overrides", "optuna", "host", "started_at", "config", "state",
+     "reason", "metrics", "curves", "wandb", "budgets", "finished_at", *RECORD_FILES}
+)  # fmt: skip
+"""The keys `Record.to_json` writes; a record read with others (a newer ablate's) writes them back as they were."""
 
 
 def _file_names(layout: Layout, entry: Any, names: tuple[str, ...]) -> dict[str, str]:

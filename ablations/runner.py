@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ablations import environment, interrupt, ledger
+from ablations.record import Layout
 from ablations.storage.queue import Queue, recover_dead
 from ablations.sweep import Plan, TrialSpec, enqueue, sync_records, work
 from data.errors import AblateError
@@ -49,7 +50,7 @@ def saved_summary(plan: Plan, keys: list[tuple[str, int]]) -> str:
     started = [
         key for key in keys
         if not ledger.record_path(plan.out, *key).is_file()
-        and (plan.out / "trials" / ledger.key_of(*key) / "checkpoints" / "last.ckpt").is_file()
+        and (Layout(plan.out).trial_dir(*key) / "checkpoints" / "last.ckpt").is_file()
     ]  # fmt: skip
     text = f"{done} of {len(keys)} trials finished (records in {plan.out / 'records'})"
     if started:
@@ -79,7 +80,7 @@ def work_here(plan: Plan) -> int:
 
 
 def _done_file(plan: Plan) -> Path:
-    return plan.out / "slurm" / f"{environment.here().incarnation}.done"
+    return Layout(plan.out).slurm_dir / f"{environment.here().incarnation}.done"
 
 
 def follow(plan: Plan, poll_s: float = 0.5) -> int:
@@ -117,7 +118,7 @@ def prepare_data(plan: Plan) -> None:
             continue
         seen.add(data_cfg)
         corpus = prepare(data_cfg, progress=True)
-        refs = plan.out / "refs" / "valid.txt"
+        refs = Layout(plan.out).references("valid")
         if not refs.exists():
             write_text_atomic(refs, "\n".join(corpus.references("valid")) + "\n")
 

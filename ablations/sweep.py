@@ -178,7 +178,7 @@ class TrialSpec:
     @classmethod
     def find_for_job(cls, out: Path, job: str, seen: set) -> TrialSpec | None:
         """A trial that task 0 of this run of SLURM job `job` (`WorkerEnv.incarnation`) started, not in `seen`."""
-        for path in sorted((out / "trials").glob(f"*/{cls.FILE}")):
+        for path in sorted(Layout(out).trials_dir.glob(f"*/{cls.FILE}")):
             spec = cls.read(path)
             if spec and spec.slurm_job == job and (spec.trial_dir, spec.started_at) not in seen:
                 return spec
@@ -187,7 +187,7 @@ class TrialSpec:
     @classmethod
     def find_for_parent(cls, out: Path) -> TrialSpec | None:
         """The trial that this process's parent (rank 0 of a plain-DDP trial) is training, if any."""
-        for path in sorted((out / "trials").glob(f"*/{cls.FILE}")):
+        for path in sorted(Layout(out).trials_dir.glob(f"*/{cls.FILE}")):
             spec = cls.read(path)
             if spec and spec.pid == os.getppid() and spec.host == socket.gethostname():
                 return spec

@@ -157,6 +157,8 @@ class Study:
             return frame
         speaking = {trial.number: key for key, trial in ledger.resolve(study.get_trials(deepcopy=False)).items()}
         optuna_frame = study.trials_dataframe(attrs=OPTUNA_COLUMNS)
+        if optuna_frame.empty:  # a study with no trials yet
+            return frame
         optuna_frame = optuna_frame[optuna_frame["number"].isin(list(speaking))]
         keys = [speaking[n] for n in optuna_frame["number"]]
         optuna_frame = optuna_frame.rename(columns={c: f"optuna.{c}" for c in optuna_frame.columns})

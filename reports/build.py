@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ablations.ledger import write_text_atomic
+from ablations.record import Layout
 from reports.claims import load_claims
 from reports.formats import check_columns
 from reports.results import StudyResults, load_results
@@ -81,7 +82,7 @@ def build_report(
     out_dir = Path(out_dir)
     results = load_results(out_dir, storage=storage)
     table = build_table(results, n_samples=n_samples, claims=_claims(results, claims))
-    report_dir = Path(report_dir) if report_dir is not None else out_dir / "report"
+    report_dir = Path(report_dir) if report_dir is not None else Layout(out_dir).report_dir
     report_dir.mkdir(parents=True, exist_ok=True)
 
     drawn = _draw_plots(table, results, report_dir / "plots") if plots else []

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ablations import ledger
+from ablations.record import Record, read_study_json
 from data.errors import AblateError
 from reports.claims import p_text
 from reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, Convergence, row_convergence
 from reports.formats import stat_text
 from reports.metrics import read_lines, system_scores
-from reports.results import Record, StudyResults, load_results, read_record, read_study_json
+from reports.results import StudyResults, load_results
 from reports.stats import METRICS, N_SAMPLES, RowTest, SystemScores, compare, compare_rows, holm, resample_weights
 from reports.table import IGNORED_DIFFERENCES, Stat
 from reports.writers import Context, writer
@@ -43,7 +44,7 @@ def resolve_run(spec: str, out_dir: str | Path | None = None) -> Record:
     if path.suffix == ".json" or path.is_file():
         if not path.is_file():
             raise AblateError(f"record file {path} does not exist")
-        return read_record(path)
+        return Record.read(path)
     if out_dir is None:
         raise AblateError(f"'{spec}' is not a record file; to name a row, pass the results directory with --out OUT")
     out = Path(out_dir)
@@ -55,7 +56,7 @@ def resolve_run(spec: str, out_dir: str | Path | None = None) -> Record:
         candidates = [ledger.record_path(out, row, int(seed_text))]
     else:
         candidates = ledger.record_paths(out, row)
-    records = [read_record(p, out) for p in candidates if p.is_file()]
+    records = [Record.read(p, out) for p in candidates if p.is_file()]
     if not records:
         known = ledger.recorded_rows(out)
         declared = [r["name"] for r in meta["rows"]]

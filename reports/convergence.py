@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from reports.results import Record
+from ablations.record import Record
 
 PLATEAU_BLEU = 1.0
 """Largest BLEU change between the last two validations of a trial at its plateau."""

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ablations.record import FULL, budget_label
 from data.errors import AblateError
 from reports.claims import ClaimVerdict, comparison_text
 from reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, SOURCE_RATIO_MIN
-from reports.results import FULL, budget_label
 from reports.stats import ALPHA, METRICS, POWER, RowTest
 from reports.table import CONFIG_COLUMNS, ReportRow, ReportTable, Stat
 from reports.writers import Context, writer

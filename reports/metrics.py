@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reports.results import Record
+from ablations.record import Record
 from reports.stats import SystemScores
 
 

@@ -13,8 +13,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from ablations.record import budget_label
 from reports.claims import ClaimVerdict, ComparisonVerdict
-from reports.results import StudyResults, budget_label
+from reports.results import StudyResults
 from reports.stats import METRICS
 from reports.table import ReportRow, ReportTable
 

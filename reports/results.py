@@ -17,9 +17,6 @@ from ablations.ledger import State
 from ablations.record import FULL, Layout, Record, budget_label, read_study_json
 from data.errors import AblateError
 
-read_record = Record.read
-"""One reader of record files (`ablations.record.Record.read`), under the name the report code knows."""
-
 
 @dataclass(frozen=True, kw_only=True)
 class RowSpec:
@@ -205,7 +202,7 @@ def read_trial_states(
     ended; only the storage knows the trials still queued or in flight.
 
     The storage is `storage`, else $ABLATE_STORAGE, else `remembered` (study.json's), as for every command
-    (`ablations.storage.chosen_url`). The note never shows a password: reports are files people share.
+    (`ablations.storage.urls.chosen_url`). The note never shows a password: reports are files people share.
     """
     from ablations.storage.opening import load_trials
     from ablations.storage.urls import chosen_url, redact, scrub
@@ -253,16 +250,4 @@ def resolve_out_dir(study_or_out: str | Path, *, preset: str | None = None, runs
     return max(candidates, key=lambda c: (c / "study.json").stat().st_mtime)
 
 
-__all__ = [  # Record, FULL, budget_label, read_study_json: from ablations.record, importable here for the reports
-    "FULL",
-    "Record",
-    "RowSpec",
-    "StudyResults",
-    "TrialStatus",
-    "budget_label",
-    "load_results",
-    "read_record",
-    "read_study_json",
-    "read_trial_states",
-    "resolve_out_dir",
-]
+__all__ = ["RowSpec", "StudyResults", "TrialStatus", "load_results", "read_trial_states", "resolve_out_dir"]

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ablations.claims import METRICS
+
 ALPHA = 0.05
 """Significance level of every test and 1 - coverage of every interval."""
 N_SAMPLES = 1000
@@ -38,22 +40,6 @@ POWER = 0.8
 """The power at which the minimum detectable effect is stated (the usual 80%)."""
 MARKS = ((0.01, "‡"), (ALPHA, "†"))
 """(threshold on the Holm-corrected p, mark), strictest first: ‡ p(Holm) < 0.01, † p(Holm) < ALPHA."""
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    name: str
-    label: str
-    digits: int
-    higher_is_better: bool
-
-
-METRICS = {
-    "bleu": MetricSpec("bleu", "BLEU", 2, True),
-    "chrf": MetricSpec("chrf", "chrF", 2, True),
-    "ppl": MetricSpec("ppl", "PPL", 2, False),
-}
-"""The metrics a claim or test can name."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ablations.record import FULL, Record, budget_label
 from reports.claims import Claim, ClaimVerdict, Tests, judge, parse_claims
 from reports.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence, source_ratio
 from reports.metrics import chrf_signature, system_scores
 from reports.paper import PaperRow, load_paper_table
-from reports.results import FULL, Record, RowSpec, StudyResults, TrialStatus, budget_label
+from reports.results import RowSpec, StudyResults, TrialStatus
 from reports.stats import METRICS, N_SAMPLES, RowTest, compare_rows, significance_mark
 
 

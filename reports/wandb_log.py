@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from ablations.ledger import write_text_atomic
+from ablations.record import read_study_json
 from ablations.tracking import run_group
 from data.errors import AblateError
 from reports.formats import claims_data, table_records
 from reports.plots import Plot
-from reports.results import read_study_json
 from reports.table import ReportTable
 
 TABLE_KEY = "report/table3"

@@ -82,12 +82,17 @@ def writer(
     """Register the decorated function `(table_or_comparison, ctx: Context) -> str` as format `name`."""
 
     def register(write: Write) -> Write:
-        if (subject, name) in REGISTRY:
+        known = REGISTRY.get((subject, name))
+        if known is not None and _origin(known.write) != _origin(write):  # a module reloaded registers itself again
             raise ValueError(f"a {subject} writer named '{name}' is already registered")
         REGISTRY[(subject, name)] = Writer(name, help, suffix, write, subject, tuple(aliases), companion_of)
         return write
 
     return register
+
+
+def _origin(write: Write) -> tuple[str, str]:
+    return (getattr(write, "__module__", ""), getattr(write, "__qualname__", ""))
 
 
 def registry() -> dict[tuple[Subject, str], Writer]:

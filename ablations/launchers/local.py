@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ablations import environment, interrupt, ledger, progress, runner
 from ablations.launchers import Launch
+from ablations.record import Layout
 from ablations.storage.queue import Queue, recover_dead
 from ablations.storage.urls import ENV_VAR, redact
 from ablations.sweep import Plan, sync_records, work
@@ -114,7 +115,7 @@ def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str, eta: progres
     Workers run in their own sessions, so a terminal's Ctrl-C reaches only this process, which passes it on once
     (a second one, again): each worker saves its running trial and stops. A worker that stops on a full disk
     (exit 2) stops the others the same way, and its one-line message becomes this command's."""
-    logs = plan.out / "logs"
+    logs = Layout(plan.out).logs_dir
     logs.mkdir(parents=True, exist_ok=True)
     procs = _start_workers(plan, n, logs)
     print(f"  {n} worker process(es) started; their lines go to {logs}/worker-*.log", file=sys.stderr)
@@ -195,7 +196,7 @@ def print_next_steps(plan: Plan, seconds: float) -> None:
     dashboard = redact(plan.storage.removeprefix("journal:"))
     print(
         f"sweep finished in {seconds / 60:.1f} min. Next:\n"
-        f"  ablate report {plan.out}                       # rebuild the table (md, tex, csv, json, html)\n"
+        f"  ablate report {plan.out}                       # rebuild the table (ablate report --help: formats)\n"
         f"  wandb sync {runs}    # upload the offline W&B runs\n"
         f"  optuna-dashboard {dashboard}  # browse the study",
         file=sys.stderr,

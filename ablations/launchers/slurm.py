@@ -37,6 +37,7 @@ from typing import Any
 
 from ablations import environment, runner
 from ablations.launchers import Launch
+from ablations.record import Layout
 from ablations.storage.urls import ENV_VAR
 from ablations.sweep import Plan, sync_records
 from data.errors import AblateError
@@ -239,7 +240,7 @@ def batch_script(plan: Plan, cfg: SlurmConfig, count: int) -> str:
     """The batch script a submission of `count` workers would hand sbatch; no cluster needed. submitit has no public
     call that only renders it: this sets up the array executor its batch submission makes (as
     `SlurmExecutor._internal_process_submissions` does) and asks it for the text."""
-    ex = executor(cfg, plan.out.resolve() / "slurm", _job_name(plan), count, script_only=True)
+    ex = executor(cfg, Layout(plan.out.resolve()).slurm_dir, _job_name(plan), count, script_only=True)
     ex.parameters["map_count"] = count
     return ex._make_submission_file_text(ex._submitit_command_str, "dry-run") + "\n"
 
@@ -254,7 +255,11 @@ def check_cluster(cfg: SlurmConfig, accelerator: str) -> None:
         raise AblateError("slurm.gpus_per_node is 0 but hardware.accelerator is gpu: ask for GPUs, e.g. "
                           "--slurm.gpus_per_node 1, or train on CPUs with --hardware.accelerator cpu")  # fmt: skip
     _submitit()
-    for command, role in (("sbatch", "it submits the jobs"), ("srun", "the batch script starts the workers with it")):
+    for command, role in (
+        ("sbatch", "it submits the jobs"),
+        ("srun", "the batch script starts the workers with it"),
+        ("sinfo", "it checks that the cluster answers"),
+    ):
         if shutil.which(command) is None:
             raise AblateError(f"--launcher slurm: {command} is not on PATH ({role}); run this on a SLURM login "
                               "node, or print the batch script with --dry_run")  # fmt: skip
@@ -270,7 +275,7 @@ def check_cluster(cfg: SlurmConfig, accelerator: str) -> None:
 
 def submit(plan: Plan, cfg: SlurmConfig, count: int) -> list[str]:
     """Submit `count` sweep workers as a job array; returns the job ids."""
-    folder = plan.out.resolve() / "slurm"
+    folder = Layout(plan.out.resolve()).slurm_dir
     ex = executor(cfg, folder, _job_name(plan), count)
     ddp = {"devices": cfg.tasks_per_node, "num_nodes": cfg.nodes, "strategy": "ddp"} if cfg.ranks > 1 else {}
     job = SweepJob(runner.worker_argv(plan, **({"hardware": ddp} if ddp else {})), os.getcwd())

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from ablations import ledger
-from ablations.record import Budget, Layout, Record
+from ablations.record import Budget, Layout, Record, key_of
 
 
 @dataclass
@@ -29,7 +29,7 @@ def trial(number: int, state: str, row: str = "A1", seed: int = 0, **attrs) -> F
 
 
 def test_keys_round_trip_and_name_the_files(tmp_path):
-    assert ledger.key_of("B1", 2) == "B1__seed2"
+    assert key_of("B1", 2) == "B1__seed2"
     assert ledger.parse_key("B1__seed2") == ("B1", 2)
     assert ledger.parse_key("my__row__seed10") == ("my__row", 10)
     assert ledger.parse_key("notakey") is None and ledger.parse_key("A1__seedx") is None
@@ -136,3 +136,13 @@ def test_one_rule_says_which_trial_speaks_for_a_key(trials, speaks):
 def test_tuning_trials_have_no_key():
     assert ledger.resolve([FakeTrial(0, "COMPLETE", {"host": "x"})]) == {}
     assert ledger.trial_state(trial(0, "WAITING")) == "pending"
+
+
+def test_a_record_from_a_newer_ablate_keeps_the_fields_this_one_does_not_know(tmp_path):
+    """A coordinator rebuilding OUT from Optuna's copy (or re-telling a finished trial) writes the record back
+    whole: a field a newer worker added survives the typed round trip."""
+    newer = {"row": "A1", "seed": 0, "state": "complete", "metrics": {"bleu": 1.0}, "energy_kwh": 0.25}
+    assert ledger.unpack(newer, tmp_path) is True
+    record = ledger.read_record(tmp_path, "A1", 0)
+    assert record.to_json(Layout(tmp_path))["energy_kwh"] == 0.25
+    assert ledger.pack(record, tmp_path)["energy_kwh"] == 0.25

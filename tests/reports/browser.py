@@ -6,6 +6,7 @@ Playwright's own browser downloads are not reachable from the development machin
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,10 +15,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-CHROMIUM = next((path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None)
-"""The system Chromium, or None."""
+_FOUND = next((path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None)
+_DRIVER = importlib.util.find_spec("playwright") is not None
+CHROMIUM = _FOUND if _DRIVER else None
+"""The system Chromium, or None (none on PATH, or no Playwright to drive it)."""
 
-MISSING = "no chromium on PATH (Debian: apt-get install chromium; .ci/run installs it)"
+MISSING = (
+    "no chromium on PATH (Debian: apt-get install chromium; .ci/run installs it)"
+    if _DRIVER
+    else "Playwright is not installed (pip install -e '.[dev]')"
+)
 """The skip reason without one."""
 
 TIMEOUT_MS = 60_000

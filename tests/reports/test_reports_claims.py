@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import reports_fixtures as fx
 
+from ablations.record import Record
 from data.errors import AblateError
 from reports.claims import Comparison, comparison_verdict, judge, load_claims, parse_claims
 from reports.convergence import convergence
-from reports.results import Record
 from reports.stats import SystemScores, compare, compare_rows, holm, pooled_seed_variance, resample_weights
 
 
