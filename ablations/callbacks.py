@@ -29,29 +29,25 @@ class ProgressToStorage(_StorageCallback):
     """Publishes each validation's step, PPL and BLEU as the trial's 'progress' user attribute (the live view), and
     the main run's dev BLEU as an intermediate value at that step (optuna-dashboard's learning curves).
 
-    `budget` names the phase being trained: None in the main run, a shorter budget's label ("T/2") while its branch
-    trains (train.py sets it before each fit; the trainer's max_steps is then the branch's end)."""
-
-    def __init__(self, storage_url: str, study_name: str, trial_id: int, budget: str | None = None) -> None:
-        super().__init__(storage_url, study_name, trial_id)
-        self.budget = budget
+    The module's `budget` names the phase being trained: None in the main run, a shorter budget's label ("T/2")
+    while its branch trains (the trainer's max_steps is then the branch's end)."""
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module) -> None:
         if not trainer.is_global_zero or trainer.sanity_checking:
             return
-        val = pl_module.last_validation
+        val, budget = pl_module.last_validation, getattr(pl_module, "budget", None)
         progress = {
             "step": val.get("step"),
             "max_steps": trainer.max_steps,
             "ppl": val.get("ppl"),
             "bleu": val.get("bleu"),
-            "budget": self.budget,
+            "budget": budget,
         }
         try:
             storage = self._open_storage()
             storage.set_trial_user_attr(self.trial_id, "progress", progress)
             # A branch's steps are the main run's too: its BLEU there would overwrite the main run's curve.
-            if val.get("bleu") is not None and val.get("step") is not None and self.budget is None:
+            if val.get("bleu") is not None and val.get("step") is not None and budget is None:
                 storage.set_trial_intermediate_value(self.trial_id, int(val["step"]), float(val["bleu"]))
         except Exception:  # progress is a courtesy: a storage hiccup must not fail the trial
             pass

@@ -475,13 +475,7 @@ def _budget(run: RunConfig, out_dir: Path, fraction: float, datamodule, callback
                 )
             # The branch's own copy (its checkpoints move on, the fork stays), atomic: DDP ranks may copy at once.
             write_atomic(last, lambda fh: fh.write(source.read_bytes()))
-        for callback in callbacks:
-            if hasattr(callback, "budget"):
-                callback.budget = budget_label(fraction)
         done = _train_branch(branch, branch_dir, datamodule, callbacks, budget_label(fraction), fork)
-        for callback in callbacks:
-            if hasattr(callback, "budget"):
-                callback.budget = None
     return {
         "fraction": fraction,
         "steps": steps,
@@ -507,6 +501,7 @@ def _train_branch(
 ) -> TrainResult:
     """The branch's fit (resumed from out_dir/checkpoints/last.ckpt) and test, without a logger of its own."""
     module = _module(run, datamodule.tokenizer)
+    module.budget = label  # the caller's callbacks (the live view's progress) name the phase from it
     last, result_path = out_dir / "checkpoints" / "last.ckpt", out_dir / "result.json"
     prefix = f"[{run.tracking.label or ''}{label}] " if run.tracking.label else f"[{label}] "
     recorder = Recorder(result_path, run.tracking.log_every, run.tracking.progress, time.time(), prefix, fork)
@@ -598,7 +593,7 @@ def _fit(
     holding the final weights."""
     resumable = checkpoints.usable(last) if trainer.is_global_zero else last.exists()
     if resumable and checkpoints.checkpoint_step(last) >= trainer.max_steps:
-        module = TranslationModule.load_from_checkpoint(last, map_location="cpu", weights_only=True)
+        module = _final_module(module, last)
         if validated:
             return module
         module.bleu_limit, module.final_validation = None, True
@@ -619,6 +614,13 @@ def _fit(
         _finish_wandb(exit_code=1)  # else the next trial in this process would log into this run
         raise
     return module
+
+
+def _final_module(module: TranslationModule, last: Path) -> TranslationModule:
+    """The module of a finished run, loaded from its last checkpoint, in the phase `module` was (its budget)."""
+    loaded = TranslationModule.load_from_checkpoint(last, map_location="cpu", weights_only=True)
+    loaded.budget = module.budget
+    return loaded
 
 
 def _finished_result(result_path: Path, last: Path, max_steps: int) -> TrainResult | None:

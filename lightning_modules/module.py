@@ -60,6 +60,9 @@ class TranslationModule(pl.LightningModule):
         self.bleu_limit: int | None = train.val_max_sentences
         self.final_validation = False
         """Set for the run's last validation (at max_steps), which also checks that the model uses its source."""
+        self.budget: str | None = None
+        """The shorter budget this fit is a branch for ('T/2', train.budgets), None in the main run: what progress
+        reports name the phase by. Set by the trainer of a branch; not a hyperparameter (the weights are the same)."""
         # Non-pad source / target tokens trained on by this rank, summed on the device: reading them forces a host
         # sync, so that happens only when progress or results are reported, not every step. Not a buffer: DDP would
         # broadcast rank 0's counts over every rank's at each forward.

@@ -156,3 +156,9 @@ def test_a_sweep_killed_inside_a_branch_resumes_it_and_records_the_trial_once(sw
     assert budget["metrics"]["ppl"] == pytest.approx(whole["budgets"][0]["metrics"]["ppl"], rel=1e-9)
     trials = [t for t in sweeps.trials(out, "sweep-interrupt-smoke") if t.state == TrialState.COMPLETE]
     assert sorted(t.user_attrs["row"] for t in trials) == ["long", "wide"]  # each once
+    # The live view named the branch's phase. The retried trial trained only the branch (the main run had finished
+    # in the killed one), and the branch's BLEU at its end, step 40, a step of the main run's curve too, stayed off
+    # Optuna's learning curve: that curve is the main run's alone.
+    long = next(t for t in trials if t.user_attrs["row"] == "long")
+    assert long.user_attrs["progress"]["budget"] == "T/2" and long.user_attrs["progress"]["max_steps"] == STEPS // 2
+    assert long.intermediate_values == {}

@@ -217,9 +217,9 @@ def test_a_trials_progress_names_the_branch_it_trains_and_keeps_it_off_the_learn
     callback = ProgressToStorage("journal:unused", "t", 0)
     callback._study = storage = Storage()
     for budget, max_steps, bleu in ((None, 60, 10.0), ("T/2", 30, 12.0)):
-        callback.budget = budget
         trainer = SimpleNamespace(is_global_zero=True, sanity_checking=False, max_steps=max_steps)
-        callback.on_validation_end(trainer, SimpleNamespace(last_validation={"step": 30, "bleu": bleu, "ppl": 5.0}))
+        module = SimpleNamespace(last_validation={"step": 30, "bleu": bleu, "ppl": 5.0}, budget=budget)
+        callback.on_validation_end(trainer, module)
 
     assert [(p["budget"], p["max_steps"], p["bleu"]) for p in storage.attrs] == [(None, 60, 10.0), ("T/2", 30, 12.0)]
     assert storage.curve == {30: 10.0}
