@@ -114,3 +114,13 @@ def for_local_worker(workers: int, **extra: str) -> dict[str, str]:
     """The environment the local launcher starts a worker with: this one, plus how many workers share the cores
     (`extra`: the storage URL, a GPU)."""
     return {**os.environ, WORKERS_VAR: str(workers), "PYTHONUNBUFFERED": "1", **extra}
+
+
+def process_state(pid: int) -> str | None:
+    """A process's state letter from /proc ('R', 'S', ..., 'Z': exited, not yet reaped by its parent), or None when
+    there is no such process or no /proc to read (not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None

@@ -286,7 +286,8 @@ class Record:
         }  # fmt: skip
         files = _file_names(layout, self, RECORD_FILES)
         budgets = {"budgets": [b.to_json(layout) for b in self.budgets]} if self.budgets else {}
-        unknown = {k: v for k, v in self.raw.items() if k not in KNOWN_FIELDS}  # a newer ablate's: kept as read
+        named = {*head, *RECORD_FILES, "budgets", "finished_at"}  # what this class writes, or leaves out when empty
+        unknown = {k: v for k, v in self.raw.items() if k not in named}  # a newer ablate's fields: kept as read
         return head | files | budgets | unknown | {"finished_at": self.finished_at}
 
     @classmethod
@@ -335,11 +336,6 @@ class Record:
 
 RECORD_FILES = ("references", "hypotheses", "sentence_nll", "test_hypotheses", "test_references")
 """A record's fields naming files under OUT, in the order its JSON form lists them."""
-KNOWN_FIELDS = frozenset(
-    {"study", "preset", "row", "group", "seed", "overrides", "optuna", "host", "started_at", "config", "state",
-     "reason", "metrics", "curves", "wandb", "budgets", "finished_at", *RECORD_FILES}
-)  # fmt: skip
-"""The keys `Record.to_json` writes; a record read with others (a newer ablate's) writes them back as they were."""
 
 
 def _file_names(layout: Layout, entry: Any, names: tuple[str, ...]) -> dict[str, str]:

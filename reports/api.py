@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablations.record import FULL, Record, budget_label
+from ablations.record import Record, budget_label
 from data.errors import AblateError
 from reports.results import StudyResults, load_results
 
@@ -112,7 +112,7 @@ class Study:
             }
             line["train.seed"] = seed
             if record is not None and record.state == "complete":
-                line |= _metrics(record, self.results.fractions)
+                line |= _metrics(record)
             rows.append(line)
         frame = pd.DataFrame(rows)
         return self._with_optuna(frame)
@@ -201,16 +201,12 @@ class Study:
         return f"<Study {self.name} preset={self.preset} at {self.out}: {counts}>"
 
 
-def _metrics(record: Record, fractions: list[float]) -> dict[str, Any]:
-    """The record's metrics at T ('bleu') and at each shorter budget it was scored at ('bleu@T/2')."""
+def _metrics(record: Record) -> dict[str, Any]:
+    """The record's metrics at T ('bleu'), then at each shorter budget it was scored at ('bleu@T/2')."""
     out: dict[str, Any] = {}
-    for fraction in sorted(fractions, reverse=True):  # T's columns first
-        if fraction not in record.fractions and not any(abs(fraction - f) < 1e-9 for f in record.fractions):
-            continue
-        suffix = "" if abs(fraction - FULL) < 1e-9 else f"@{budget_label(fraction)}"
-        for name, value in record.at_budget(fraction).metrics.items():
-            if not isinstance(value, list | dict):
-                out[f"{name}{suffix}"] = value
+    for view in (record, *(record.at_budget(b.fraction) for b in record.budgets)):
+        suffix = "" if view is record else f"@{budget_label(view.fraction)}"
+        out |= {f"{name}{suffix}": value for name, value in view.metrics.items() if not isinstance(value, list | dict)}
     return out
 
 

@@ -132,11 +132,7 @@ class SweepJob:
 def _running(pid: int) -> bool:
     """Whether the child still runs. Not Popen.wait/poll: this runs in submitit's signal handler, which interrupted
     the Popen.wait of `__call__`, and that holds the lock they need; an exited child is a zombie until reaped."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return environment.process_state(pid) not in (None, "Z")
 
 
 # ------------------------------------------------------------------------------------------------ launching

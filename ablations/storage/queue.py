@@ -190,11 +190,7 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     # A zombie (killed, not yet reaped by its parent) still answers kill(0): look at its state.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
+    return environment.process_state(pid) != "Z"
 
 
 class Heartbeat:
