@@ -263,7 +263,8 @@ class Record:
         budget = next((b for b in self.budgets if math.isclose(b.fraction, fraction)), None)
         if budget is None:
             have = ", ".join(budget_label(f) for f in self.fractions)
-            raise AblateError(f"{self.path}: no budget {budget_label(fraction)} (it was scored at {have})")
+            raise AblateError(f"{self.path}: no budget {budget_label(fraction)} (it was scored at {have}): ask for one "
+                              "of those, or train with train.budgets naming it")  # fmt: skip
         return replace(
             self,
             fraction=budget.fraction,

@@ -88,7 +88,8 @@ class Study:
         status = self.results.status.get((row, seed))
         if status is None or status.record is None:
             state = status.state if status else "not in this study"
-            raise AblateError(f"{self.out}: no record for {row} seed {seed} ({state})")
+            have = ", ".join(t.label for t in self.trials) or "none yet"
+            raise AblateError(f"{self.out}: no record for {row} seed {seed} ({state}); the records: {have}")
         return status.record
 
     # ---------------------------------------------------------------------------------------------- DataFrames

@@ -84,7 +84,8 @@ def writer(
     def register(write: Write) -> Write:
         known = REGISTRY.get((subject, name))
         if known is not None and _origin(known.write) != _origin(write):  # a module reloaded registers itself again
-            raise ValueError(f"a {subject} writer named '{name}' is already registered")
+            raise ValueError(f"a {subject} writer named '{name}' is already registered ({known.write.__module__}): "
+                             "give this one another name")  # fmt: skip
         REGISTRY[(subject, name)] = Writer(name, help, suffix, write, subject, tuple(aliases), companion_of)
         return write
 

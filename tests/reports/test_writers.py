@@ -67,3 +67,13 @@ def test_both_commands_take_choices_and_help_from_the_registry(registry):
 def test_a_name_is_registered_once(registry):
     with pytest.raises(ValueError, match="already registered"):
         writer("md", "another Markdown", suffix=".md")(lambda table, ctx: "")
+
+
+def test_a_formats_module_reloaded_in_a_notebook_registers_its_writers_again(registry):
+    import importlib
+
+    import reports.formats
+
+    before = {name: w.help for name, w in zip(writers.format_names(), writers.writers(), strict=True)}
+    importlib.reload(reports.formats)  # %autoreload does this: the same functions, registered a second time
+    assert {name: w.help for name, w in zip(writers.format_names(), writers.writers(), strict=True)} == before
