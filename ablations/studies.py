@@ -7,9 +7,10 @@ surface after 16 finished trainings.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -20,7 +21,7 @@ from data.errors import AblateError
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
 STUDY_KEYS = {
-    "name", "description", "scale", "seeds", "base", "preset", "rows", "search_space", "tune_objective", "claims"
+    "name", "description", "scale", "seeds", "control_seeds", "base", "preset", "rows", "search_space", "tune_objective", "claims"
 }  # fmt: skip
 TUNE_OBJECTIVES = ("bleu", "ppl", "both")
 """What `ablate tune` optimises: dev BLEU, dev PPL, or both (a Pareto front, from which the compromise is picked)."""
@@ -74,6 +75,18 @@ class Study:
     source: str = ""
     claims: tuple[Claim, ...] = ()
     """The claims the report gives a verdict on (`claims:` in the YAML: a file next to the study, or a list)."""
+    control_seeds: int | Literal["auto"] = "auto"
+    """Seeds of the base row, which every comparison uses. 'auto': about sqrt(k) times a row's seeds for k rows
+    compared with it, the allocation that minimises the variance of k comparisons with one control for a fixed
+    number of trials (Dunnett, 1955, "A multiple comparison procedure for comparing several treatments with a
+    control", JASA 50: n_control / n_row = sqrt(k)). An integer sets it outright (at least the rows' seeds)."""
+
+    def control_seed_count(self, seeds: int) -> int:
+        """How many seeds the base trains when every other row trains `seeds` (see `control_seeds`)."""
+        if self.control_seeds != "auto":
+            return max(int(self.control_seeds), seeds)
+        k = sum(row.group != "base" for row in self.rows)
+        return max(seeds, round(seeds * math.sqrt(k))) if any(row.group == "base" for row in self.rows) else seeds
 
     def row(self, name: str) -> Row:
         for row in self.rows:
@@ -156,6 +169,9 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
     seeds = raw.get("seeds", 1)
     if not isinstance(seeds, int) or seeds < 1:
         raise AblateError(f"{source}: seeds must be a positive integer, got {seeds!r}")
+    control = raw.get("control_seeds", "auto")
+    if control != "auto" and (not isinstance(control, int) or isinstance(control, bool) or control < 1):
+        raise AblateError(f"{source}: control_seeds must be 'auto' or a positive integer, got {control!r}")
     preset = raw.get("preset")
     if preset is not None and preset not in PRESETS:
         raise AblateError(f"{source}: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
@@ -191,6 +207,7 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
         description=str(raw.get("description", "")),
         scale=scale,
         seeds=seeds,
+        control_seeds=control,
         base=base,
         rows=tuple(rows),
         search_space=space,

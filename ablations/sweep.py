@@ -56,13 +56,26 @@ class Plan:
     only: list[str] | None = None
     """Rows this sweep trains (--rows); None: all. The study keeps every row: the others stay pending, and a later
     sweep of the same study without --rows trains them."""
+    control_seeds: list[int] | None = None
+    """The base row's seeds (`Study.control_seeds`): more than the other rows', since every comparison uses it.
+    None: the same as every row's."""
 
     def rows(self) -> list[Row]:
         return list(self.study.rows)
 
+    def seeds_of(self, row: Row) -> list[int]:
+        """The seeds `row` trains: the control seeds for the base, the plan's seeds for every other row."""
+        return self.control_seeds if self.control_seeds and row.group == "base" else self.seeds
+
     def keys(self) -> list[tuple[Row, int]]:
-        """The (row, seed) trials this sweep trains."""
-        return [(row, seed) for row in self.rows() if self.only is None or row.name in self.only for seed in self.seeds]
+        """The (row, seed) trials this sweep trains, in the order they are queued: seed by seed, so a study stopped
+        half-way has whole seeds of every row to read (one seed of the whole table first), and within a seed the
+        rows with the most steps first (the big row's 3x), so the longest trial does not start last."""
+        rows = [row for row in self.rows() if self.only is None or row.name in self.only]
+        steps = {row.name: self.run_config(row, self.seeds[0]).train.max_steps for row in rows}
+        keys = [(row, seed) for row in rows for seed in self.seeds_of(row)]
+        order = {row.name: i for i, row in enumerate(rows)}
+        return sorted(keys, key=lambda key: (key[1], -steps[key[0].name], order[key[0].name]))
 
     def run_config(self, row: Row, seed: int):
         return self.study.run_config(row, self.preset, seed, **self.extra)
@@ -77,7 +90,7 @@ class Plan:
         for row in self.rows():
             config = self.run_config(row, self.seeds[0]).to_dict()
             values[row.name] = {k: config[k.partition(".")[0]][k.partition(".")[2]] for k in knobs}
-        return ParamSpace.of(values, self.seeds)
+        return ParamSpace.of(values, sorted({*self.seeds, *(self.control_seeds or [])}))
 
     def describe(self) -> dict[str, Any]:
         """study.json: what reports read to lay out the table (rows in display order, resolved configs), and
@@ -88,6 +101,7 @@ class Plan:
             "preset": self.preset,
             "pipeline_check": get_preset(self.preset).pipeline_check,
             "seeds": self.seeds,
+            "control_seeds": self.control_seeds or self.seeds,
             "storage": redact(self.storage),
             "optuna_study": self.name,
             "wandb_project": self.run_config(self.rows()[0], self.seeds[0]).tracking.project,

@@ -170,8 +170,8 @@ def _across_budgets(
     verdicts = {b.verdict for b in budgets}
     if verdicts == {"untested"}:
         return "untested", ""
-    if withheld:
-        return "inconclusive", f"no verdict: {withheld}"
+    if withheld:  # said once, at the top of the report (`reports.formats.headline`), not in every comparison
+        return "inconclusive", "no verdict: the study gives none (see the top)"
     if excluded := list(dict.fromkeys(why for b in budgets for why in b.excluded)):
         return "inconclusive", f"no verdict: {'; '.join(excluded)}"
     if untested := [budget_label(b.fraction) for b in budgets if b.verdict == "untested"]:
@@ -215,8 +215,22 @@ def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
     several = len(cv.budgets) > 1
     text = f"{head}: " + "; ".join(_budget_text(comp, b, several) for b in tested)
     if cv.paper_delta is not None:
-        text += f" (paper {cv.paper_delta:+.{METRICS[comp.metric].digits}f})"
+        text += f" (paper {cv.paper_delta:+.{METRICS[comp.metric].digits}f}{_scale_text(cv)})"
     return f"{text}; {cv.reason}" if cv.reason else text
+
+
+def paper_ratio(cv: ComparisonVerdict, floor: float = 0.3) -> float | None:
+    """Our effect at T over the paper's, signed (negative: the other direction); None where the paper's difference
+    is below `floor` (a ratio to 0.1 BLEU says little) or either is missing."""
+    test = cv.test
+    if test is None or test.effect is None or cv.paper_delta is None or abs(cv.paper_delta) < floor:
+        return None
+    return test.effect / cv.paper_delta
+
+
+def _scale_text(cv: ComparisonVerdict) -> str:
+    ratio = paper_ratio(cv)
+    return f", ours {ratio:.1f}x" if ratio is not None else ""
 
 
 def _budget_text(comp: Comparison, budget: BudgetVerdict, several: bool) -> str:
@@ -250,6 +264,7 @@ __all__ = [  # Claim, Comparison, load_claims, parse_claims: claims as data, fro
     "claim_verdict",
     "comparison_text",
     "comparison_verdict",
+    "paper_ratio",
     "judge",
     "load_claims",
     "parse_claims",

@@ -11,9 +11,11 @@ that of a uniform guess over the vocabulary (a finite blow-up). The state is inf
 is withheld for a diverged row, not for one still rising (verdicts are checked across training budgets instead).
 
 Did a trial learn to translate? Its `source_ppl_ratio` (dev perplexity with every sentence's source swapped for
-another dev sentence's, over the true dev perplexity) says whether its predictions use the source at all: a row
-below SOURCE_RATIO_MIN at a budget learnt a language model of the target, not a translation, and gives no verdict
-there.
+another dev sentence's, over the true dev perplexity) says whether its predictions use the source at all: a model
+below SOURCE_RATIO_MIN learnt a language model of the target, not a translation. When the base is below it, the
+study learnt nothing and gives no verdict at all; a row well below the base's own source use at a budget
+(`trainable_threshold`) is *not trainable at this preset* there: it never left the language-model plateau, so it
+says nothing about the paper's claim, and no verdict rests on it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,16 @@ perplexity (be worth log 2 = 0.69 nats per target token). A model that learnt on
 scores about 1, since swapping sources changes nothing it uses; one that translates scores far above, as the right
 source makes most target tokens predictable. 2 lies well clear of both, so neither noise in the swap nor a weak but
 real translator is misjudged."""
+
+
+def trainable_threshold(base_ratio: float) -> float:
+    """The lowest source_ppl_ratio of a row this preset trained, given the base's at the same budget: the midpoint on
+    the log scale between a language model of the target (x1) and the base (sqrt of the base's ratio), and never
+    below SOURCE_RATIO_MIN. Calibrated on the base alone, so it follows the corpus: x10.6 where the base reaches
+    x113 (the built-in corpus at T/2), x2 where it reaches x2.8 (gettext:de). A row below it at a budget has not left
+    the language-model plateau there, however well the base did: 'not trainable at this preset'."""
+    return max(SOURCE_RATIO_MIN, base_ratio**0.5)
+
 
 State = Literal["plateau", "rising", "falling", "diverged", "unknown"]
 
@@ -114,5 +126,6 @@ __all__ = [
     "Convergence",
     "convergence",
     "row_convergence",
+    "trainable_threshold",
     "source_ratio",
 ]

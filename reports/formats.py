@@ -294,8 +294,6 @@ def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
         "PPL, BLEU and chrF on the dev set: mean ± sample standard deviation over the complete seeds; "
         f"'seeds' counts complete / all.{test}",
     ]
-    if table.withheld:
-        lines.append(f"NO VERDICTS: {table.withheld}")
     if table.base is not None:
         lines += [
             f"Blank configuration cells: same as the base row '{table.base}'.",
@@ -326,6 +324,24 @@ def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
         for seed, reason in sorted(row.reasons.items()):
             lines.append(f"{row.name} seed {seed} {row.status[seed].state}: {reason}")
     return lines + table.notes
+
+
+EFFECT_SCALE_SAID = 3.0
+"""A preset whose effects are a median of this many times the paper's (or fewer than 1/this) says so at the top."""
+
+
+def headline(table: ReportTable) -> list[str]:
+    """What a reader must know before the table, each said once: that the study gives no verdict and why, and that
+    this preset's effects are the regime's size, not the paper's."""
+    lines = [f"NO VERDICTS: {table.withheld}."] if table.withheld else []
+    scale = table.effect_scale
+    if scale is not None and not table.withheld and not 1 / EFFECT_SCALE_SAID < scale < EFFECT_SCALE_SAID:
+        lines.append(
+            f"EFFECT SIZES ARE THIS PRESET'S REGIME: its differences from the base are a median {scale:.1f}x the "
+            "paper's (each claim's comparison gives its own ratio). Read directions and order, not sizes: a verdict says "
+            "whether the paper's direction holds here, not that its effect is this large."
+        )
+    return lines
 
 
 def _marks_text(table: ReportTable) -> str:
@@ -408,9 +424,10 @@ def to_markdown(table: ReportTable, columns: Sequence[str] | None = None, *, cor
     """A GitHub-flavoured Markdown table in the paper's layout, with its legend. `columns`: keys of `COLUMNS` to
     show, in that order (default: all that apply but the optional ones); `corpus`: named in the legend."""
     cols = display_columns(table, columns, "md")
-    lines = [
-        f"## {table.study} ({table.preset})",
-        "",
+    lines = [f"## {table.study} ({table.preset})", ""]
+    if top := headline(table):
+        lines += [*(f"**{_md_escape(line)}**" for line in top), ""]
+    lines += [
         "| " + " | ".join(c.header for c in cols) + " |",
         "|" + "|".join(":--" if c.align == "l" else "--:" for c in cols) + "|",
     ]
@@ -443,7 +460,7 @@ def claims_legend(table: ReportTable) -> str:
     )
     if len(table.fractions) == 1:
         text += " Judged at T alone: not checked across budgets."
-    return f"{text} No verdicts: {table.withheld}" if table.withheld else text
+    return text
 
 
 def claim_title(cv: ClaimVerdict) -> str:
@@ -900,6 +917,7 @@ def to_html(
             for c in cols
         ],
         groups=groups,
+        headline=headline(table),
         legend=legend(table, corpus),
         claims=_html_claims(table, claim_plots or {}),
         claims_legend=claims_legend(table),

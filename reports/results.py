@@ -137,7 +137,7 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         if note:
             notes.append(note)
     notes += _add_undeclared_rows(rows, records, optuna)
-    seeds = [int(s) for s in meta.get("seeds") or [0]]
+    seeds = [int(s) for s in (meta.get("control_seeds") or []) + (meta.get("seeds") or [0])]
     seeds = sorted(set(seeds) | {seed for _, seed in records} | {seed for _, seed in optuna})
     return StudyResults(
         out_dir=out_dir,
@@ -145,7 +145,7 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         preset=str(meta.get("preset") or ""),
         seeds=seeds,
         rows=rows,
-        status=_status(out_dir, rows, seeds, meta.get("seeds") or [], records, optuna),
+        status=_status(out_dir, rows, seeds, _declared(meta), records, optuna),
         meta=meta,
         notes=notes,
     )
@@ -171,12 +171,25 @@ def _add_undeclared_rows(rows: list[RowSpec], records: dict, optuna: dict) -> li
     return notes
 
 
+def _declared(meta: dict) -> dict[str, list[int]]:
+    """Group -> the seeds study.json declares for its rows: the base's control seeds (more than a row's: Dunnett's
+    allocation, `Study.control_seeds`) under 'base', every other row's under ''."""
+    seeds = [int(s) for s in meta.get("seeds") or []]
+    return {"": seeds, "base": [int(s) for s in meta.get("control_seeds") or seeds]}
+
+
 def _status(
-    out_dir: Path, rows: list[RowSpec], seeds: list[int], declared: list[int], records: dict, optuna: dict
+    out_dir: Path,
+    rows: list[RowSpec],
+    seeds: list[int],
+    declared: dict[str, list[int]],
+    records: dict,
+    optuna: dict,
 ) -> dict[tuple[str, int], TrialStatus]:
     """Each row x seed's state: its record if there is one, else its Optuna trial's, else pending (declared seeds)."""
     status: dict[tuple[str, int], TrialStatus] = {}
     for spec in rows:
+        mine = declared.get("base" if spec.group == "base" else "", [])
         for seed in seeds:
             key = (spec.name, seed)
             if key in records:
@@ -189,7 +202,7 @@ def _status(
                 )
             elif key in optuna:
                 status[key] = optuna[key]
-            elif seed in (declared or [seed]):
+            elif seed in (mine or [seed]):
                 status[key] = TrialStatus(state="pending")
     return status
 

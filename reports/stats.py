@@ -4,14 +4,19 @@ dev set happens to hold?
 For a row R and a reference row B (the base), with seeds s and a metric M scored on the whole dev set:
 
     effect = mean_s M(R_s) - mean_s M(B_s)
-    SE^2   = s_p^2 (1/n_R + 1/n_B)          seed noise: training randomness, from every row's spread over seeds
+    SE^2   = s~_R^2 / n_R + s~_B^2 / n_B    seed noise: training randomness, each row's spread over seeds
            + Var_boot(effect)               sentence noise: a paired bootstrap over the dev sentences
 
-s_p^2 is the seed variance pooled over all rows of the study (every row follows one recipe, so they share it; with
-two seeds a row alone would give one degree of freedom, a 95% interval of +-12.7 standard errors). The bootstrap
+s~^2 is a row's seed variance moderated toward the study's by empirical Bayes (`reports.variance`: Smyth, 2004,
+robust as in Phipson et al., 2016): every row follows one recipe, so rows that agree share the pooled variance
+(with two seeds a row alone would give one degree of freedom, a 95% interval of +-12.7 standard errors), while a
+row whose seeds disagree far beyond the others keeps its own wide interval instead of widening everyone's. The
+base trains more seeds than a row (`Study.control_seeds`, Dunnett's sqrt(k) allocation), as it is in every
+comparison. Rows are not paired by seed: the seed effect shared by rows of one seed (`seed_correlation`) is
+measured and reported, and was near zero in the studies run (benchmarks/SCIENCE.md, section 8). The bootstrap
 resamples the sentences once per replicate for every system (paired), and recomputes corpus-level scores from
 sacreBLEU's sufficient statistics, as sacreBLEU's own paired test does. The interval uses Student's t with
-Welch-Satterthwaite degrees of freedom; p-values are two-sided and Holm-corrected (Holm, 1979) over every row tested
+Welch-Satterthwaite degrees of freedom (each seed part on its moderated degrees of freedom); p-values are two-sided and Holm-corrected (Holm, 1979) over every row tested
 against the same reference on the same metric. This follows Bouthillier et al. (2021), "Accounting for variance in
 machine learning benchmarks": randomise the seeds and the test sample, and count both.
 
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ablations.claims import METRICS
+from reports.variance import Moderated, moderate
 
 ALPHA = 0.05
 """Significance level of every test and 1 - coverage of every interval."""
@@ -100,6 +106,34 @@ class RowTest:
         return float(max(lower, upper))
 
 
+@dataclass(frozen=True)
+class SeedNoise:
+    """The seed variances behind one comparison: the row's and the reference's, each on its degrees of freedom
+    (inf: known, as a pooled variance over many rows is treated; var None: not estimated)."""
+
+    row_var: float | None
+    row_df: float
+    ref_var: float | None
+    ref_df: float
+
+    @classmethod
+    def shared(cls, var: float | None, df: float) -> SeedNoise:
+        """One variance for both (the pooled one of `pooled_seed_variance`)."""
+        return cls(var, df, var, df)
+
+    def se(self, n_row: int, n_ref: int) -> tuple[float | None, float]:
+        """The seed part of the effect's standard error and its Welch-Satterthwaite degrees of freedom."""
+        if self.row_var is None or self.ref_var is None or not (self.row_df > 0 and self.ref_df > 0):
+            return None, 0.0
+        a, b = self.row_var / n_row, self.ref_var / n_ref
+        if (a + b) == 0:
+            return 0.0, math.inf
+        if self.row_df == self.ref_df and self.row_var == self.ref_var:  # one shared variance: its own df
+            return math.sqrt(a + b), self.row_df
+        df = (a + b) ** 2 / (a**2 / self.row_df + b**2 / self.ref_df)
+        return math.sqrt(a + b), df
+
+
 def pooled_seed_variance(rows: Sequence[Sequence[float]]) -> tuple[float | None, int]:
     """Within-row variance over seeds pooled across rows, and its degrees of freedom (None, 0 with one seed each)."""
     ss, df = 0.0, 0
@@ -135,7 +169,7 @@ def compare(
     metric: str,
     mine: list[SystemScores],
     theirs: list[SystemScores],
-    seed_var: tuple[float | None, int],
+    seed_var: SeedNoise | tuple[float | None, float],
     weights: np.ndarray | None,
     cache: dict[int, np.ndarray | None] | None = None,
 ) -> RowTest:
@@ -146,8 +180,8 @@ def compare(
         return RowTest(row=row, against=against, metric=metric, n_row=len(mine), n_against=len(theirs), effect=None)
     effect = float(np.mean([s.score for s in mine]) - np.mean([s.score for s in theirs]))
     variance, notes = 0.0, []
-    s2, df_seed = seed_var
-    se_seeds = math.sqrt(s2 * (1 / len(mine) + 1 / len(theirs))) if s2 is not None else None
+    noise = seed_var if isinstance(seed_var, SeedNoise) else SeedNoise.shared(*seed_var)
+    se_seeds, df_seed = noise.se(len(mine), len(theirs))
     if se_seeds is None:
         notes.append("one seed per row: seed noise not estimated (run more seeds)")
     else:
@@ -163,7 +197,11 @@ def compare(
         notes.append("no per-sentence statistics: sentence noise not counted")
     se = math.sqrt(variance)
     # Welch-Satterthwaite: only the seed part is estimated from few values; the bootstrap part is known well.
-    df = math.inf if se_seeds is None or df_seed == 0 or se == 0 else se**4 / (se_seeds**4 / df_seed)
+    df = (
+        math.inf
+        if se_seeds is None or df_seed == 0 or math.isinf(df_seed) or se == 0 or se_seeds == 0
+        else se**4 / (se_seeds**4 / df_seed)
+    )
     if se > 0:
         t = stats.t.ppf(1 - ALPHA / 2, df)
         ci = (effect - t * se, effect + t * se)
@@ -214,21 +252,35 @@ def compare_rows(
     n_samples: int = N_SAMPLES,
 ) -> dict[tuple[str, str, str], RowTest]:
     """Test every (row, reference) pair on one metric; Holm over the pairs that share a reference."""
-    seed_var = pooled_seed_variance([[s.score for s in scores] for scores in systems.values()])
+    names = list(systems)
+    moderated, prior = moderate([[s.score for s in systems[name]] for name in names])
+    noise = dict(zip(names, moderated, strict=True))
     sizes = {s.stats.shape[0] for scores in systems.values() for s in scores if s.stats is not None}
     weights = resample_weights(sizes.pop(), n_samples) if len(sizes) == 1 else None
     cache: dict[int, np.ndarray | None] = {}
     tests = {
         (row, ref, metric): compare(
-            row, ref, metric, systems.get(row, []), systems.get(ref, []), seed_var, weights, cache
+            row, ref, metric, systems.get(row, []), systems.get(ref, []), _noise(noise, row, ref), weights, cache
         )
         for row, ref in pairs
     }
+    for key, test in tests.items():
+        if key[0] in noise and noise[key[0]].not_outlier == 0.0:
+            note = "its seeds vary far more than the study's: the row keeps its own seed variance"
+            tests[key] = _with(test, notes=(*test.notes, note))
     for ref in {ref for _, ref in pairs}:
         keys = [k for k in tests if k[1] == ref]
         for key, adjusted in zip(keys, holm([tests[k].p for k in keys]), strict=True):
             tests[key] = _with(tests[key], p_holm=adjusted)
     return tests
+
+
+def _noise(noise: dict[str, Moderated], row: str, ref: str) -> SeedNoise:
+    """The comparison's seed variances from the rows' moderated ones (none for a row without trials)."""
+    mine, theirs = noise.get(row), noise.get(ref)
+    if mine is None or theirs is None or not (mine.df > 0 and theirs.df > 0):
+        return SeedNoise(None, 0.0, None, 0.0)
+    return SeedNoise(mine.var, mine.df, theirs.var, theirs.df)
 
 
 def significance_mark(test: RowTest | None) -> str:
@@ -251,6 +303,7 @@ __all__ = [
     "N_SAMPLES",
     "POWER",
     "RowTest",
+    "SeedNoise",
     "SystemScores",
     "compare",
     "holm",

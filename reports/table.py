@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ablations.record import FULL, Record, budget_label
-from reports.claims import Claim, ClaimVerdict, Tests, judge, parse_claims
-from reports.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence, source_ratio
+from reports.claims import Claim, ClaimVerdict, Tests, judge, paper_ratio, parse_claims
+from reports.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence, source_ratio, trainable_threshold
 from reports.metrics import chrf_signature, system_scores
 from reports.paper import PaperRow, load_paper_table
 from reports.results import RowSpec, StudyResults, TrialStatus
@@ -116,6 +116,9 @@ class ReportRow:
     """BLEU at T minus BLEU at the study's last shorter budget, per complete seed; None without shorter budgets."""
     source_ratio: dict[float, float] = field(default_factory=dict)
     """Budget (fraction of T) -> the lowest source_ppl_ratio over the complete seeds, where the records give one."""
+    untrainable: dict[float, str] = field(default_factory=dict)
+    """Budget -> the measured cause, where this preset did not train the row: its source use stayed below
+    `trainable_threshold` of the base's (it never left the language-model plateau). No verdict rests on it there."""
     tests: dict[str, RowTest] = field(default_factory=dict)
     """metric -> test of this row against the base at T (seeds and sentences, Holm-corrected); empty for the base.
     Its BLEU test gives the row's significance mark (`mark`) and, with the shorter budgets', the claims' verdicts."""
@@ -191,6 +194,15 @@ class ReportTable:
     """Budget -> median over the rows of the half-width of the 95% interval of their BLEU difference from the base."""
     claims: list[ClaimVerdict] = field(default_factory=list)
     """A verdict for each of the study's claims (empty when the study declares none)."""
+    nothing_learned: str | None = None
+    """Set when the base itself did not learn to translate: the one line the report opens with (then `withheld`
+    says the same, and no comparison repeats it)."""
+    seed_correlation: float | None = None
+    """How much rows trained with the same seed move together (the intra-class correlation of a seed's effect on
+    BLEU at T over the rows; `reports.stats.seed_correlation`); None with fewer than two shared seeds."""
+    effect_scale: float | None = None
+    """Median over the comparisons of |our effect| / |the paper's| (where the paper's is at least 0.3): how much
+    this preset magnifies (or shrinks) the paper's differences; None without the paper's numbers."""
     chrf_signature: str = ""
     """sacreBLEU's signature of the chrF in the table."""
 
@@ -311,7 +323,9 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
         withheld=results.meta.get("pipeline_check") or None,
     )
     if base_row is not None and base_records:
+        _trainability(table, base_row)
         table.claims = _verdicts(results, table, base_row, claims)
+        table.effect_scale = effect_scale(table.claims)
     elif claims:
         notes.append("claims not judged: the study has no base row with a complete trial")
     return table
@@ -412,15 +426,49 @@ def _median_half_width(tests: Tests) -> float | None:
     return statistics.median(widths) if widths else None
 
 
+def _trainability(table: ReportTable, base_row: ReportRow) -> None:
+    """Did the study learn, and did the preset train each row? The base below SOURCE_RATIO_MIN at some budget: the
+    study learnt nothing (`nothing_learned`, one line at the top, and no verdict). Otherwise each row below
+    `trainable_threshold` of the base's source use at a budget is not trainable at this preset there, with the
+    measured cause (its source use and dev PPL against the base's)."""
+    if bad := base_row.no_source():
+        where = ", ".join(f"×{ratio:.1f} at {budget_label(f)}" for f, ratio in sorted(bad.items()))
+        table.nothing_learned = (
+            f"nothing here learnt to translate: the base '{base_row.name}' predicts its targets about as well from "
+            f"another sentence's source (dev PPL {where} with swapped sources; a translator is far above "
+            f"{SOURCE_RATIO_MIN:g}), so no claim gets a verdict. Try more steps (train.max_steps), more data, or a "
+            "longer warmup (train.warmup_steps), calibrated on the base row alone"
+        )
+        table.withheld = table.withheld or table.nothing_learned
+        return
+    for row in table.rows:
+        if row is base_row:
+            continue
+        for fraction, ratio in sorted(row.source_ratio.items()):
+            base_ratio = base_row.source_ratio.get(fraction)
+            if base_ratio is None or ratio >= (threshold := trainable_threshold(base_ratio)):
+                continue
+            row.untrainable[fraction] = (
+                f"stayed on the language-model plateau at {budget_label(fraction)}: dev PPL ×{ratio:.1f} with "
+                f"swapped sources against the base's ×{base_ratio:.1f} (trained: ×{threshold:.1f} or more)"
+            )
+
+
+def effect_scale(claims: list[ClaimVerdict], floor: float = 0.3) -> float | None:
+    """Median over the claims' comparisons at T of |our effect| / |the paper's|, where the paper's is at least
+    `floor` (a ratio to a difference of 0.1 says little); None when no comparison has both."""
+    ratios = [abs(r) for cv in claims for c in cv.comparisons if (r := paper_ratio(c, floor)) is not None]
+    return statistics.median(ratios) if ratios else None
+
+
 def _excluded(table: ReportTable) -> dict[float, dict[str, str]]:
-    """Budget -> row -> why the row gives no verdict there: it diverged (every budget), or it did not learn to
-    translate at that budget."""
+    """Budget -> row -> why the row gives no verdict there: it diverged (every budget), or this preset did not train
+    it at that budget (`ReportRow.untrainable`)."""
     out: dict[float, dict[str, str]] = {f: {} for f in table.fractions}
     for row in table.rows:
         if row.convergence is not None and row.convergence.state == "diverged":
             for fraction in table.fractions:
                 out[fraction][row.name] = "diverged"
-        for fraction, ratio in row.no_source().items():
-            why = f"did not learn to translate at {budget_label(fraction)} (PPL ×{ratio:.1f} with swapped sources)"
-            out[fraction].setdefault(row.name, why)
+        for fraction, cause in row.untrainable.items():
+            out.setdefault(fraction, {}).setdefault(row.name, f"not trainable at this preset ({cause})")
     return out

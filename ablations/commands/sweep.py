@@ -23,6 +23,13 @@ def build_parser(documented: bool = False):
     p.add_argument("--preset", choices=list(PRESETS), default=None, help="size preset (default: the study's, or tiny)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per row (default: the study's)")
     p.add_argument(
+        "--control_seeds",
+        type=int,
+        default=None,
+        help="seeds of the base row, which every comparison uses (default: the study's control_seeds; 'auto' there "
+        "is about sqrt(k) x --seeds for k rows, Dunnett's allocation)",
+    )
+    p.add_argument(
         "--storage",
         default=None,
         help="Optuna storage URL (default: a journal file in --out); "
@@ -85,11 +92,15 @@ def make_plan(ns):
     seeds = study.seeds if ns.seeds is None else ns.seeds
     if seeds < 1:
         raise AblateError(f"--seeds must be >= 1, got {seeds}")
+    control = study.control_seed_count(seeds) if ns.control_seeds is None else ns.control_seeds
+    if control < seeds:
+        raise AblateError(f"--control_seeds must be at least --seeds ({seeds}), got {control}")
     out = Path(ns.out or f"runs/{study.name}-{preset}")
     plan = Plan(
         study=study,
         preset=preset,
         seeds=list(range(seeds)),
+        control_seeds=list(range(control)),
         out=out,
         storage=storage_url(ns.storage, out),
         name=ns.name or f"{study.name}-{preset}",
