@@ -21,7 +21,8 @@ from data.errors import AblateError
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
 STUDY_KEYS = {
-    "name", "description", "scale", "seeds", "control_seeds", "base", "preset", "rows", "search_space", "tune_objective", "claims"
+    "name", "description", "scale", "seeds", "control_seeds", "base", "preset", "rows", "search_space",
+    "tune_objective", "claims",
 }  # fmt: skip
 TUNE_OBJECTIVES = ("bleu", "ppl", "both")
 """What `ablate tune` optimises: dev BLEU, dev PPL, or both (a Pareto front, from which the compromise is picked)."""

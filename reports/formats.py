@@ -241,6 +241,9 @@ def plateau_text(row: ReportRow) -> str:
 def source_text(row: ReportRow) -> str:
     """The 'source use' cell: the lowest source_ppl_ratio over the seeds at T ('×18.4'), or where the row did not
     learn to translate ('no source use ×1.2 at T/2'); '' when the records do not say."""
+    if row.untrainable:
+        bad = {f: row.source_ratio[f] for f in row.untrainable}
+        return f"not trainable ×{min(bad.values()):.1f} at {', '.join(budget_label(f) for f in sorted(bad))}"
     if bad := row.no_source():
         return f"no source use ×{min(bad.values()):.1f} at {', '.join(budget_label(f) for f in bad)}"
     ratio = row.source_ratio.get(FULL)
@@ -305,10 +308,19 @@ def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
         lines.append(
             "source use: dev PPL with each sentence's source swapped for another dev sentence's, over the dev PPL "
             "(the lowest over the seeds, at T): far above 1 for a model that translates, about 1 for one that learnt "
-            f"only a language model of the target. Below {SOURCE_RATIO_MIN:g} at a budget: 'no source use', the row "
-            "did not learn to translate there and no claim is judged on it at that budget."
+            "only a language model of the target. Below the midpoint on the log scale between x1 and the base's "
+            f"(the square root of the base's ratio, at least {SOURCE_RATIO_MIN:g}) at a budget: 'not trainable', "
+            "the preset did not train the row there (it stayed on the language-model plateau) and no claim is "
+            f"judged on it at that budget. A base below {SOURCE_RATIO_MIN:g}: nothing learnt, no verdict at all."
         )
-    if untrained := _untrained(table):
+    if untrainable := [
+        f"{r.name}: {'; '.join(r.untrainable[f] for f in sorted(r.untrainable))}" for r in table.rows if r.untrainable
+    ]:
+        lines.append(
+            f"NOT TRAINABLE AT THIS PRESET: {'; '.join(untrainable)}. These rows never left the language-model "
+            "plateau there, so they say nothing about the paper's claims: no verdict rests on them."
+        )
+    elif untrained := _untrained(table):
         lines.append(f"DID NOT LEARN TO TRANSLATE: {'; '.join(untrained)}. No claim is judged on them there.")
     unconverged = _unconverged(table)
     if unconverged:
@@ -338,8 +350,8 @@ def headline(table: ReportTable) -> list[str]:
     if scale is not None and not table.withheld and not 1 / EFFECT_SCALE_SAID < scale < EFFECT_SCALE_SAID:
         lines.append(
             f"EFFECT SIZES ARE THIS PRESET'S REGIME: its differences from the base are a median {scale:.1f}x the "
-            "paper's (each claim's comparison gives its own ratio). Read directions and order, not sizes: a verdict says "
-            "whether the paper's direction holds here, not that its effect is this large."
+            "paper's (each claim's comparison gives its own ratio). Read directions and order, not sizes: a "
+            "verdict says whether the paper's direction holds here, not that its effect is this large."
         )
     return lines
 
@@ -349,7 +361,8 @@ def _marks_text(table: ReportTable) -> str:
     where = "at every budget, with the same sign" if len(table.fractions) > 1 else "at T"
     return (
         f"† / ‡: the BLEU difference from the base is significant at Holm-corrected p < {ALPHA} / p < 0.01 {where}, "
-        "by the one test behind the marks and the verdicts: seed noise pooled over the rows plus a paired bootstrap "
+        "by the one test behind the marks and the verdicts: seed noise (each row's seed variance moderated toward "
+        "the study's; a row whose seeds disagree far more keeps its own) plus a paired bootstrap "
         f"over the dev sentences ({table.n_samples} resamples), Holm over the rows tested against the base. Rows "
         "that give no verdict (diverged, did not learn to translate, a pipeline-check preset) carry no mark."
     )
@@ -448,8 +461,10 @@ def to_markdown(table: ReportTable, columns: Sequence[str] | None = None, *, cor
 def claims_legend(table: ReportTable) -> str:
     """How to read the verdicts: the test, the rules across budgets, what an inconclusive one says."""
     text = (
-        "Each comparison: difference of the means over seeds [95% confidence interval counting seed noise (pooled "
-        "over rows) and dev-sentence noise (paired bootstrap)], two-sided p and Holm-corrected p over every row "
+        "Each comparison: difference of the means over seeds [95% confidence interval counting seed noise (each "
+        "row's seed variance moderated toward the study's by empirical Bayes, Smyth 2004, robust to outlying rows "
+        "as in Phipson et al. 2016) and dev-sentence noise (paired bootstrap)], two-sided p and Holm-corrected p "
+        "over every row "
         "against the base on that metric, at each budget; paper = the paper's difference. Reproduced: Holm p < "
         f"{ALPHA} in the claimed direction (equivalence: the interval inside the margin) at every budget; "
         "contradicted: significant the other way (equivalence: the interval outside the margin) at every budget; "
@@ -460,7 +475,28 @@ def claims_legend(table: ReportTable) -> str:
     )
     if len(table.fractions) == 1:
         text += " Judged at T alone: not checked across budgets."
-    return text
+    return " ".join([text, *_design_text(table)])
+
+
+def _design_text(table: ReportTable) -> list[str]:
+    """The seeds behind the comparisons: the base's extra ones, and the measured seed correlation (why rows are not
+    paired by seed)."""
+    lines = []
+    if table.base is not None:
+        base = next((r for r in table.rows if r.name == table.base), None)
+        others = [r.n_seeds for r in table.rows if r.name != table.base]
+        if base is not None and others and base.n_seeds > max(others):
+            lines.append(
+                f"The base trains {base.n_seeds} seeds against {max(others)} a row: it is in every comparison "
+                "(Dunnett's sqrt(k) allocation, the study's control_seeds)."
+            )
+    if (rho := table.seed_correlation) is not None:
+        lines.append(
+            f"Rows are not paired by seed: the seed effect shared by the rows (the same seed, the same data order) "
+            f"is rho = {rho.rho:.2f} of a row's seed variance (F test p {rho.p:.2f}, {rho.rows} rows x {rho.seeds} "
+            "seeds of dev BLEU at T)."
+        )
+    return lines
 
 
 def claim_title(cv: ClaimVerdict) -> str:
@@ -717,6 +753,7 @@ def row_record(row: ReportRow, test: bool = True) -> dict[str, Any]:
         "budget_gain_bleu": _round(row.budget_gain.mean) if row.budget_gain else None,
         "source_ppl_ratio": _round(row.source_ratio.get(FULL)),
         "no_source_use": ", ".join(budget_label(f) for f in row.no_source()),
+        "not_trainable": "; ".join(row.untrainable[f] for f in sorted(row.untrainable)),
         **{
             f"{metric}_{key}": _round(getattr(row.tests.get(metric), attr, None))
             for metric in METRICS
@@ -784,6 +821,7 @@ def to_json(table: ReportTable, *, corpus: str | None = None) -> str:
         "base": table.base,
         "out_dir": table.out_dir,
         "generated_at": table.generated_at,
+        "headline": headline(table),
         "legend": legend(table, corpus),
         "rows": rows,
         "claims": claims_data(table),

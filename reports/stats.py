@@ -12,11 +12,13 @@ robust as in Phipson et al., 2016): every row follows one recipe, so rows that a
 (with two seeds a row alone would give one degree of freedom, a 95% interval of +-12.7 standard errors), while a
 row whose seeds disagree far beyond the others keeps its own wide interval instead of widening everyone's. The
 base trains more seeds than a row (`Study.control_seeds`, Dunnett's sqrt(k) allocation), as it is in every
-comparison. Rows are not paired by seed: the seed effect shared by rows of one seed (`seed_correlation`) is
-measured and reported, and was near zero in the studies run (benchmarks/SCIENCE.md, section 8). The bootstrap
+comparison. Rows are not paired by seed: how much rows trained with the same seed (the same data order) move
+together is measured on every study (`seed_correlation`) and stated in the report's method note
+(benchmarks/SCIENCE.md, section 8, has the measured values). The bootstrap
 resamples the sentences once per replicate for every system (paired), and recomputes corpus-level scores from
 sacreBLEU's sufficient statistics, as sacreBLEU's own paired test does. The interval uses Student's t with
-Welch-Satterthwaite degrees of freedom (each seed part on its moderated degrees of freedom); p-values are two-sided and Holm-corrected (Holm, 1979) over every row tested
+Welch-Satterthwaite degrees of freedom (each seed part on its moderated degrees of freedom); p-values are two-sided
+and Holm-corrected (Holm, 1979) over every row tested
 against the same reference on the same metric. This follows Bouthillier et al. (2021), "Accounting for variance in
 machine learning benchmarks": randomise the seeds and the test sample, and count both.
 
@@ -265,7 +267,7 @@ def compare_rows(
         for row, ref in pairs
     }
     for key, test in tests.items():
-        if key[0] in noise and noise[key[0]].not_outlier == 0.0:
+        if key[0] in noise and noise[key[0]].outlier:
             note = "its seeds vary far more than the study's: the row keeps its own seed variance"
             tests[key] = _with(test, notes=(*test.notes, note))
     for ref in {ref for _, ref in pairs}:
@@ -273,6 +275,47 @@ def compare_rows(
         for key, adjusted in zip(keys, holm([tests[k].p for k in keys]), strict=True):
             tests[key] = _with(tests[key], p_holm=adjusted)
     return tests
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeedCorrelation:
+    """How much one seed moves every row alike: the intra-class correlation of the seed effect in a two-way layout
+    (rows x the seeds they share, one score each), and the F test of that effect."""
+
+    rho: float
+    """sigma_seed^2 / (sigma_seed^2 + sigma_residual^2), from the mean squares; 0 when the seed's mean square is not
+    above the residual's. Pairing rows by seed would remove about this fraction of a row's seed variance."""
+    p: float
+    """F test of the seed effect (MS_seed / MS_residual on (S - 1, (R - 1)(S - 1)) df)."""
+    rows: int
+    seeds: int
+
+
+def seed_correlation(scores: dict[str, dict[int, float]]) -> SeedCorrelation | None:
+    """The seed effect shared across rows (see `SeedCorrelation`), over the rows that have every seed the most rows
+    share; None with fewer than two such seeds or rows."""
+    from scipy import stats
+
+    counts: dict[int, int] = {}
+    for by_seed in scores.values():
+        for seed in by_seed:
+            counts[seed] = counts.get(seed, 0) + 1
+    if not counts:
+        return None
+    common = max(counts.values())
+    seeds = sorted(s for s, n in counts.items() if n == common)
+    x = np.array([[by_seed[s] for s in seeds] for by_seed in scores.values() if all(s in by_seed for s in seeds)])
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
+        return None
+    r, k = x.shape
+    resid = x - x.mean(axis=1, keepdims=True) - x.mean(axis=0, keepdims=True) + x.mean()
+    ms_seed = r * float(np.sum((x.mean(axis=0) - x.mean()) ** 2)) / (k - 1)
+    ms_err = float(np.sum(resid**2)) / ((r - 1) * (k - 1))
+    if ms_err <= 0:
+        return None
+    var_seed = max(0.0, (ms_seed - ms_err) / r)
+    p = float(stats.f.sf(ms_seed / ms_err, k - 1, (r - 1) * (k - 1)))
+    return SeedCorrelation(rho=var_seed / (var_seed + ms_err), p=p, rows=r, seeds=k)
 
 
 def _noise(noise: dict[str, Moderated], row: str, ref: str) -> SeedNoise:
@@ -303,6 +346,7 @@ __all__ = [
     "N_SAMPLES",
     "POWER",
     "RowTest",
+    "SeedCorrelation",
     "SeedNoise",
     "SystemScores",
     "compare",
@@ -310,5 +354,6 @@ __all__ = [
     "pooled_seed_variance",
     "resample_weights",
     "compare_rows",
+    "seed_correlation",
     "significance_mark",
 ]

@@ -20,7 +20,15 @@ from reports.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence, 
 from reports.metrics import chrf_signature, system_scores
 from reports.paper import PaperRow, load_paper_table
 from reports.results import RowSpec, StudyResults, TrialStatus
-from reports.stats import METRICS, N_SAMPLES, RowTest, compare_rows, significance_mark
+from reports.stats import (
+    METRICS,
+    N_SAMPLES,
+    RowTest,
+    SeedCorrelation,
+    compare_rows,
+    seed_correlation,
+    significance_mark,
+)
 
 
 @dataclass(frozen=True)
@@ -197,9 +205,9 @@ class ReportTable:
     nothing_learned: str | None = None
     """Set when the base itself did not learn to translate: the one line the report opens with (then `withheld`
     says the same, and no comparison repeats it)."""
-    seed_correlation: float | None = None
-    """How much rows trained with the same seed move together (the intra-class correlation of a seed's effect on
-    BLEU at T over the rows; `reports.stats.seed_correlation`); None with fewer than two shared seeds."""
+    seed_correlation: SeedCorrelation | None = None
+    """How much rows trained with the same seed move together (a seed's effect on dev BLEU at T shared over the
+    rows; `reports.stats.seed_correlation`); None with fewer than two shared seeds."""
     effect_scale: float | None = None
     """Median over the comparisons of |our effect| / |the paper's| (where the paper's is at least 0.3): how much
     this preset magnifies (or shrinks) the paper's differences; None without the paper's numbers."""
@@ -403,6 +411,7 @@ def _verdicts(results: StudyResults, table: ReportTable, base_row: ReportRow, cl
             silent = table.withheld or any(row.name in excluded[f] for f in table.fractions)
             row.mark = "" if silent else _mark([tests[f].get((row.name, base_row.name, "bleu")) for f in tests])
     table.precision = {f: width for f, by_key in tests.items() if (width := _median_half_width(by_key)) is not None}
+    table.seed_correlation = seed_correlation({r.name: r.bleu.values for r in table.rows if r.bleu is not None})
     study_claims = claims if claims is not None else _study_claims(results)
     paper = _paper_numbers(table.rows)
     return judge(study_claims, tests, base_row.name, paper, excluded=excluded, withheld=table.withheld)

@@ -80,3 +80,53 @@ def test_a_resumed_sweeps_cost_leaves_out_the_trials_already_recorded(tmp_path, 
         "cost: 6 trials, 3 done: the 3 left, about 0.5 core-hours (base trial 10m00s on one core, measured); "
         "on this machine's 1 core with 1 worker(s) about 30m00s"
     )
+
+
+# --------------------------------------------------------------------------------------- the base's extra seeds
+def test_the_base_gets_dunnetts_sqrt_k_seeds_by_default_and_a_study_can_set_them(tmp_path):
+    study = load_study("table3")
+    k = sum(row.group != "base" for row in study.rows)
+    assert k == 20 and study.control_seeds == "auto"
+    assert study.control_seed_count(2) == round(2 * 20**0.5) == 9  # Dunnett (1955): n_base / n_row = sqrt(k)
+    assert study.control_seed_count(1) == 4
+    assert replace(study, control_seeds=3).control_seed_count(2) == 3
+    assert replace(study, control_seeds=1).control_seed_count(2) == 2  # never fewer than a row's
+    no_base = load_study(STUDIES / "sweep_rows.yaml")  # no row in group 'base': nothing to give more seeds
+    assert no_base.control_seed_count(2) == 2
+
+
+def test_the_base_seeds_are_queued_once_seed_by_seed_longest_first_and_resume_like_any_trial(tmp_path):
+    """Every row's seed 0 is queued before any seed 1 (a study stopped half-way has whole seeds to read), the big
+    row first within a seed (its 3x steps must not start last), then the base's extra seeds. Queued again, nothing
+    is added; a claimed extra seed that was never finished is still the one trial of its key."""
+    from ablations.storage.queue import Queue
+    from ablations.storage.urls import storage_url
+    from ablations.sweep import enqueue
+
+    study = load_study("table3")
+    only = ["base", "B1", "big"]
+    out = tmp_path / "out"
+    made = Plan(
+        study=study,
+        preset="smoke",
+        seeds=[0, 1],
+        control_seeds=[0, 1, 2, 3],
+        out=out,
+        storage=storage_url(None, out),
+        name="ctl",
+        only=only,
+    )
+    keys = [(row.name, seed) for row, seed in made.keys()]
+    assert keys == [
+        ("big", 0), ("base", 0), ("B1", 0), ("big", 1), ("base", 1), ("B1", 1), ("base", 2), ("base", 3)
+    ]  # fmt: skip
+    assert made.describe()["control_seeds"] == [0, 1, 2, 3] and made.describe()["seeds"] == [0, 1]
+    queue = Queue.open(made.storage, made.name)
+    assert enqueue(made, queue) == 8
+    assert enqueue(made, Queue.open(made.storage, made.name)) == 0  # a second coordinator adds nothing
+    claimed = [queue.claim() for _ in range(7)]
+    assert [(t.user_attrs["row"], t.user_attrs["seed"]) for t in claimed] == keys[:7]
+    assert enqueue(made, Queue.open(made.storage, made.name)) == 0  # running trials are live: not queued again
+    waiting = queue.trials("WAITING")
+    assert [(t.user_attrs["row"], t.user_attrs["seed"]) for t in waiting] == [("base", 3)]
+    assert waiting[0].params["seed"] == 3  # the seed axis spans the control seeds

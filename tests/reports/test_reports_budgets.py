@@ -93,7 +93,7 @@ def test_a_claim_significant_at_both_budgets_is_reproduced(tmp_path):
         assert [(b.fraction, b.verdict) for b in comp.budgets] == [(0.5, "reproduced"), (1.0, "reproduced")]
         assert comp.test is comp.budgets[-1].test and comp.budgets[0].test.effect != comp.budgets[1].test.effect
     text = comparison_text(by_id(table)["deep"].comparisons[0], "base")
-    assert text.startswith("C1 vs base, BLEU: T/2 -") and "; T -" in text and "(paper -2.10)" in text
+    assert text.startswith("C1 vs base, BLEU: T/2 -") and "; T -" in text and "(paper -2.10, ours 13.8x)" in text
     assert "not checked across budgets" not in to_markdown(table)
 
 
@@ -176,31 +176,52 @@ def test_the_marks_and_the_verdicts_come_from_one_test(tmp_path):
 # --- models that did not learn, pipeline checks -------------------------------------------------------------------
 
 
-def test_a_row_that_did_not_learn_to_translate_is_marked_and_gives_no_verdict(tmp_path):
+def test_a_row_that_did_not_learn_to_translate_is_not_trainable_and_gives_no_verdict(tmp_path):
     out = fx.make_study(tmp_path / "s", rows=ROWS, storage=None, budgets=HALF, ratios={("A1", 0.5): 1.2})
     table = table_of(out, claims(("head", "A1", "bleu", "lower"), ("deep", "C1", "bleu", "lower")))
     (head,) = by_id(table)["head"].comparisons
     assert [b.verdict for b in head.budgets] == ["inconclusive", "reproduced"]  # T/2 withheld, T as tested
     assert head.verdict == "inconclusive"
-    assert head.reason == "no verdict: A1 did not learn to translate at T/2 (PPL ×1.2 with swapped sources)"
+    cause = "stayed on the language-model plateau at T/2: dev PPL ×1.2 with swapped sources against the base's ×18.0"
+    assert head.reason == f"no verdict: A1 not trainable at this preset ({cause} (trained: ×4.2 or more))"
     assert by_id(table)["deep"].verdict == "reproduced"  # the other rows are judged as usual
     cells = {r.name: display_cells(r)["source"] for r in table.rows}
-    assert cells == {"base": "×18.0", "A1": "no source use ×1.2 at T/2", "C1": "×18.0"}
+    assert cells == {"base": "×18.0", "A1": "not trainable ×1.2 at T/2", "C1": "×18.0"}
     md = to_markdown(table)
-    assert "| source use |" in md and "DID NOT LEARN TO TRANSLATE: A1 at T/2 (PPL ×1.2 with swapped sources)" in md
+    assert "| source use |" in md and f"NOT TRAINABLE AT THIS PRESET: A1: {cause}" in md
     record = next(r for r in json.loads(to_json(table))["rows"] if r["row"] == "A1")
     assert record["no_source_use"] == "T/2" and record["source_ppl_ratio"] == 18.0
+    assert record["not_trainable"].startswith(cause)
 
 
-def test_a_base_that_did_not_learn_leaves_every_claim_inconclusive(tmp_path):
+def test_a_row_that_uses_its_source_a_little_but_stayed_on_the_plateau_is_not_trainable(tmp_path):
+    """C3 at the tiny preset with a 400-step warmup: ×3.6 with swapped sources (above the 2 of a pure language
+    model) while the base was at ×113. The threshold comes from the base alone (√113 = 10.6): set aside at T/2, and
+    judged at T where it trained."""
+    ratios = {("base", 0.5): 113.0, ("base", 1.0): 178.0, ("C1", 0.5): 3.6, ("C1", 1.0): 140.0, ("A1", 0.5): 11.0}
+    out = fx.make_study(tmp_path / "s", rows=ROWS, storage=None, budgets=HALF, ratios=ratios)
+    table = table_of(out, claims(("head", "A1", "bleu", "lower"), ("deep", "C1", "bleu", "lower")))
+    assert table.row("C1").untrainable.keys() == {0.5} and table.row("A1").untrainable == {}  # 11.0 > 10.6
+    (deep,) = by_id(table)["deep"].comparisons
+    assert deep.verdict == "inconclusive" and "C1 not trainable at this preset" in deep.reason
+    assert "×3.6 with swapped sources against the base's ×113.0 (trained: ×10.6 or more)" in deep.reason
+    assert by_id(table)["head"].verdict == "reproduced"  # the row that trained is judged
+    assert display_cells(table.row("C1"))["delta_bleu"][-1] not in "†‡"  # no mark on a row set aside
+
+
+def test_a_base_that_did_not_learn_says_so_once_at_the_top(tmp_path):
     out = fx.make_study(tmp_path / "s", rows=ROWS, storage=None, budgets=HALF, ratios={("base", 1.0): 1.05})
     table = table_of(out, claims(("head", "A1", "bleu", "lower"), ("deep", "C1", "ppl", "higher")))
+    assert table.nothing_learned.startswith("nothing here learnt to translate: the base 'base'")
+    assert "×1.1 at T with swapped sources" in table.nothing_learned
     for cv in table.claims:
         assert cv.verdict == "inconclusive"
-        assert (
-            cv.comparisons[0].reason
-            == "no verdict: base did not learn to translate at T (PPL ×1.1 with swapped sources)"
-        )
+        assert cv.comparisons[0].reason == "no verdict: the study gives none (see the top)"
+    md = to_markdown(table)
+    first = md.split("\n| ")[0]  # everything above the table
+    assert "NO VERDICTS: nothing here learnt to translate" in first
+    assert md.count("nothing here learnt to translate") == 1 and md.count("swapped sources") <= 2
+    assert json.loads(to_json(table))["headline"] == [f"NO VERDICTS: {table.nothing_learned}."]
 
 
 def test_records_without_the_swapped_source_perplexity_say_nothing_about_it(tmp_path):
@@ -215,12 +236,14 @@ def test_a_pipeline_check_gives_no_verdict_and_says_why(tmp_path):
     out = fx.make_study(tmp_path / "s", rows=ROWS, storage=None, budgets=HALF, meta={"pipeline_check": reason})
     table = table_of(out, claims(("head", "A1", "bleu", "lower"), ("deep", "C1", "bleu", "lower")))
     assert table.withheld == reason
+    said = "no verdict: the study gives none (see the top)"
     for cv in table.claims:
-        assert cv.verdict == "inconclusive" and cv.comparisons[0].reason == f"no verdict: {reason}"
+        assert cv.verdict == "inconclusive" and cv.comparisons[0].reason == said
         assert cv.comparisons[0].test.p_holm < 0.05  # the numbers are there, the verdict is not
     md = to_markdown(table)
-    assert f"NO VERDICTS: {reason}" in md and "| (C) | C1 |" in md  # the table itself is shown
-    assert all(r["reason"] == f"no verdict: {reason}" for r in claims_data(table))
+    assert md.index(f"NO VERDICTS: {reason}.") < md.index("| (C) | C1 |")  # said above the table, which is shown
+    assert md.count(reason) == 1
+    assert all(r["reason"] == said for r in claims_data(table))
 
 
 # --- power --------------------------------------------------------------------------------------------------------

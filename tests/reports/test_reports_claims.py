@@ -210,6 +210,20 @@ def test_the_shipped_claims_file_names_table3_rows():
     assert equivalence.expect == "same" and equivalence.margin == 1.0
 
 
+def test_claim_c_compares_rows_c_only_and_the_big_row_has_its_own_claim():
+    """Section 6.2: "in rows (C) ... bigger models are better". The big row is not in rows (C) and changes dropout
+    and steps as well as size, so it is Table 3's own last claim (26.4 against 25.8), not part of claim C."""
+    from ablations.studies import load_study
+
+    study = load_study("table3")
+    groups = {row.name: row.group for row in study.rows}
+    claims = {c.id: c for c in study.claims}
+    assert {groups[comp.row] for comp in claims["C-bigger-better"].compare} == {"C"}
+    (big,) = claims["big-better"].compare
+    assert (big.row, big.metric, big.expect) == ("big", "bleu", "higher")
+    assert sum(comp.row == "big" for c in study.claims for comp in c.compare) == 1
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
