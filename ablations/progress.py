@@ -301,13 +301,17 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
         per_step = preset.base_step_s
         measured = f"base step {preset.base_step_s * 1e3:.0f} ms on one core, measured; training steps alone"
     size = {name: (w.params / base.params) ** CPU_SIZE_ALPHA for name, w in work.items()}
-    times = [
-        per_step * work[row.name].total * size[row.name]
+    todo = [
+        (row, seed, per_step * work[row.name].total * size[row.name])
         for row, seed in plan.keys()
         if not done or not ledger.record_path(plan.out, row.name, seed).exists()
     ]
+    times = [t for _, _, t in todo]
     left = f"{trials} trials" if not done else f"{trials} trials, {done} done: the {len(times)} left"
     line = f"cost: {left}, about {sum(times) / 3600:.1f} core-hours ({measured})"
+    extra = [t for row, seed, t in todo if row.group == "base" and seed not in plan.seeds]
+    if extra:
+        line += f", of which the base's {len(extra)} extra seeds {sum(extra) / 3600:.1f}"
     if cores is None:
         return f"{line}; this machine's GPUs will differ"
     wall = max(sum(times) / max(min(workers, cores), 1), max(times, default=0.0))

@@ -55,6 +55,9 @@ class ComparisonVerdict:
     reason: str = ""
     """Why the verdict is inconclusive (no verdict for a row or the study, budget-sensitive, an effect below what
     the test detects, ...); '' when it is not, or when nothing was tested."""
+    advice: str = ""
+    """For a comparison too noisy to see the paper's own difference: the seeds it would need at 80% power and what
+    they would cost (`reports.table`, from the rows' measured trial times); '' otherwise."""
 
     @property
     def test(self) -> RowTest | None:
@@ -216,7 +219,8 @@ def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
     text = f"{head}: " + "; ".join(_budget_text(comp, b, several) for b in tested)
     if cv.paper_delta is not None:
         text += f" (paper {cv.paper_delta:+.{METRICS[comp.metric].digits}f}{_scale_text(cv)})"
-    return f"{text}; {cv.reason}" if cv.reason else text
+    text = f"{text}; {cv.reason}" if cv.reason else text
+    return f"{text}; {cv.advice}" if cv.advice else text
 
 
 def paper_ratio(cv: ComparisonVerdict, floor: float = 0.3) -> float | None:

@@ -277,6 +277,26 @@ def compare_rows(
     return tests
 
 
+def seeds_needed(test: RowTest, effect: float, power: float = POWER) -> int | None:
+    """Seeds a row would need (the base keeping its ratio of seeds to the row's) for this test to find `effect` with
+    `power` at ALPHA: the n with (z_{1-ALPHA/2} + z_power) * SE(n) <= |effect|, where
+    SE(n)^2 = v (1/n + 1/(n c)) + SE_sentences^2, v the per-seed variance behind the test's seed part and c the
+    base's seeds over the row's (normal quantiles: with the seeds such a study has, the t's df are large). None when
+    more seeds cannot do it: the dev set's sentence noise alone hides the effect (more dev sentences would), or the
+    test has no seed part."""
+    from scipy import stats
+
+    if test.se_seeds is None or not test.se_seeds > 0 or effect == 0:
+        return None
+    z = stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(power)
+    ratio = test.n_against / test.n_row
+    v = test.se_seeds**2 / (1 / test.n_row + 1 / test.n_against)
+    room = (abs(effect) / z) ** 2 - (test.se_sentences or 0.0) ** 2
+    if room <= 0:
+        return None
+    return max(test.n_row, math.ceil(v * (1 + 1 / ratio) / room))
+
+
 @dataclass(frozen=True, kw_only=True)
 class SeedCorrelation:
     """How much one seed moves every row alike: the intra-class correlation of the seed effect in a two-way layout
@@ -355,5 +375,6 @@ __all__ = [
     "resample_weights",
     "compare_rows",
     "seed_correlation",
+    "seeds_needed",
     "significance_mark",
 ]

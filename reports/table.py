@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -27,6 +27,7 @@ from reports.stats import (
     SeedCorrelation,
     compare_rows,
     seed_correlation,
+    seeds_needed,
     significance_mark,
 )
 
@@ -414,7 +415,34 @@ def _verdicts(results: StudyResults, table: ReportTable, base_row: ReportRow, cl
     table.seed_correlation = seed_correlation({r.name: r.bleu.values for r in table.rows if r.bleu is not None})
     study_claims = claims if claims is not None else _study_claims(results)
     paper = _paper_numbers(table.rows)
-    return judge(study_claims, tests, base_row.name, paper, excluded=excluded, withheld=table.withheld)
+    verdicts = judge(study_claims, tests, base_row.name, paper, excluded=excluded, withheld=table.withheld)
+    return [_with_advice(cv, table) for cv in verdicts]
+
+
+def _with_advice(cv: ClaimVerdict, table: ReportTable) -> ClaimVerdict:
+    """Each comparison too noisy to see the paper's difference gets the seeds it would need (80% power) and their
+    cost in core-hours: the row's and the base's extra trials at their measured mean trial times (one core each)."""
+    parts = []
+    for comp in cv.comparisons:
+        test = comp.test
+        if comp.verdict != "inconclusive" or not comp.reason.startswith("too noisy") or test is None:
+            parts.append(comp)
+            continue
+        needed = seeds_needed(test, comp.paper_delta) if comp.paper_delta else None
+        if needed is None:
+            parts.append(replace(comp, advice="more seeds cannot show the paper's difference: the dev set's sentence "
+                                 "noise alone hides it (score a larger dev set)"))  # fmt: skip
+            continue
+        ratio = test.n_against / test.n_row
+        row, base = table.row(comp.comparison.row), table.row(comp.comparison.against or table.base or "")
+        extra = [(row, needed - test.n_row), (base, math.ceil(needed * ratio) - test.n_against)]
+        hours = sum(n * (r.wall_time_s or math.nan) for r, n in extra if n > 0) / 3600
+        cost = f", about {hours:.1f} core-hours more" if math.isfinite(hours) else ""
+        parts.append(replace(comp, advice=(
+            f"to see the paper's {comp.paper_delta:+.2f} at 80% power: about {needed} seeds a row "
+            f"(the base {math.ceil(needed * ratio)}){cost}"
+        )))  # fmt: skip
+    return replace(cv, comparisons=tuple(parts))
 
 
 def _mark(tests: list[RowTest | None]) -> str:

@@ -130,3 +130,14 @@ def test_the_base_seeds_are_queued_once_seed_by_seed_longest_first_and_resume_li
     waiting = queue.trials("WAITING")
     assert [(t.user_attrs["row"], t.user_attrs["seed"]) for t in waiting] == [("base", 3)]
     assert waiting[0].params["seed"] == 3  # the seed axis spans the control seeds
+
+
+def test_the_cost_line_names_what_the_base_s_extra_seeds_cost(tmp_path, monkeypatch, base):
+    from ablations.progress import Eta
+
+    monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=3600.0))
+    study = load_study("table3")
+    made = Plan(study=study, preset="smoke", seeds=[0, 1], control_seeds=[0, 1, 2, 3, 4], out=tmp_path, storage="",
+                name="t", only=["base", "B1"])  # fmt: skip
+    line = cost_line(made, Eta.for_plan(made).work, workers=1, cores=1)
+    assert line.startswith("cost: 7 trials, about ") and ", of which the base's 3 extra seeds 3.0;" in line

@@ -139,3 +139,21 @@ def test_the_seed_correlation_finds_a_shared_seed_effect_and_none_where_there_is
     assert high.rho > 0.5 and high.p < 0.001 and (high.rows, high.seeds) == (20, 2)
     assert low.rho < 0.3 and low.p > 0.01 and (low.rows, low.seeds) == (21, 2)
     assert seed_correlation({"R": {0: 1.0, 1: 2.0}}) is None
+
+
+def test_the_seeds_needed_are_the_fewest_that_reach_80_percent_power():
+    from scipy import stats
+
+    from reports.stats import RowTest, seeds_needed
+
+    test = RowTest(row="B1", against="base", metric="bleu", n_row=2, n_against=9, effect=-0.3, se=1.0,
+                   se_seeds=0.9 * math.sqrt(1 / 2 + 1 / 9), se_sentences=0.15)  # fmt: skip
+    n = seeds_needed(test, -0.7)
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+
+    def mde(seeds: int) -> float:  # the base keeps its 4.5 seeds a row's
+        return z * math.sqrt(0.81 * (1 / seeds + 1 / (seeds * 4.5)) + 0.15**2)
+
+    assert mde(n) <= 0.7 < mde(n - 1) and n == 25  # 0.81 x (1 + 1/4.5) / ((0.7 / 2.80)^2 - 0.15^2) = 24.8
+    assert seeds_needed(test, -0.3) is None  # 0.3 / 2.8 is below the sentence noise's 0.15: no seed count shows it
+    assert seeds_needed(test, -20.0) == 2  # already enough
