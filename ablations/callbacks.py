@@ -16,7 +16,7 @@ class _StorageCallback(pl.Callback):
 
     def _open_storage(self):
         if self._study is None:
-            from ablations.storage.opening import open_storage
+            from ablate.ablations.storage.opening import open_storage
 
             self._study = open_storage(self.storage_url)
         return self._study
@@ -67,8 +67,7 @@ class StepPruning(_StorageCallback):
     def _optuna_study(self):
         if self._study is None:
             import optuna
-
-            from ablations.storage.opening import open_storage
+            from ablate.ablations.storage.opening import open_storage
 
             self._study = optuna.load_study(
                 study_name=self.study_name, storage=open_storage(self.storage_url), pruner=self.pruner

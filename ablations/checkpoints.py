@@ -23,15 +23,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import ablate.lightning_modules.module  # noqa: F401 - registers the config classes stored in checkpoints as weights-only safe
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from ablate.ablations import interrupt
+from ablate.ablations.ledger import write_atomic
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.trainer.states import TrainerFn
-
-import lightning_modules.module  # noqa: F401 - registers the config classes stored in checkpoints as weights-only safe
-from ablations import interrupt
-from ablations.ledger import write_atomic
 
 STATE_KEY = "ablate_resume"
 """Where ResumeState keeps its part of a checkpoint."""

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-
-from data.errors import AblateError
+from ablate.data.errors import AblateError
 
 
 @dataclass(frozen=True)

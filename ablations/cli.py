@@ -9,16 +9,19 @@ import os
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "sweep": ("ablations.commands.sweep", "run every row x seed of a study as Optuna trials (resumable, multi-worker)"),
-    "train": ("ablations.commands.train", "train one configuration: a study row at a preset, plus overrides"),
-    "tune": ("ablations.commands.tune", "search hyperparameters for one row with TPE and step-wise pruning"),
-    "report": ("reports.commands.report", "rebuild the table, plots and verdicts from finished results"),
-    "compare": ("reports.commands.compare", "two sweeps row by row over seeds, or two runs side by side"),
-    "status": ("ablations.commands.status", "live view of a sweep: rows done, running, pending, failed, ETA"),
-    "params": ("ablations.commands.params", "parameter count of every row (models built on the meta device)"),
-    "studies": ("ablations.commands.studies", "list the built-in studies and presets; validate a study file"),
-    "data": ("ablations.commands.data", "prepare a corpus and print its statistics"),
-    "bench": ("ablations.commands.bench", "training and decoding speed, side by side with peer implementations"),
+    "sweep": (
+        "ablate.ablations.commands.sweep",
+        "run every row x seed of a study as Optuna trials (resumable, multi-worker)",
+    ),
+    "train": ("ablate.ablations.commands.train", "train one configuration: a study row at a preset, plus overrides"),
+    "tune": ("ablate.ablations.commands.tune", "search hyperparameters for one row with TPE and step-wise pruning"),
+    "report": ("ablate.reports.commands.report", "rebuild the table, plots and verdicts from finished results"),
+    "compare": ("ablate.reports.commands.compare", "two sweeps row by row over seeds, or two runs side by side"),
+    "status": ("ablate.ablations.commands.status", "live view of a sweep: rows done, running, pending, failed, ETA"),
+    "params": ("ablate.ablations.commands.params", "parameter count of every row (models built on the meta device)"),
+    "studies": ("ablate.ablations.commands.studies", "list the built-in studies and presets; validate a study file"),
+    "data": ("ablate.ablations.commands.data", "prepare a corpus and print its statistics"),
+    "bench": ("ablate.ablations.commands.bench", "training and decoding speed, side by side with peer implementations"),
 }
 
 USAGE = """usage: ablate COMMAND [options]
@@ -58,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"ablate: error: unknown command {name!r}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    from ablations.interrupt import Interrupted, disk_error
-    from ablations.storage.urls import ENV_VAR
-    from data.errors import AblateError
+    from ablate.ablations.interrupt import Interrupted, disk_error
+    from ablate.ablations.storage.urls import ENV_VAR
+    from ablate.data.errors import AblateError
 
     saved = (sys.argv, os.environ.get(ENV_VAR))
     _keep_storage_secret(rest)
@@ -93,7 +96,7 @@ def _keep_storage_secret(argv: list[str]) -> None:
     """A --storage URL with a password goes into ABLATE_STORAGE for this process and the ones it starts, and out of
     sys.argv: W&B records the command line in every run, and Lightning relaunches it for DDP ranks. (The command
     still parses `argv`, which keeps it.)"""
-    from ablations.storage.urls import ENV_VAR, redact
+    from ablate.ablations.storage.urls import ENV_VAR, redact
 
     for i, arg in enumerate(argv):
         value = argv[i + 1] if arg == "--storage" and i + 1 < len(argv) else arg.partition("=")[2]

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from data.config import DataConfig
-from data.errors import ConfigError
-from lightning_modules.config import ModelConfig, TrainConfig
+from ablate.data.config import DataConfig
+from ablate.data.errors import ConfigError
+from ablate.lightning_modules.config import ModelConfig, TrainConfig
 
 
 @dataclass(frozen=True, kw_only=True)

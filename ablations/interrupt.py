@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from data.errors import AblateError
+from ablate.data.errors import AblateError
 
 _requested = threading.Event()
 _why = ["Ctrl-C"]
@@ -53,7 +53,7 @@ class Interrupted(BaseException):
             saved = f"step {self.step} saved in {self.checkpoint}"
         else:
             saved = "no run was training; finished results are kept"
-        from ablations.storage.urls import redact
+        from ablate.ablations.storage.urls import redact
 
         # A worker's line is its sweep's command; a storage password is shown as *** (it is in ABLATE_STORAGE).
         resume = ["ablate", command, *(redact(a) for a in argv if a != "--worker")]

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from ablations.record import SEPARATOR, Layout, Record
+from ablate.ablations.record import SEPARATOR, Layout, Record
 
 State = Literal["complete", "failed", "pruned", "pending", "running"]
 

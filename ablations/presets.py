@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.errors import ConfigError
-from lightning_modules.config import ModelConfig, TrainConfig
+from ablate.data.errors import ConfigError
+from ablate.lightning_modules.config import ModelConfig, TrainConfig
 
 WIDTH_FIELDS = ("d_model", "d_ff", "d_k", "d_v")
 

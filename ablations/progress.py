@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ablations import ledger
+from ablate.ablations import ledger
 
 
 @dataclass
@@ -92,9 +92,8 @@ class Work:
     def of(cls, run: Any) -> Work:
         """The work of a row from its RunConfig."""
         import torch
-
-        from lightning_modules.config import budget_steps, fork_step
-        from lightning_modules.transformer import Transformer
+        from ablate.lightning_modules.config import budget_steps, fork_step
+        from ablate.lightning_modules.transformer import Transformer
 
         with torch.device("meta"):
             params = Transformer(run.model).num_parameters()
@@ -287,8 +286,8 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     faster), and is never below the longest trial. `cores` None: the trials run on GPUs, which the measurement on a
     core does not time. `work`: the rows' (`Eta.for_plan`). `done`: trials already recorded (a resumed sweep),
     whose cost is left out."""
-    from ablations.presets import get_preset
-    from ablations.studies import load_study
+    from ablate.ablations.presets import get_preset
+    from ablate.ablations.studies import load_study
 
     preset, trials = get_preset(plan.preset), len(plan.keys())
     if preset.base_trial_s is None and preset.base_step_s is None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from data.errors import AblateError
+from ablate.data.errors import AblateError
 
 FinishedState = Literal["complete", "failed", "pruned"]
 FINISHED_STATES: tuple[FinishedState, ...] = ("complete", "failed", "pruned")

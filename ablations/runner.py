@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ablations import environment, interrupt, ledger
-from ablations.record import Layout
-from ablations.storage.queue import Queue, recover_dead
-from ablations.sweep import Plan, TrialSpec, enqueue, sync_records, work
-from data.errors import AblateError
+from ablate.ablations import environment, interrupt, ledger
+from ablate.ablations.record import Layout
+from ablate.ablations.storage.queue import Queue, recover_dead
+from ablate.ablations.sweep import Plan, TrialSpec, enqueue, sync_records, work
+from ablate.data.errors import AblateError
 
 
 def start(plan: Plan) -> tuple[Queue, int]:
@@ -86,8 +86,8 @@ def _done_file(plan: Plan) -> Path:
 def follow(plan: Plan, poll_s: float = 0.5) -> int:
     """A SLURM task other than 0: train, as a follower rank, each trial task 0 of this job starts (its
     TRIAL_DIR/trial.json names the job), until task 0 says it is done."""
-    from ablations.config import build_run_config
-    from ablations.train import train
+    from ablate.ablations.config import build_run_config
+    from ablate.ablations.train import train
 
     job, seen = environment.here().incarnation, set()
     while True:
@@ -108,8 +108,8 @@ def follow(plan: Plan, poll_s: float = 0.5) -> int:
 
 def prepare_data(plan: Plan) -> None:
     """Build the corpus, tokenizer and encoded caches once, before any worker starts (workers then only read)."""
-    from ablations.ledger import write_text_atomic
-    from data.prepare import prepare
+    from ablate.ablations.ledger import write_text_atomic
+    from ablate.data.prepare import prepare
 
     seen = set()
     for row in plan.study.rows:
@@ -187,8 +187,8 @@ def ddp_rank(out: Path) -> int | None:
     spec = TrialSpec.find_for_parent(out)
     if spec is None:
         return None
-    from ablations.config import build_run_config
-    from ablations.train import train
+    from ablate.ablations.config import build_run_config
+    from ablate.ablations.train import train
 
     run = build_run_config(spec.run)
     train(run, Path(spec.trial_dir), name=spec.name, group=spec.group, wandb_id=spec.wandb_id)

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-
-from ablations.claims import Claim, load_claims, parse_claims
-from ablations.config import SECTIONS, RunConfig, build_run_config, check_sections
-from ablations.presets import PRESETS, Preset, get_preset
-from data.errors import AblateError
+from ablate.ablations.claims import Claim, load_claims, parse_claims
+from ablate.ablations.config import SECTIONS, RunConfig, build_run_config, check_sections
+from ablate.ablations.presets import PRESETS, Preset, get_preset
+from ablate.data.errors import AblateError
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
 STUDY_KEYS = {

@@ -27,15 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablations import environment, interrupt, ledger
-from ablations.claims import claims_to_data
-from ablations.presets import get_preset
-from ablations.record import Layout, Record, now
-from ablations.storage.queue import Queue, recover_dead
-from ablations.storage.space import ParamSpace
-from ablations.storage.urls import redact, scrub
-from ablations.studies import Row, Study
-from data.errors import AblateError
+from ablate.ablations import environment, interrupt, ledger
+from ablate.ablations.claims import claims_to_data
+from ablate.ablations.presets import get_preset
+from ablate.ablations.record import Layout, Record, now
+from ablate.ablations.storage.queue import Queue, recover_dead
+from ablate.ablations.storage.space import ParamSpace
+from ablate.ablations.storage.urls import redact, scrub
+from ablate.ablations.studies import Row, Study
+from ablate.data.errors import AblateError
 
 LIVE_STATES = ("WAITING", "RUNNING", "COMPLETE")
 
@@ -261,7 +261,7 @@ def _prune(plan: Plan, record: Record) -> None:
     """A finished trial's checkpoints, cut to train.keep_checkpoints now that its record is written."""
     keep = record.config.get("train", {}).get("keep_checkpoints")
     if keep and record.state == "complete":
-        from ablations.checkpoints import prune
+        from ablate.ablations.checkpoints import prune
 
         prune(Layout(plan.out).trial_dir(record.row, record.seed) / "checkpoints", keep)
 
@@ -274,7 +274,7 @@ def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
     try:
         run = plan.run_config(row, seed)
         record = dataclasses.replace(record, config=run.to_dict())
-        from ablations.train import scored  # torch and Lightning: only in a process that trains
+        from ablate.ablations.train import scored  # torch and Lightning: only in a process that trains
 
         result = _train(plan, run, row, seed, trial_dir, started, queue.trial_id(trial))
         return scored(record, result, Layout(plan.out))
@@ -290,9 +290,9 @@ def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
 
 def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float, trial_id: int):
     """Train one trial (imports torch and Lightning, so only here); its `TrainResult`."""
-    from ablations.callbacks import ProgressToStorage
-    from ablations.tracking import RunIdentity
-    from ablations.train import train
+    from ablate.ablations.callbacks import ProgressToStorage
+    from ablate.ablations.tracking import RunIdentity
+    from ablate.ablations.train import train
 
     who = RunIdentity(plan.study.name, plan.preset, row.name, row.group, seed, run.tracking.label)
     spec = TrialSpec.for_trial(trial_dir, run, name=who.name, group=who.group)
@@ -312,7 +312,7 @@ def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float
 
 def _reason(err: BaseException) -> str:
     """The one-line reason a failed trial's record gives (a URL's password in the error text hidden)."""
-    from lightning_modules.module import TrainingDiverged
+    from ablate.lightning_modules.module import TrainingDiverged
 
     text = scrub(" ".join(str(err).split())) or type(err).__name__
     if isinstance(err, TrainingDiverged):

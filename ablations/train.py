@@ -21,17 +21,16 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from ablate.ablations import checkpoints, environment, interrupt
+from ablate.ablations.config import RunConfig
+from ablate.ablations.ledger import write_atomic, write_json_atomic, write_text_atomic
+from ablate.ablations.record import Budget, Layout, Record, budget_label, key_of
+from ablate.ablations.tracking import make_wandb_logger
+from ablate.data.datamodule import TranslationDataModule
+from ablate.data.errors import AblateError
+from ablate.lightning_modules.config import ModelConfig, budget_steps, fork_step
+from ablate.lightning_modules.module import CheckpointAveraging, TranslationModule
 from lightning_fabric.utilities.rank_zero import rank_zero_only
-
-from ablations import checkpoints, environment, interrupt
-from ablations.config import RunConfig
-from ablations.ledger import write_atomic, write_json_atomic, write_text_atomic
-from ablations.record import Budget, Layout, Record, budget_label, key_of
-from ablations.tracking import make_wandb_logger
-from data.datamodule import TranslationDataModule
-from data.errors import AblateError
-from lightning_modules.config import ModelConfig, budget_steps, fork_step
-from lightning_modules.module import CheckpointAveraging, TranslationModule
 
 
 @dataclass

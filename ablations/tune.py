@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ablations.ledger import write_json_atomic
-from ablations.presets import get_preset
-from ablations.storage.opening import OBJECTIVES, named_study, open_storage, study_metrics
-from ablations.storage.queue import Queue, recover_dead
-from ablations.studies import SearchDim, Study
-from data.errors import AblateError
+from ablate.ablations.ledger import write_json_atomic
+from ablate.ablations.presets import get_preset
+from ablate.ablations.storage.opening import OBJECTIVES, named_study, open_storage, study_metrics
+from ablate.ablations.storage.queue import Queue, recover_dead
+from ablate.ablations.studies import SearchDim, Study
+from ablate.data.errors import AblateError
 
 
 @dataclass
@@ -129,10 +129,9 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
 def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float | tuple[float, ...]:
     """Build the config from the trial, train it, return its objective value(s) (or raise TrialPruned)."""
     import optuna
-
-    from ablations.callbacks import StepPruning
-    from ablations.tracking import run_group
-    from ablations.train import train
+    from ablate.ablations.callbacks import StepPruning
+    from ablate.ablations.tracking import run_group
+    from ablate.ablations.train import train
 
     layer = suggest(trial, search_space(job.study, job.preset))
     # A search chooses on the dev set at the full budget: its trials leave the test split and the shorter budgets'

@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from data.errors import AblateError
-from data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from lightning_modules.config import ModelConfig
+from ablate.data.errors import AblateError
+from ablate.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from ablate.lightning_modules.config import ModelConfig
 
 PEAK_BF16_FLOPS: list[tuple[str, float]] = [
     ("H100 PCIe", 756e12),
@@ -219,7 +219,7 @@ def make_trainee(name: str, module, device, compile_model: bool, lr: float = 1e-
 def train_step(t: Trainee, batch: dict, cfg: ModelConfig, precision: str, device, mark=None):
     """One optimizer update with our label-smoothed loss normalised per target token. Returns the loss tensor.
     `mark`, if given, is called after the forward pass, the loss, the backward pass and the optimizer step."""
-    from lightning_modules.module import label_smoothed_nll
+    from ablate.lightning_modules.module import label_smoothed_nll
 
     mark = mark or (lambda: None)
     t.optimizer.zero_grad(set_to_none=True)
@@ -351,8 +351,8 @@ with other kernels (`kernels_for(..., reference_parts=...)`), nothing patched at
 def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, cfg: ModelConfig, precision, device):
     """Median step time of our model with each of our CPU choices undone (CPU_CHOICES), same weights and batches,
     variants interleaved step by step; `speedup` is each variant's step time over ours (paired by batch)."""
-    from lightning_modules.kernels import kernels_for
-    from lightning_modules.transformer import Transformer
+    from ablate.lightning_modules.kernels import kernels_for
+    from ablate.lightning_modules.transformer import Transformer
 
     variants = {}
     for name, choices in CPU_CHOICES.items():
@@ -383,9 +383,8 @@ def lightning_step_times(run, steps: int, device, precision: str, compile_model:
     """Seconds between consecutive batch ends when `TranslationModule` trains through the Lightning Trainer on the
     same data module (so the same first batches): data collation, Lightning's loop, logging and the step."""
     import pytorch_lightning as pl
-
-    from data.datamodule import TranslationDataModule
-    from lightning_modules.module import TranslationModule
+    from ablate.data.datamodule import TranslationDataModule
+    from ablate.lightning_modules.module import TranslationModule
 
     stamps: list[float] = []
 
@@ -446,7 +445,7 @@ class DecodeClock:
 
 def beam_bookkeeping(model, src, bench: BenchConfig, run, device) -> dict[str, float]:
     """Share of our beam search's time spent outside the network (selection, finished set, cache reordering)."""
-    from lightning_modules.decoding import beam_search
+    from ablate.lightning_modules.decoding import beam_search
 
     clock = DecodeClock(model.output, device, step_start=model.tgt_embed)
     encoder_end: list[float] = []
@@ -478,8 +477,7 @@ def _max_len(run) -> tuple[float, int]:
 def run_decoding(ours, hf, src, bench: BenchConfig, run, precision: str, device) -> dict[str, dict]:
     """Beam and greedy decoding of one source batch, ours and (if given) HF generate, interleaved."""
     import torch
-
-    from lightning_modules.decoding import beam_search, greedy_search
+    from ablate.lightning_modules.decoding import beam_search, greedy_search
 
     alpha, (a, b) = run.train.length_penalty, _max_len(run)
     systems: dict[str, tuple[Any, Any]] = {
@@ -568,16 +566,16 @@ def _mean_length(out) -> float:
 def trial_overhead(bench: BenchConfig) -> dict[str, Any]:
     """Process start -> first training step of a fresh `ablate train` (warm caches), and the overhead of a second
     trial in the same process. Runs one short warm-up trial first (data caches, OS file cache of the libraries)."""
-    from ablations.config import TrackingConfig
-    from ablations.tracking import wandb_mode
+    from ablate.ablations.config import TrackingConfig
+    from ablate.ablations.tracking import wandb_mode
 
     base = ["train", "--study", bench.study, "--row", bench.row, "--preset", bench.trial_preset, "--json"]
     with tempfile.TemporaryDirectory(prefix="ablate-bench-") as tmp:
         warm = [*base, "--out", f"{tmp}/warm", "--train.max_steps", "1", "--train.final_full_validation", "false"]
-        _run_python(f"from ablations.cli import main; main({warm!r})")
+        _run_python(f"from ablate.ablations.cli import main; main({warm!r})")
         first, second = Path(tmp, "first"), Path(tmp, "second")
         code = (
-            f"from ablations.cli import main; main({[*base, *bench.trial_args, '--out', str(first)]!r}); "
+            f"from ablate.ablations.cli import main; main({[*base, *bench.trial_args, '--out', str(first)]!r}); "
             f"main({[*base, *bench.trial_args, '--out', str(second)]!r})"
         )
         started = time.time()
@@ -616,8 +614,7 @@ def _run_python(code: str) -> None:
 def load_inputs(run, bench: BenchConfig, device) -> tuple[list[dict], Any, dict[str, Any]]:
     """The training batches (first of epoch 0), the decoding batch and data figures (padding, collation time)."""
     import numpy as np
-
-    from data.datamodule import PadCollate, TranslationDataModule
+    from ablate.data.datamodule import PadCollate, TranslationDataModule
 
     datamodule = TranslationDataModule(run.data)
     loader = datamodule.train_dataloader()
@@ -737,9 +734,8 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
 def build_trainees(bench: BenchConfig, cfg, device) -> list:
     """Ours first, then the peers, all initialised from the bench's seed."""
     import torch
-
-    from benchmarks.peers import build_peer
-    from lightning_modules.transformer import Transformer
+    from ablate.benchmarks.peers import build_peer
+    from ablate.lightning_modules.transformer import Transformer
 
     torch.manual_seed(bench.seed)
     modules = {"ours": Transformer(cfg)}
@@ -751,9 +747,8 @@ def build_trainees(bench: BenchConfig, cfg, device) -> list:
 def setup(bench: BenchConfig):
     """The benchmarked run's config, device and precision; the peers are checked before any work."""
     import torch
-
-    from ablations.studies import load_study
-    from benchmarks.peers import check_peer
+    from ablate.ablations.studies import load_study
+    from ablate.benchmarks.peers import check_peer
 
     extra = {"data": {"corpus": bench.corpus}} if bench.corpus else {}
     run = load_study(bench.study).run_config(bench.row, bench.preset, seed=bench.seed, **extra)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from data.errors import AblateError
-from lightning_modules.config import ModelConfig
+from ablate.data.errors import AblateError
+from ablate.lightning_modules.config import ModelConfig
 
 PEERS = ("hf", "torch")
 """Peer names accepted by `ablate bench --vs`."""

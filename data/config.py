@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from data.errors import ConfigError
+from ablate.data.errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)

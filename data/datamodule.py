@@ -9,12 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from ablate.data.batching import EvalBatchSampler, TokenBudgetBatchSampler
+from ablate.data.config import DataConfig
+from ablate.data.prepare import EncodedSplit, PreparedCorpus, prepare
+from ablate.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from torch.utils.data import DataLoader, Dataset
-
-from data.batching import EvalBatchSampler, TokenBudgetBatchSampler
-from data.config import DataConfig
-from data.prepare import EncodedSplit, PreparedCorpus, prepare
-from data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 
 class _Positions(Dataset):

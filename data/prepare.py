@@ -17,15 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-
-from data import sources, tokenizer
-from data.batching import length_order, padding_overhead, plan_batches
-from data.cache import AtomicDir, cache_root, make_key, read_manifest, write_atomic
-from data.config import DataConfig
-from data.errors import AblateError, ConfigError
-from data.sources import SPLITS, Pairs
-from data.stats import length_summary, split_stats
-from data.tokenizer import Tokenizer
+from ablate.data import sources, tokenizer
+from ablate.data.batching import length_order, padding_overhead, plan_batches
+from ablate.data.cache import AtomicDir, cache_root, make_key, read_manifest, write_atomic
+from ablate.data.config import DataConfig
+from ablate.data.errors import AblateError, ConfigError
+from ablate.data.sources import SPLITS, Pairs
+from ablate.data.stats import length_summary, split_stats
+from ablate.data.tokenizer import Tokenizer
 
 CACHE_VERSION = 1
 """Bump when the layout or content of the encoded cache changes: old entries are then simply not found."""

@@ -12,10 +12,10 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from data import corpus, gettext_corpus
-from data.cache import AtomicDir, cache_root, file_digest, make_key, read_manifest
-from data.config import DataConfig
-from data.errors import AblateError
+from ablate.data import corpus, gettext_corpus
+from ablate.data.cache import AtomicDir, cache_root, file_digest, make_key, read_manifest
+from ablate.data.config import DataConfig
+from ablate.data.errors import AblateError
 
 SPLITS = ("train", "valid", "test")
 _SPLIT_ALIASES = {"train": ("train",), "valid": ("valid", "dev"), "test": ("test",)}

@@ -13,8 +13,7 @@ import re
 from collections.abc import Iterable
 
 import sentencepiece as spm
-
-from data.errors import ConfigError
+from ablate.data.errors import ConfigError
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 

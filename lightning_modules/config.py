@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from data.errors import ConfigError
+from ablate.data.errors import ConfigError
 
 
 def _check(cond: bool, name: str, msg: str) -> None:

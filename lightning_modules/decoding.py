@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from ablate.lightning_modules.transformer import KVCache, Transformer
 from torch import Tensor
-
-from lightning_modules.transformer import KVCache, Transformer
 
 
 def _max_lengths(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int) -> Tensor:

@@ -13,12 +13,11 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from ablate.lightning_modules.config import ModelConfig, TrainConfig, cooldown_factor, paper_lr
+from ablate.lightning_modules.decoding import beam_search, greedy_search
+from ablate.lightning_modules.kernels import LabelSmoothedNLL
+from ablate.lightning_modules.transformer import Transformer
 from torch import Tensor
-
-from lightning_modules.config import ModelConfig, TrainConfig, cooldown_factor, paper_lr
-from lightning_modules.decoding import beam_search, greedy_search
-from lightning_modules.kernels import LabelSmoothedNLL
-from lightning_modules.transformer import Transformer
 
 # Checkpoints store the configs (save_hyperparameters); let torch.load(weights_only=True) accept them.
 torch.serialization.add_safe_globals([ModelConfig, TrainConfig])

@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 
 import torch
+from ablate.data.errors import AblateError
+from ablate.lightning_modules.config import ModelConfig
+from ablate.lightning_modules.kernels import Kernels, kernels_for
 from torch import Tensor, nn
-
-from data.errors import AblateError
-from lightning_modules.config import ModelConfig
-from lightning_modules.kernels import Kernels, kernels_for
 
 
 class SelfAttentionCache:

@@ -21,15 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablations.record import Record, budget_label
-from data.errors import AblateError
-from reports.results import StudyResults, load_results
+from ablate.ablations.record import Record, budget_label
+from ablate.data.errors import AblateError
+from ablate.reports.results import StudyResults, load_results
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from reports.claims import ClaimVerdict
-    from reports.table import ReportTable
+    from ablate.reports.claims import ClaimVerdict
+    from ablate.reports.table import ReportTable
 
 KNOB_SECTIONS = ("model", "train", "data")
 """The config sections whose fields become `to_pandas` columns ('model.d_k', 'train.max_steps', ...)."""
@@ -135,9 +134,8 @@ class Study:
     def optuna(self) -> Any:
         """The study's Optuna study, opened read-only (`optuna.Study`: `trials_dataframe()`, the dashboard's API)."""
         import optuna
-
-        from ablations.storage.opening import open_existing
-        from ablations.storage.urls import chosen_url
+        from ablate.ablations.storage.opening import open_existing
+        from ablate.ablations.storage.urls import chosen_url
 
         url = chosen_url(self.storage, self.out, self.results.meta.get("storage"))
         if not url:
@@ -150,7 +148,7 @@ class Study:
         """`frame` joined with Optuna's trials_dataframe() for the trial that speaks for each row x seed."""
         if not self.use_optuna:
             return frame
-        from ablations import ledger
+        from ablate.ablations import ledger
 
         try:
             study = self.optuna()
@@ -170,9 +168,9 @@ class Study:
     def table(self, *, n_samples: int | None = None, claims: str | Path | None = None) -> ReportTable:
         """The report's table (`reports.table.ReportTable`): every row's cells over seeds, the significance marks,
         the study's precision and a verdict per claim, as `ablate report` builds it (same resamples: 1000)."""
-        from reports.claims import load_claims
-        from reports.stats import N_SAMPLES
-        from reports.table import build_table
+        from ablate.reports.claims import load_claims
+        from ablate.reports.stats import N_SAMPLES
+        from ablate.reports.table import build_table
 
         n_samples = N_SAMPLES if n_samples is None else n_samples
         key = (n_samples, None if claims is None else str(claims))
@@ -189,8 +187,8 @@ class Study:
 
     def markdown(self, **kwargs: Any) -> str:
         """The Markdown report `ablate report` prints (`table`'s keyword arguments)."""
-        from reports.build import describe_corpus
-        from reports.writers import Context, get_writer
+        from ablate.reports.build import describe_corpus
+        from ablate.reports.writers import Context, get_writer
 
         return get_writer("md").write(self.table(**kwargs), Context(corpus=describe_corpus(self.results)))
 

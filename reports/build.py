@@ -6,18 +6,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ablations.ledger import write_text_atomic
-from ablations.record import Layout
-from reports.claims import load_claims
-from reports.formats import check_columns
-from reports.results import StudyResults, load_results
-from reports.stats import N_SAMPLES
-from reports.table import ReportTable, build_table
-from reports.writers import Context, companions, format_names, get_writer, parse_formats
+from ablate.ablations.ledger import write_text_atomic
+from ablate.ablations.record import Layout
+from ablate.reports.claims import load_claims
+from ablate.reports.formats import check_columns
+from ablate.reports.results import StudyResults, load_results
+from ablate.reports.stats import N_SAMPLES
+from ablate.reports.table import ReportTable, build_table
+from ablate.reports.writers import Context, companions, format_names, get_writer, parse_formats
 
 if TYPE_CHECKING:
-    from reports.claims import Claim
-    from reports.plots import Plot
+    from ablate.reports.claims import Claim
+    from ablate.reports.plots import Plot
 
 
 def parse_columns(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -90,7 +90,7 @@ def build_report(
     ctx = Context(columns=columns, corpus=describe_corpus(results), plots=tuple(drawn))
     written.update(write_formats(table, formats, report_dir, ctx))
     if wandb:
-        from reports.wandb_log import log_report
+        from ablate.reports.wandb_log import log_report
 
         project = str(results.meta.get("wandb_project") or "ablate")
         run_dir = log_report(table, drawn, project=project, wandb_dir=out_dir)
@@ -108,7 +108,7 @@ def _claims(results: StudyResults, claims: str | Path | None) -> list[Claim] | N
 
 
 def _draw_plots(table: ReportTable, results: StudyResults, plot_dir: Path) -> list[Plot]:
-    from reports.plots import make_plots  # matplotlib: only when plots are drawn
+    from ablate.reports.plots import make_plots  # matplotlib: only when plots are drawn
 
     return make_plots(table, results, plot_dir)
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ablations.claims import Claim, Comparison, claims_to_data, load_claims, parse_claims
-from ablations.record import budget_label
-from reports.stats import ALPHA, METRICS, RowTest
+from ablate.ablations.claims import Claim, Comparison, claims_to_data, load_claims, parse_claims
+from ablate.ablations.record import budget_label
+from ablate.reports.stats import ALPHA, METRICS, RowTest
 
 Verdict = Literal["reproduced", "contradicted", "inconclusive", "untested"]
 

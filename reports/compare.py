@@ -21,17 +21,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ablations import ledger
-from ablations.record import Record, read_study_json
-from data.errors import AblateError
-from reports.claims import p_text
-from reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, Convergence, row_convergence
-from reports.formats import stat_text
-from reports.metrics import read_lines, system_scores
-from reports.results import StudyResults, load_results
-from reports.stats import METRICS, N_SAMPLES, RowTest, SystemScores, compare, compare_rows, holm, resample_weights
-from reports.table import IGNORED_DIFFERENCES, Stat
-from reports.writers import Context, writer
+from ablate.ablations import ledger
+from ablate.ablations.record import Record, read_study_json
+from ablate.data.errors import AblateError
+from ablate.reports.claims import p_text
+from ablate.reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, Convergence, row_convergence
+from ablate.reports.formats import stat_text
+from ablate.reports.metrics import read_lines, system_scores
+from ablate.reports.results import StudyResults, load_results
+from ablate.reports.stats import (
+    METRICS,
+    N_SAMPLES,
+    RowTest,
+    SystemScores,
+    compare,
+    compare_rows,
+    holm,
+    resample_weights,
+)
+from ablate.reports.table import IGNORED_DIFFERENCES, Stat
+from ablate.reports.writers import Context, writer
 
 SPARKS = "▁▂▃▄▅▆▇█"
 CURVES = (("val", "ppl"), ("val", "bleu"), ("val", "loss"), ("train", "loss"))

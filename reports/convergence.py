@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ablations.record import Record
+from ablate.ablations.record import Record
 
 PLATEAU_BLEU = 1.0
 """Largest BLEU change between the last two validations of a trial at its plateau."""

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ablations.record import FULL, budget_label
-from data.errors import AblateError
-from reports.claims import ClaimVerdict, comparison_text
-from reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, SOURCE_RATIO_MIN
-from reports.stats import ALPHA, METRICS, POWER, RowTest
-from reports.table import CONFIG_COLUMNS, ReportRow, ReportTable, Stat
-from reports.writers import Context, writer
+from ablate.ablations.record import FULL, budget_label
+from ablate.data.errors import AblateError
+from ablate.reports.claims import ClaimVerdict, comparison_text
+from ablate.reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, SOURCE_RATIO_MIN
+from ablate.reports.stats import ALPHA, METRICS, POWER, RowTest
+from ablate.reports.table import CONFIG_COLUMNS, ReportRow, ReportTable, Stat
+from ablate.reports.writers import Context, writer
 
 
 @dataclass(frozen=True)
@@ -919,7 +919,7 @@ def to_html(
     import markupsafe
 
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("reports", "templates"),
+        loader=jinja2.PackageLoader("ablate.reports", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         trim_blocks=True,
         lstrip_blocks=True,

@@ -9,9 +9,8 @@ import math
 from pathlib import Path
 
 import numpy as np
-
-from ablations.record import Record
-from reports.stats import SystemScores
+from ablate.ablations.record import Record
+from ablate.reports.stats import SystemScores
 
 
 def read_lines(path: Path) -> list[str]:

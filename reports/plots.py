@@ -13,11 +13,11 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablations.record import budget_label
-from reports.claims import ClaimVerdict, ComparisonVerdict
-from reports.results import StudyResults
-from reports.stats import METRICS
-from reports.table import ReportRow, ReportTable
+from ablate.ablations.record import budget_label
+from ablate.reports.claims import ClaimVerdict, ComparisonVerdict
+from ablate.reports.results import StudyResults
+from ablate.reports.stats import METRICS
+from ablate.reports.table import ReportRow, ReportTable
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 

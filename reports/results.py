@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ablations import ledger
-from ablations.ledger import State
-from ablations.record import FULL, Layout, Record, budget_label, read_study_json
-from data.errors import AblateError
+from ablate.ablations import ledger
+from ablate.ablations.ledger import State
+from ablate.ablations.record import FULL, Layout, Record, budget_label, read_study_json
+from ablate.data.errors import AblateError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,8 +217,8 @@ def read_trial_states(
     The storage is `storage`, else $ABLATE_STORAGE, else `remembered` (study.json's), as for every command
     (`ablations.storage.urls.chosen_url`). The note never shows a password: reports are files people share.
     """
-    from ablations.storage.opening import load_trials
-    from ablations.storage.urls import chosen_url, redact, scrub
+    from ablate.ablations.storage.opening import load_trials
+    from ablate.ablations.storage.urls import chosen_url, redact, scrub
 
     fallback = "states come from the records only (rows without a record are shown as pending)"
     try:

@@ -34,9 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from ablations.claims import METRICS
-from reports.variance import Moderated, moderate
+from ablate.ablations.claims import METRICS
+from ablate.reports.variance import Moderated, moderate
 
 ALPHA = 0.05
 """Significance level of every test and 1 - coverage of every interval."""

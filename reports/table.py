@@ -14,13 +14,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ablations.record import FULL, Record, budget_label
-from reports.claims import Claim, ClaimVerdict, Tests, judge, paper_ratio, parse_claims
-from reports.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence, source_ratio, trainable_threshold
-from reports.metrics import chrf_signature, system_scores
-from reports.paper import PaperRow, load_paper_table
-from reports.results import RowSpec, StudyResults, TrialStatus
-from reports.stats import (
+from ablate.ablations.record import FULL, Record, budget_label
+from ablate.reports.claims import Claim, ClaimVerdict, Tests, judge, paper_ratio, parse_claims
+from ablate.reports.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence, source_ratio, trainable_threshold
+from ablate.reports.metrics import chrf_signature, system_scores
+from ablate.reports.paper import PaperRow, load_paper_table
+from ablate.reports.results import RowSpec, StudyResults, TrialStatus
+from ablate.reports.stats import (
     METRICS,
     N_SAMPLES,
     RowTest,

@@ -156,9 +156,8 @@ def _prior(values: list[list[float]], own: list[tuple[float, int]]) -> Prior | N
 
 def _outliers(own: list[tuple[float | None, int]], fitted: list[int]) -> set[int]:
     """Rows whose variance is above the others' pooled one at OUTLIER_ALPHA, Holm-corrected (step 1)."""
+    from ablate.reports.stats import holm
     from scipy import stats
-
-    from reports.stats import holm
 
     tails = []
     for i in fitted:

@@ -24,13 +24,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ablations.ledger import write_text_atomic
-from ablations.record import read_study_json
-from ablations.tracking import run_group
-from data.errors import AblateError
-from reports.formats import claims_data, table_records
-from reports.plots import Plot
-from reports.table import ReportTable
+from ablate.ablations.ledger import write_text_atomic
+from ablate.ablations.record import read_study_json
+from ablate.ablations.tracking import run_group
+from ablate.data.errors import AblateError
+from ablate.reports.formats import claims_data, table_records
+from ablate.reports.plots import Plot
+from ablate.reports.table import ReportTable
 
 TABLE_KEY = "report/table3"
 """History key of the report table."""
@@ -274,7 +274,7 @@ def write_view_script(path: Path, definition: dict[str, Any]) -> Path:
         f"    python {path}\n\n"
         "Each run saves one more view. Set 'entity' below to save into another entity than your default.\n"
         '"""\n\n'
-        "from reports.wandb_log import save_view_main\n\n"
+        "from ablate.reports.wandb_log import save_view_main\n\n"
         "DEFINITION = {\n" + "".join(f"    {key!r}: {value!r},\n" for key, value in definition.items()) + "}\n\n"
         'if __name__ == "__main__":\n'
         "    raise SystemExit(save_view_main(DEFINITION))\n"

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from data.errors import AblateError
+from ablate.data.errors import AblateError
 
 if TYPE_CHECKING:
-    from reports.plots import Plot
+    from ablate.reports.plots import Plot
 
 Subject = Literal["report", "comparison"]
 """What a writer writes out: a `ReportTable` ('report') or a `SweepComparison` ('comparison')."""
 
-BUILTIN_MODULES = ("reports.formats", "reports.compare")
+BUILTIN_MODULES = ("ablate.reports.formats", "ablate.reports.compare")
 """The modules whose writers every command offers (imported on the registry's first read)."""
 
 

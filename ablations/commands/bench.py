@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ablations.commands.options import command_parser, options, parse, print_config
+from ablate.ablations.commands.options import command_parser, options, parse, print_config
 
 DESCRIPTION = """Measure one configuration's training throughput (target and source+target tokens/s), step time
 (median and IQR), peak memory, padding overhead, beam-4 and greedy decoding speed and per-trial overhead, and the
@@ -15,7 +15,7 @@ targets. On CUDA: bf16 autocast, fused Adam, a check of the fused SDPA kernels, 
 
 
 def build_parser():
-    from benchmarks.bench import BenchConfig
+    from ablate.benchmarks.bench import BenchConfig
 
     parser = command_parser("ablate bench", DESCRIPTION)
     parser.add_class_arguments(BenchConfig, skip={"peers", "trial_args"}, as_group=False)
@@ -25,7 +25,7 @@ def build_parser():
 
 
 def main(argv: list[str]) -> int:
-    from benchmarks.bench import BenchConfig, format_report, run_bench
+    from ablate.benchmarks.bench import BenchConfig, format_report, run_bench
 
     args = parse(build_parser(), argv)
     if args.print_config:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import time
 
-from ablations.commands.options import command_parser, options, overrides, parse, print_config
-from data.config import DataConfig
+from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config
+from ablate.data.config import DataConfig
 
 DESCRIPTION = """Prepare parallel text for training: build (or find in the cache) the joint SentencePiece model and
 the encoded splits, then print pairs per split, tokens, vocabulary, length percentiles, filtered pairs and padding
@@ -34,9 +34,9 @@ def main(argv: list[str]) -> int:
     as_json = args.json
     cfg = DataConfig(**data)
 
-    from data.cache import cache_root
-    from data.prepare import prepare
-    from data.stats import format_text
+    from ablate.data.cache import cache_root
+    from ablate.data.prepare import prepare
+    from ablate.data.stats import format_text
 
     started = time.perf_counter()
     corpus = prepare(cfg, progress=True)

@@ -17,8 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import yaml
-
-from data.errors import AblateError
+from ablate.data.errors import AblateError
 
 _PLUMBING = ("config", "print_config", "set", "__path__")
 
@@ -49,7 +48,7 @@ def command_parser(prog: str, description: str, *, sections: Iterable[str] = (),
     )
     sections = list(sections)
     if sections:
-        from ablations.config import add_sections
+        from ablate.ablations.config import add_sections
 
         set_parsing_settings(docstring_parse_attribute_docstrings=documented)
         try:
@@ -70,7 +69,7 @@ def parse(parser, argv: list[str]):
     """Parse, turning jsonargparse's errors into one-line AblateErrors (exit code 2, no traceback)."""
     import argparse
 
-    from ablations.config import describe_error
+    from ablate.ablations.config import describe_error
 
     for path, _ in config_files(argv):  # name the file in a config error (jsonargparse says "<unicode string>")
         _check_config_file(path)
@@ -112,7 +111,7 @@ def _check_config_file(path: str) -> None:
 
 def overrides(ns, sections: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """The section fields the user set ({section: {field: value}}): --SECTION.FIELD, --config and --set."""
-    from ablations.config import SECTIONS, check_sections
+    from ablate.ablations.config import SECTIONS, check_sections
 
     sections = list(SECTIONS if sections is None else sections)
     values = ns.as_dict()
@@ -139,7 +138,7 @@ def changed(layer: dict[str, dict[str, Any]], reference: dict[str, dict[str, Any
 
 def options(ns) -> dict[str, Any]:
     """The command's own options (not the sections), for --print_config and for passing on."""
-    from ablations.config import SECTIONS
+    from ablate.ablations.config import SECTIONS
 
     return {k: v for k, v in ns.as_dict().items() if k not in _PLUMBING and k not in SECTIONS}
 
@@ -148,7 +147,7 @@ def print_config(config: dict[str, Any]) -> int:
     """Print a configuration as YAML that `--config` reads back, leaving out what is unset."""
     config = {k: v for k, v in config.items() if v is not None and v != {}}
     if isinstance(config.get("storage"), str):  # a printed config is saved to files: never with a password
-        from ablations.storage.urls import redact
+        from ablate.ablations.storage.urls import redact
 
         config["storage"] = redact(config["storage"])
     sys.stdout.write(yaml.safe_dump(_plain(config), sort_keys=False))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ablations.commands.options import command_parser, options, overrides, parse, print_config
-from ablations.config import SECTIONS
-from ablations.presets import PRESETS
+from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config
+from ablate.ablations.config import SECTIONS
+from ablate.ablations.presets import PRESETS
 
 
 def parameter_table(
@@ -16,9 +16,8 @@ def parameter_table(
     """One dict per row: row, group, N, d_model, d_ff, h, d_k, d_v, params, paper_params_m. `extra`: section
     overrides applied to every row (the command line's)."""
     import torch
-
-    from ablations.studies import load_study
-    from lightning_modules.transformer import Transformer
+    from ablate.ablations.studies import load_study
+    from ablate.lightning_modules.transformer import Transformer
 
     study = load_study(study_name)
     extra = {section: dict(values) for section, values in (extra or {}).items()}

@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from ablations.commands.options import command_parser, options, parse, print_config
-from data.errors import AblateError
+from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.data.errors import AblateError
 
 
 def main(argv: list[str]) -> int:
@@ -24,10 +24,10 @@ def main(argv: list[str]) -> int:
     args = parse(parser, argv)
     if args.print_config:
         return print_config(options(args))
-    from ablations import progress
-    from ablations.record import read_study_json
-    from ablations.storage.opening import load_trials
-    from ablations.storage.urls import redact, scrub, storage_url
+    from ablate.ablations import progress
+    from ablate.ablations.record import read_study_json
+    from ablate.ablations.storage.opening import load_trials
+    from ablate.ablations.storage.urls import redact, scrub, storage_url
 
     out = Path(args.out)
     spec = read_study_json(out)
@@ -63,8 +63,8 @@ def main(argv: list[str]) -> int:
 def _eta(spec: dict):
     """An ETA that knows each row's steps (budget branches included) and size, from study.json's configs; one for
     the whole --watch, so that it times the validations it sees land."""
-    from ablations.config import build_run_config
-    from ablations.progress import Eta, Work
+    from ablate.ablations.config import build_run_config
+    from ablate.ablations.progress import Eta, Work
 
     try:
         return Eta({row["name"]: Work.of(build_run_config(row["config"])) for row in spec["rows"]})
@@ -76,7 +76,7 @@ def _with_job_states(rows, out: Path) -> None:
     """Each trial's SLURM job with the job's state now (squeue, else sacct), for sweeps launched on SLURM."""
     if not any(r.job for r in rows):
         return
-    from ablations.launchers.slurm import job_states
+    from ablate.ablations.launchers.slurm import job_states
 
     states = job_states(sorted({r.job for r in rows if r.job}))
     for r in rows:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from argparse import SUPPRESS
 
-from ablations.commands.options import command_parser, options, parse, print_config
-from ablations.presets import PRESETS
+from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.ablations.presets import PRESETS
 
 
 def main(argv: list[str]) -> int:
@@ -14,7 +14,7 @@ def main(argv: list[str]) -> int:
     args = parse(parser, argv)
     if args.print_config:
         return print_config(options(args))
-    from ablations.studies import builtin_studies, load_study
+    from ablate.ablations.studies import builtin_studies, load_study
 
     if getattr(args, "files", None):
         for path in args.files:

@@ -10,11 +10,11 @@ import sys
 from argparse import SUPPRESS
 from pathlib import Path
 
-from ablations import launchers
-from ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
-from ablations.config import SECTIONS
-from ablations.presets import PRESETS
-from data.errors import AblateError
+from ablate.ablations import launchers
+from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
+from ablate.ablations.config import SECTIONS
+from ablate.ablations.presets import PRESETS
+from ablate.data.errors import AblateError
 
 
 def build_parser(documented: bool = False):
@@ -83,9 +83,9 @@ def _add_launcher_settings(p, found: dict, documented: bool) -> None:
 
 
 def make_plan(ns):
-    from ablations.storage.urls import storage_url
-    from ablations.studies import load_study
-    from ablations.sweep import Plan
+    from ablate.ablations.storage.urls import storage_url
+    from ablate.ablations.studies import load_study
+    from ablate.ablations.sweep import Plan
 
     study = load_study(ns.study)
     preset = ns.preset or study.default_preset or "tiny"
@@ -135,7 +135,7 @@ def _first_line(text: str | None) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    from ablations import runner
+    from ablate.ablations import runner
 
     ns = parse(build_parser(documented=wants_help(argv)), argv)
     plan = make_plan(ns)
@@ -160,7 +160,7 @@ def main(argv: list[str]) -> int:
 def _report(plan) -> None:
     """The report of a finished sweep, by `ablate report` (which prints the table); a report that fails says why in
     one line, and the sweep still succeeds. The storage is passed on: study.json's URL keeps no password."""
-    from ablations.cli import run_command
+    from ablate.ablations.cli import run_command
 
     try:
         run_command("report", [str(plan.out), "--wandb", "--storage", plan.storage])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablations.commands.options import (
+from ablate.ablations.commands.options import (
     after_configs,
     changed,
     command_parser,
@@ -22,12 +22,12 @@ from ablations.commands.options import (
     print_config,
     wants_help,
 )
-from ablations.config import SECTIONS, RunConfig
-from ablations.presets import PRESETS
-from data.errors import AblateError
+from ablate.ablations.config import SECTIONS, RunConfig
+from ablate.ablations.presets import PRESETS
+from ablate.data.errors import AblateError
 
 if TYPE_CHECKING:
-    from ablations.studies import Row, Study
+    from ablate.ablations.studies import Row, Study
 
 STUDY, ROW, PRESET, SEED = "table3", "base", "tiny", 0
 """The default starting point: the base row of Table 3 at the tiny preset, seed 0."""
@@ -76,8 +76,7 @@ def _starting_values() -> dict[str, Any]:
     shows as defaults. Only its base and row are read from the built-in study: checking every row (load_study, or
     parse_study on the whole file) takes seconds, and the help should not."""
     import yaml
-
-    from ablations.studies import BUILTIN_DIR, parse_study
+    from ablate.ablations.studies import BUILTIN_DIR, parse_study
 
     path = BUILTIN_DIR / f"{STUDY}.yaml"
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -120,7 +119,7 @@ def resolve(parser, argv: list[str], ns) -> Resolved:
     edited in it (d_k 64 in a row B1 file) is kept, and a --seed, --row or --preset after it still changes what
     they decide (train.seed, the row's d_k, the preset's widths) instead of being overwritten by the file's copies.
     The output directory follows the same rule."""
-    from ablations.studies import load_study
+    from ablate.ablations.studies import load_study
 
     studies: dict[str, Study] = {}
 
@@ -163,15 +162,14 @@ def _default_out(study: Study, row: str, preset: str, seed: int) -> Path:
 
 def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
     import yaml
-
-    from ablations.tracking import RunIdentity
+    from ablate.ablations.tracking import RunIdentity
 
     started = time.time()
     run, out, seed = plan.run, plan.out, plan.run.train.seed
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(run.to_dict(), sort_keys=False), encoding="utf-8")
-    from ablations.train import train
-    from lightning_modules.module import TrainingDiverged
+    from ablate.ablations.train import train
+    from ablate.lightning_modules.module import TrainingDiverged
 
     who = RunIdentity(plan.study.name, plan.preset, plan.row.name, plan.row.group, seed, run.tracking.label)
     name = who.name

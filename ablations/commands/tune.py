@@ -12,10 +12,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
-from ablations.config import SECTIONS
-from ablations.presets import PRESETS
-from data.errors import AblateError
+from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
+from ablate.ablations.config import SECTIONS
+from ablate.ablations.presets import PRESETS
+from ablate.data.errors import AblateError
 
 
 def build_parser(documented: bool = False):
@@ -46,9 +46,9 @@ def main(argv: list[str]) -> int:
     extra = overrides(args)
     if args.print_config:
         return print_config({**options(args), **extra})
-    from ablations.storage.urls import storage_url
-    from ablations.studies import load_study
-    from ablations.tune import TuneJob, describe_space, run_tune, search_space
+    from ablate.ablations.storage.urls import storage_url
+    from ablate.ablations.studies import load_study
+    from ablate.ablations.tune import TuneJob, describe_space, run_tune, search_space
 
     study = load_study(args.study)
     if not study.search_space:

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from data.errors import AblateError
+from ablate.data.errors import AblateError
 
 if TYPE_CHECKING:
-    from ablations.sweep import Plan
+    from ablate.ablations.sweep import Plan
 
 DEFAULT = "local"
 

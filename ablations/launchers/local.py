@@ -15,13 +15,13 @@ import sys
 import time
 from pathlib import Path
 
-from ablations import environment, interrupt, ledger, progress, runner
-from ablations.launchers import Launch
-from ablations.record import Layout
-from ablations.storage.queue import Queue, recover_dead
-from ablations.storage.urls import ENV_VAR, redact
-from ablations.sweep import Plan, sync_records, work
-from data.errors import AblateError
+from ablate.ablations import environment, interrupt, ledger, progress, runner
+from ablate.ablations.launchers import Launch
+from ablate.ablations.record import Layout
+from ablate.ablations.storage.queue import Queue, recover_dead
+from ablate.ablations.storage.urls import ENV_VAR, redact
+from ablate.ablations.sweep import Plan, sync_records, work
+from ablate.data.errors import AblateError
 
 
 class LocalLauncher:
@@ -153,7 +153,7 @@ def _start_workers(plan: Plan, n: int, logs: Path) -> list[subprocess.Popen]:
         if gpus > 1 and n > 1:  # one GPU each; a lone worker (the live view's) keeps them all for its DDP trials
             extra["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
         env = environment.for_local_worker(n, **extra)
-        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *runner.worker_argv(plan), "--worker"]
+        cmd = [sys.executable, "-m", "ablate.ablations.cli", "sweep", *runner.worker_argv(plan), "--worker"]
         with open(logs / f"worker-{i}.log", "ab") as log:
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     return procs

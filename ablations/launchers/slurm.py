@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablations import environment, runner
-from ablations.launchers import Launch
-from ablations.record import Layout
-from ablations.storage.urls import ENV_VAR
-from ablations.sweep import Plan, sync_records
-from data.errors import AblateError
+from ablate.ablations import environment, runner
+from ablate.ablations.launchers import Launch
+from ablate.ablations.record import Layout
+from ablate.ablations.storage.urls import ENV_VAR
+from ablate.ablations.sweep import Plan, sync_records
+from ablate.data.errors import AblateError
 
 JOBS_FILE = "jobs.json"
 ALIVE = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "COMPLETING", "SUSPENDED",
@@ -104,7 +104,7 @@ class SweepJob:
         self._child: subprocess.Popen | None = None
 
     def __call__(self) -> int:
-        cmd = [sys.executable, "-m", "ablations.cli", "sweep", *self.argv, "--worker"]
+        cmd = [sys.executable, "-m", "ablate.ablations.cli", "sweep", *self.argv, "--worker"]
         self._child = subprocess.Popen(cmd, cwd=self.cwd)
         code = self._child.wait()
         if code not in (0, 130):
@@ -293,7 +293,7 @@ def _submit_array(ex, job: SweepJob, count: int):
 
 
 def _remember(folder: Path, ids: list[str], count: int) -> None:
-    from ablations.ledger import write_json_atomic
+    from ablate.ablations.ledger import write_json_atomic
 
     path = folder / JOBS_FILE
     known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"submissions": []}
@@ -325,8 +325,8 @@ def job_states(ids: list[str]) -> dict[str, str]:
 
 def wait(plan, keys, ids: list[str], title: str, poll_s: float = 3.0) -> None:
     """Follow the study until no trial is pending or running and no job is alive (`--wait`)."""
-    from ablations import progress
-    from ablations.storage.queue import Queue
+    from ablate.ablations import progress
+    from ablate.ablations.storage.queue import Queue
 
     queue = Queue.open(plan.storage, plan.name)
     live = runner.live_view(title)

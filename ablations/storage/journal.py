@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from data.errors import AblateError
+from ablate.data.errors import AblateError
 
 _TAIL_CHUNK = 1 << 16
 

@@ -13,9 +13,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ablations.storage.journal import journal_storage, repair_journal
-from ablations.storage.urls import redact, scrub, with_driver
-from data.errors import AblateError
+from ablate.ablations.storage.journal import journal_storage, repair_journal
+from ablate.ablations.storage.urls import redact, scrub, with_driver
+from ablate.data.errors import AblateError
 
 
 def open_storage(url: str):

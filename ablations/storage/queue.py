@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ablations import environment, ledger
-from ablations.storage.opening import load_or_create, open_storage, study_metrics
-from ablations.storage.space import ParamSpace
+from ablate.ablations import environment, ledger
+from ablate.ablations.storage.opening import load_or_create, open_storage, study_metrics
+from ablate.ablations.storage.space import ParamSpace
 
 HEARTBEAT_S = 5.0
 GRACE_S = 60.0

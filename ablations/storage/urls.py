@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
-from data.errors import AblateError
+from ablate.data.errors import AblateError
 
 ENV_VAR = "ABLATE_STORAGE"
 """The storage URL when --storage is not given: how a password reaches a command (and the sweep's workers, which

@@ -24,12 +24,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ablations.commands.options import command_parser, options, parse, print_config
-from data.errors import AblateError
+from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.data.errors import AblateError
 
 
 def build_parser():
-    from reports.writers import format_names, formats_help
+    from ablate.reports.writers import format_names, formats_help
 
     parser = command_parser("ablate compare", __doc__)
     parser.add_argument("run_a", metavar="A", help="results directory or study name; or record file, row, row@seed")
@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
 
 def _directories(args) -> tuple[Path, Path] | None:
     """The two results directories A and B name, or None when they name runs (record files, or rows of --out)."""
-    from reports.results import resolve_out_dir
+    from ablate.reports.results import resolve_out_dir
 
     specs = (args.run_a, args.run_b)
     if any(Path(s).suffix == ".json" or Path(s).is_file() for s in specs):
@@ -91,9 +91,9 @@ def _directories(args) -> tuple[Path, Path] | None:
 
 
 def _compare_sweeps(args, dir_a: Path, dir_b: Path) -> int:
-    from ablations.ledger import write_text_atomic
-    from reports.compare import compare_sweeps, load_sweep
-    from reports.writers import Context, format_of, get_writer
+    from ablate.ablations.ledger import write_text_atomic
+    from ablate.reports.compare import compare_sweeps, load_sweep
+    from ablate.reports.writers import Context, format_of, get_writer
 
     if args.plot:
         raise AblateError("--plot draws the curves of two runs; for two results directories, leave it out")
@@ -114,7 +114,7 @@ def _compare_sweeps(args, dir_a: Path, dir_b: Path) -> int:
 
 
 def _compare_runs(args) -> int:
-    from reports.compare import compare_runs, plot_comparison, resolve_run
+    from ablate.reports.compare import compare_runs, plot_comparison, resolve_run
 
     if args.json or args.format not in (None, "text"):
         raise AblateError("--format and --json go with two results directories; two runs are compared as text")

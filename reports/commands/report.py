@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ablations.commands.options import command_parser, options, parse, print_config
+from ablate.ablations.commands.options import command_parser, options, parse, print_config
 
 
 def build_parser():
-    from reports.formats import COLUMNS
-    from reports.writers import format_names, formats_help
+    from ablate.reports.formats import COLUMNS
+    from ablate.reports.writers import format_names, formats_help
 
     parser = command_parser("ablate report", __doc__)
     parser.add_argument(
@@ -66,9 +66,9 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
         return print_config(options(args))
-    from reports.build import build_report, parse_columns
-    from reports.results import resolve_out_dir
-    from reports.writers import parse_formats
+    from ablate.reports.build import build_report, parse_columns
+    from ablate.reports.results import resolve_out_dir
+    from ablate.reports.writers import parse_formats
 
     formats = parse_formats(args.format)  # bad formats and columns fail before any work
     columns = parse_columns(args.columns)

@@ -38,7 +38,7 @@ class Sweeps:
         return STUDIES / name
 
     def command(self, study: str | Path, out: Path, *args: str) -> list[str]:
-        cli = [sys.executable, "-m", "ablations.cli", "sweep"]
+        cli = [sys.executable, "-m", "ablate.ablations.cli", "sweep"]
         # One worker unless a test asks for more (the default, one per core, would vary with the machine).
         workers = () if any(a == "--workers" or a.startswith("--workers=") for a in args) else ("--workers", "1")
         return [*cli, str(self.study(study)), "--out", str(out), "--no_report", *workers, *args]
@@ -133,8 +133,8 @@ class Sweeps:
 
 def _warm_cache(cache: Path) -> None:
     """Prepare the tiny built-in corpus every test study uses, once: sweeps started together then only read it."""
-    from ablations.studies import load_study
-    from data.prepare import prepare
+    from ablate.ablations.studies import load_study
+    from ablate.data.prepare import prepare
 
     study = load_study(STUDIES / "sweep_rows.yaml")
     with pytest.MonkeyPatch.context() as mp:
@@ -173,7 +173,7 @@ def finished_sweep(sweeps, tmp_path_factory) -> Path:
 def finished_copy(finished_sweep, tmp_path, monkeypatch) -> Path:
     """A copy of `finished_sweep` without its trial directories (a trial trained again would recreate one), its
     study.json pointing at the copy's journal, ABLATE_STORAGE unset."""
-    from ablations.storage.urls import ENV_VAR
+    from ablate.ablations.storage.urls import ENV_VAR
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     out = tmp_path / "out"

@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from ablations import ledger
-from ablations.record import Layout, Record
-from ablations.studies import load_study
-from reports import load
+from ablate.ablations import ledger
+from ablate.ablations.record import Layout, Record
+from ablate.ablations.studies import load_study
+from ablate.reports import load
 
 REPO = Path(__file__).resolve().parents[2]
 LANDED = REPO / "tests" / "reports" / "data" / "landed-smoke"
@@ -28,7 +27,7 @@ pytest.importorskip("pandas")
 def smoke(sweeps, tmp_path_factory) -> Path:
     """A finished smoke sweep of the built-in Table 3, two rows (the others stay pending), two seeds."""
     out = tmp_path_factory.mktemp("api") / "table3-smoke"
-    cmd = [sys.executable, "-m", "ablations.cli", "sweep", "table3", "--preset", "smoke", "--rows", "base,B1",
+    cmd = [sys.executable, "-m", "ablate.ablations.cli", "sweep", "table3", "--preset", "smoke", "--rows", "base,B1",
            "--seeds", "2", "--workers", "1", "--no_report", "--out", str(out)]  # fmt: skip
     done = subprocess.run(cmd, cwd=REPO, env=sweeps.env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -73,7 +72,7 @@ def test_one_row_per_trial_with_the_knobs_as_columns(smoke):
 
 
 def test_the_api_gives_the_reports_table_and_verdicts(smoke, capsys):
-    from ablations.cli import main
+    from ablate.ablations.cli import main
 
     study = load(smoke)
     assert [t.label for t in study.trials] == ["base@0", "base@1", "B1@0", "B1@1"]

@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from lightning_modules.config import TrainConfig, cooldown_factor, fork_step, paper_lr
+from ablate.lightning_modules.config import TrainConfig, cooldown_factor, fork_step, paper_lr
 
 STUDY = "sweep_interrupt.yaml"
 STEPS = 80
@@ -33,9 +32,8 @@ def test_the_cooldown_falls_linearly_to_zero_over_the_last_fraction_and_leaves_e
 
 def test_the_modules_scheduler_applies_the_cooldown_on_top_of_equation_3():
     import torch
-
-    from lightning_modules.config import ModelConfig
-    from lightning_modules.module import TranslationModule
+    from ablate.lightning_modules.config import ModelConfig
+    from ablate.lightning_modules.module import TranslationModule
 
     model = ModelConfig(vocab_size=50, n_layers=1, d_model=16, d_ff=32, n_heads=2, pad_id=0)
     train = TrainConfig(max_steps=100, warmup_steps=10, cooldown_frac=0.2)
@@ -55,7 +53,7 @@ def test_the_modules_scheduler_applies_the_cooldown_on_top_of_equation_3():
 
 
 def _train(sweeps, out: Path, steps: int, *args: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "ablations.cli", "train", "--study", str(sweeps.study(STUDY)), "--row", "long",
+    cmd = [sys.executable, "-m", "ablate.ablations.cli", "train", "--study", str(sweeps.study(STUDY)), "--row", "long",
            "--preset", "smoke", "--out", str(out), "--train.max_steps", str(steps), "--train.cooldown_frac", "0.2",
            "--train.val_every", "8", *args]  # fmt: skip
     return subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], env=sweeps.env, text=True,

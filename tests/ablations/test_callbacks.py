@@ -6,9 +6,8 @@ from __future__ import annotations
 import optuna
 import pytorch_lightning as pl
 import torch
-
-from ablations.callbacks import StepPruning
-from ablations.storage.opening import open_storage
+from ablate.ablations.callbacks import StepPruning
+from ablate.ablations.storage.opening import open_storage
 
 
 class Scored(pl.LightningModule):

@@ -12,19 +12,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from ablations.cli import COMMANDS, main
-from ablations.config import SECTIONS
+from ablate.ablations.cli import COMMANDS, main
+from ablate.ablations.config import SECTIONS
 
 
 def ablate(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ablations.cli", *args], capture_output=True, text=True, env=env, cwd=cwd
+        [sys.executable, "-m", "ablate.ablations.cli", *args], capture_output=True, text=True, env=env, cwd=cwd
     )
 
 
 def test_help_lists_every_command_without_importing_torch():
-    code = "import sys; from ablations.cli import main; main(['--help']); print(sorted(m for m in sys.modules))"
+    code = "import sys; from ablate.ablations.cli import main; main(['--help']); print(sorted(m for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     for name in COMMANDS:
         assert f"  {name} " in out
@@ -59,7 +58,7 @@ def test_status_reads_without_creating_anything(tmp_path, capsys, seen):
     out.mkdir()
     journal = out / "optuna.journal"
     if seen == "unknown study":
-        from ablations.storage.opening import load_or_create, open_storage
+        from ablate.ablations.storage.opening import load_or_create, open_storage
 
         load_or_create(open_storage(f"journal:{journal}"), "another")
     spec = {"study": "table3", "preset": "smoke", "rows": [{"name": "base"}], "seeds": [0]}
@@ -98,7 +97,7 @@ QUICK = [  # the smoke preset cut to seconds: 4 steps on 300 short pairs, a 200-
 
 
 def test_train_config_reruns_the_files_row_seed_and_output_directory(tmp_path):
-    from reports.wandb_log import read_offline_run
+    from ablate.reports.wandb_log import read_offline_run
 
     printed = ablate("train", "--row", "B1", "--preset", "smoke", *QUICK, "--print_config", cwd=tmp_path)
     assert printed.returncode == 0, printed.stderr
@@ -139,11 +138,11 @@ def _help_default(help_text: str, option: str) -> str:
 
 
 def test_train_help_shows_the_values_the_run_starts_from_without_importing_torch():
-    from ablations.studies import load_study
-    from lightning_modules.config import ModelConfig, TrainConfig
+    from ablate.ablations.studies import load_study
+    from ablate.lightning_modules.config import ModelConfig, TrainConfig
 
     code = (
-        "import sys\nfrom ablations.cli import main\ntry:\n    main(['train', '--help'])\nexcept SystemExit:\n"
+        "import sys\nfrom ablate.ablations.cli import main\ntry:\n    main(['train', '--help'])\nexcept SystemExit:\n"
         "    pass\nprint(sorted(sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
-
-from ablations.cli import main as ablate
+from ablate.ablations.cli import main as ablate
 
 
 def copy_sweep(src: Path, dst: Path) -> Path:
@@ -196,7 +195,7 @@ def test_two_rows_of_one_sweep_still_compare(finished_sweep, capsys):
     record = finished_sweep / "records" / "ok1__seed0.json"
     assert ablate(["compare", str(record), str(record)]) == 0
     assert "(same configuration)" in capsys.readouterr().out
-    from reports.commands.compare import build_parser
+    from ablate.reports.commands.compare import build_parser
 
     help_text = build_parser().format_help()
     assert "Two results directories" in help_text and "Two runs" in help_text

@@ -12,11 +12,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from ablations.storage.queue import Queue
-from ablations.storage.urls import storage_url
-from ablations.studies import load_study
-from ablations.sweep import Plan, enqueue
+from ablate.ablations.storage.queue import Queue
+from ablate.ablations.storage.urls import storage_url
+from ablate.ablations.studies import load_study
+from ablate.ablations.sweep import Plan, enqueue
 
 pytest.importorskip("optuna_dashboard")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import signal
 
-from ablations.environment import WorkerEnv, here
+from ablate.ablations.environment import WorkerEnv, here
 
 
 def test_outside_slurm_a_worker_is_alone_and_nothing_warns_it():

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from ablations import cli, launchers
+from ablate.ablations import cli, launchers
 
 STUDIES = Path(__file__).resolve().parent / "studies"
 
@@ -34,8 +33,8 @@ class Inline:
     calls: list = None
 
     def launch(self, plan, launch) -> int:
-        from ablations import runner
-        from ablations.sweep import work
+        from ablate.ablations import runner
+        from ablate.ablations.sweep import work
 
         self.calls.append((plan, launch))
         if launch.dry_run:
@@ -74,7 +73,7 @@ def test_the_package_launchers_are_found_and_a_registered_one_is_offered_with_it
     ((plan, launch),) = inline.calls
     assert plan.study.name == "sweep-split" and plan.out == tmp_path / "out"
     assert (launch.workers, launch.dry_run, launch.wait, launch.settings) == (2, True, False, InlineSettings(trials=3))
-    from ablations.commands.sweep import build_parser
+    from ablate.ablations.commands.sweep import build_parser
 
     shown = " ".join(build_parser().format_help().split())
     assert "inline: one worker in this process (a test's)" in shown and "--inline.trials TRIALS" in shown
@@ -93,7 +92,7 @@ def test_a_registered_launcher_runs_a_sweep_to_its_end_and_the_report_follows(in
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     out = tmp_path / "out"
     reported = []
-    monkeypatch.setattr("ablations.commands.sweep._report", lambda plan: reported.append(plan.out))
+    monkeypatch.setattr("ablate.ablations.commands.sweep._report", lambda plan: reported.append(plan.out))
 
     assert _sweep(out, "--launcher", "inline", "--rows", "s1", "--seeds", "1") == 0
     assert sorted(p.name for p in (out / "records").glob("*.json")) == ["s1__seed0.json"]
@@ -152,7 +151,7 @@ def test_a_submission_without_a_cluster_names_what_is_missing_before_writing_any
 def test_a_report_that_fails_after_a_sweep_is_one_line_and_the_sweep_still_succeeds(tmp_path, capsys):
     from types import SimpleNamespace
 
-    from ablations.commands.sweep import _report
+    from ablate.ablations.commands.sweep import _report
 
     _report(SimpleNamespace(out=tmp_path / "nothing-here", storage=f"journal:{tmp_path / 'optuna.journal'}"))
     err = capsys.readouterr().err.strip().splitlines()

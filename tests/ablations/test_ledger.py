@@ -6,9 +6,8 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 import pytest
-
-from ablations import ledger
-from ablations.record import Budget, Layout, Record, key_of
+from ablate.ablations import ledger
+from ablate.ablations.record import Budget, Layout, Record, key_of
 
 
 @dataclass

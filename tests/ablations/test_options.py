@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
-from ablations import cli
+from ablate.ablations import cli
 
 COMMANDS = {
     "train": ["train", "--preset", "smoke", "--row", "B1", "--model.d_ff", "96", "--train.max_steps", "7"],

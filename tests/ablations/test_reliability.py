@@ -121,7 +121,7 @@ def _step(path: Path) -> int:
 
 
 def _train(sweeps, out: Path, *args: str, **popen) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "ablations.cli", "train", "--study", str(sweeps.study(STUDY)), "--row", "long",
+    cmd = [sys.executable, "-m", "ablate.ablations.cli", "train", "--study", str(sweeps.study(STUDY)), "--row", "long",
            "--preset", "smoke", "--out", str(out), "--train.keep_checkpoints", "last", *args]  # fmt: skip
     return subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], env=sweeps.env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)  # fmt: skip
@@ -161,8 +161,7 @@ def test_an_interrupted_and_resumed_run_ends_equal_to_an_uninterrupted_one(sweep
 
 def test_a_torn_checkpoint_is_set_aside_and_the_run_starts_over(tmp_path, capsys):
     import torch
-
-    from ablations.checkpoints import AtomicCheckpointIO, usable
+    from ablate.ablations.checkpoints import AtomicCheckpointIO, usable
 
     path = tmp_path / "checkpoints" / "last.ckpt"
     AtomicCheckpointIO().save_checkpoint({"state_dict": {"w": torch.ones(1000)}, "global_step": 7}, path)
@@ -179,8 +178,7 @@ def test_a_torn_checkpoint_is_set_aside_and_the_run_starts_over(tmp_path, capsys
 
 def test_a_checkpoint_write_that_fails_midway_leaves_the_previous_one_whole(tmp_path):
     import torch
-
-    from ablations.checkpoints import AtomicCheckpointIO, checkpoint_step
+    from ablate.ablations.checkpoints import AtomicCheckpointIO, checkpoint_step
 
     path = tmp_path / "last.ckpt"
     io = AtomicCheckpointIO()
@@ -218,7 +216,7 @@ def test_an_unwritable_output_directory_is_one_line_and_exit_2(sweeps, tmp_path)
 def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path):
     script = (
         "import os, signal, sys, time\n"
-        "from ablations import interrupt\n"
+        "from ablate.ablations import interrupt\n"
         "with interrupt.graceful():\n"
         "    os.kill(os.getpid(), signal.SIGINT)\n"
         "    time.sleep(0.5)\n"
@@ -236,7 +234,7 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path):
 
 
 def test_a_stopped_trial_is_claimed_before_trials_that_have_not_started(tmp_path):
-    from ablations.storage.queue import Queue
+    from ablate.ablations.storage.queue import Queue
 
     queue = Queue.open(f"journal:{tmp_path / 'optuna.journal'}", "order")
     for row in ("A", "B"):
@@ -247,9 +245,9 @@ def test_a_stopped_trial_is_claimed_before_trials_that_have_not_started(tmp_path
 
 
 def _epoch_batches(sweeps, monkeypatch) -> int:
-    from ablations.studies import load_study
-    from data.batching import TokenBudgetBatchSampler
-    from data.prepare import prepare
+    from ablate.ablations.studies import load_study
+    from ablate.data.batching import TokenBudgetBatchSampler
+    from ablate.data.prepare import prepare
 
     monkeypatch.setenv("ABLATE_CACHE", sweeps.env["ABLATE_CACHE"])
     cfg = load_study(sweeps.study(STUDY)).run_config("long", "smoke").data

@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from ablations.launchers.local import default_workers
-from ablations.runner import live_view
-from ablations.studies import load_study
-from ablations.sweep import Plan
+from ablate.ablations.launchers.local import default_workers
+from ablate.ablations.runner import live_view
+from ablate.ablations.studies import load_study
+from ablate.ablations.sweep import Plan
 
 cpu_rule = pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="the CPU rule; with GPUs it is one worker per GPU"

@@ -14,9 +14,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-from ablations import cli
-from ablations.storage.urls import ENV_VAR, redact, scrub
+from ablate.ablations import cli
+from ablate.ablations.storage.urls import ENV_VAR, redact, scrub
 
 STUDY = "sweep_rows.yaml"
 OPTUNA_NAME = "sweep-rows-smoke"
@@ -192,8 +191,7 @@ def test_a_two_worker_postgresql_sweep_writes_its_password_nowhere(sweeps, tmp_p
         assert json.loads((out / "study.json").read_text())["storage"] == redact(url.replace("://", "+psycopg2://"))
     finally:
         import optuna
-
-        from ablations.storage.urls import with_driver
+        from ablate.ablations.storage.urls import with_driver
 
         optuna.delete_study(study_name=name, storage=with_driver(url))
 
@@ -203,7 +201,7 @@ def sweeps_cli(sweeps, *args: str, env: dict[str, str] | None = None):
     import sys
 
     return subprocess.run(
-        [sys.executable, "-m", "ablations.cli", *args],
+        [sys.executable, "-m", "ablate.ablations.cli", *args],
         cwd=Path(__file__).resolve().parents[2], env={**sweeps.env, **(env or {})}, capture_output=True, text=True,
         timeout=300, check=False,
     )  # fmt: skip

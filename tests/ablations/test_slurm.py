@@ -34,7 +34,7 @@ needs_cluster = pytest.mark.skipif(not _cluster(), reason="no SLURM cluster answ
 
 
 def _ablate(sweeps, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ablations.cli", *args], cwd=REPO, env=sweeps.env,
+    return subprocess.run([sys.executable, "-m", "ablate.ablations.cli", *args], cwd=REPO, env=sweeps.env,
                           capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
 
 

@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ablations import cli, ledger
-from ablations.storage.opening import load_or_create, load_trials, open_existing, open_storage
-from data.errors import AblateError
+from ablate.ablations import cli, ledger
+from ablate.ablations.storage.opening import load_or_create, load_trials, open_existing, open_storage
+from ablate.data.errors import AblateError
 
 NAME = "torn"
 STUDY = "sweep_rows.yaml"

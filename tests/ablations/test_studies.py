@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from ablations.config import build_run_config
-from ablations.presets import PRESETS
-from ablations.studies import load_study
-from data.errors import AblateError, ConfigError
-from lightning_modules.module import label_smoothed_nll
-from lightning_modules.transformer import Transformer
+from ablate.ablations.config import build_run_config
+from ablate.ablations.presets import PRESETS
+from ablate.ablations.studies import load_study
+from ablate.data.errors import AblateError, ConfigError
+from ablate.lightning_modules.module import label_smoothed_nll
+from ablate.lightning_modules.transformer import Transformer
 
 PAPER_CSV = Path(__file__).parent / "paper_table3.csv"  # an independent transcription of the paper's Table 3
 TABLE3 = load_study("table3")
@@ -87,7 +86,7 @@ def test_every_row_of_every_preset_builds_and_trains(row, preset):
 
 def test_paper_parameter_counts_differ_from_the_paper_by_the_vocabulary_only():
     """At vocab 37000 each row is ~3.9k x d_model below the paper; at 41000 every row but big is within rounding."""
-    from ablations.commands.params import parameter_table
+    from ablate.ablations.commands.params import parameter_table
 
     rows = parameter_table("table3", "paper", 41000)
     off = {r["row"]: abs(r["params"] / 1e6 - r["paper_params_m"]) for r in rows if r["paper_params_m"]}

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from ablations import cli
-from ablations.studies import load_study
-from data.errors import AblateError
+from ablate.ablations import cli
+from ablate.ablations.studies import load_study
+from ablate.data.errors import AblateError
 
 STUDY = "sweep_rows.yaml"
 OPTUNA_NAME = "sweep-rows-smoke"
@@ -98,8 +97,7 @@ def test_trials_carry_row_seed_and_knobs_as_parameters(finished, sweeps):
     """optuna-dashboard's parallel coordinates, slice and importance plots read parameters: every trial has its row,
     seed and the value of every knob a row overrides, on distributions shared by the whole plan."""
     import optuna
-
-    from ablations.storage.opening import open_existing
+    from ablate.ablations.storage.opening import open_existing
 
     study = optuna.load_study(study_name=OPTUNA_NAME, storage=open_existing("journal:optuna.journal", finished.out))
     assert study.metric_names == ["dev BLEU", "dev PPL"]
@@ -210,7 +208,7 @@ def test_rerunning_a_finished_sweep_does_nothing(finished, sweeps):
     ],
 )
 def test_each_trial_is_an_offline_wandb_run_holding_its_metrics(finished, sweeps, row):
-    from reports.wandb_log import read_offline_run
+    from ablate.reports.wandb_log import read_offline_run
 
     record = finished.records_before[f"{row}__seed0"]
     trial_dir = finished.out / "trials" / f"{row}__seed0"
@@ -247,7 +245,7 @@ def test_each_trial_is_an_offline_wandb_run_holding_its_metrics(finished, sweeps
 
 @pytest.mark.slow
 def test_the_wandb_config_is_the_fully_resolved_config(finished, sweeps):
-    from reports.wandb_log import read_offline_run
+    from ablate.reports.wandb_log import read_offline_run
 
     record = finished.records_before["ok1__seed0"]
     config = read_offline_run(record["wandb"]["run_dir"])["config"]
@@ -299,7 +297,7 @@ def test_a_bad_study_or_setting_exits_2_with_one_line_before_anything_runs(sweep
 
 
 def test_zero_seeds_is_refused(sweeps, tmp_path):
-    from ablations.commands.sweep import build_parser, make_plan
+    from ablate.ablations.commands.sweep import build_parser, make_plan
 
     args = build_parser().parse_args([str(sweeps.study(STUDY)), "--out", str(tmp_path / "out"), "--seeds", "0"])
     with pytest.raises(AblateError, match="--seeds must be >= 1, got 0"):
@@ -366,8 +364,7 @@ def test_a_trial_whose_record_was_written_is_closed_from_it_not_trained_again(fi
 @pytest.mark.slow
 def test_the_progress_view_shows_each_rows_state_and_dev_bleu(finished, sweeps):
     import optuna
-
-    from ablations import progress
+    from ablate.ablations import progress
 
     assert "[sweep] 2/3 done, 0 running, 0 pending, 1 failed" in finished.first.stderr
     study = optuna.load_study(

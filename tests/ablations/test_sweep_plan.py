@@ -7,11 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from ablations.presets import PRESETS
-from ablations.progress import CPU_SIZE_ALPHA, Work, cost_line
-from ablations.studies import load_study
-from ablations.sweep import Plan
+from ablate.ablations.presets import PRESETS
+from ablate.ablations.progress import CPU_SIZE_ALPHA, Work, cost_line
+from ablate.ablations.studies import load_study
+from ablate.ablations.sweep import Plan
 
 STUDIES = Path(__file__).resolve().parent / "studies"
 
@@ -68,8 +67,8 @@ def test_a_preset_without_a_measurement_says_so_instead_of_guessing(tmp_path, mo
 
 
 def test_a_resumed_sweeps_cost_leaves_out_the_trials_already_recorded(tmp_path, monkeypatch, base):
-    from ablations import ledger
-    from ablations.record import Record
+    from ablate.ablations import ledger
+    from ablate.ablations.record import Record
 
     monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=600.0, base_step_s=0.5))
     the_plan = plan(tmp_path)
@@ -99,9 +98,9 @@ def test_the_base_seeds_are_queued_once_seed_by_seed_longest_first_and_resume_li
     """Every row's seed 0 is queued before any seed 1 (a study stopped half-way has whole seeds to read), the big
     row first within a seed (its 3x steps must not start last), then the base's extra seeds. Queued again, nothing
     is added; a claimed extra seed that was never finished is still the one trial of its key."""
-    from ablations.storage.queue import Queue
-    from ablations.storage.urls import storage_url
-    from ablations.sweep import enqueue
+    from ablate.ablations.storage.queue import Queue
+    from ablate.ablations.storage.urls import storage_url
+    from ablate.ablations.sweep import enqueue
 
     study = load_study("table3")
     only = ["base", "B1", "big"]
@@ -133,7 +132,7 @@ def test_the_base_seeds_are_queued_once_seed_by_seed_longest_first_and_resume_li
 
 
 def test_the_cost_line_names_what_the_base_s_extra_seeds_cost(tmp_path, monkeypatch, base):
-    from ablations.progress import Eta
+    from ablate.ablations.progress import Eta
 
     monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=3600.0))
     study = load_study("table3")

@@ -57,7 +57,7 @@ def assert_scores_match_files(out: Path, record: dict) -> tuple[list[str], list[
 
 def assert_wandb_summary_has_test_scores(sweeps, trial_dir: Path, record: dict) -> None:
     """The trial's one offline W&B run (read with wandb's own records) finished with the test scores in its summary."""
-    from reports.wandb_log import read_offline_run
+    from ablate.reports.wandb_log import read_offline_run
 
     (run_dir,) = sweeps.wandb_runs(trial_dir)
     run = read_offline_run(run_dir)
@@ -68,9 +68,9 @@ def assert_wandb_summary_has_test_scores(sweeps, trial_dir: Path, record: dict) 
 
 def decode_test_split(checkpoint: Path, data: dict, cache: str, monkeypatch) -> list[str]:
     """The test split decoded here, in one process, by the weights of `checkpoint` (test order)."""
-    from data.config import DataConfig
-    from data.datamodule import TranslationDataModule
-    from lightning_modules.module import TranslationModule
+    from ablate.data.config import DataConfig
+    from ablate.data.datamodule import TranslationDataModule
+    from ablate.lightning_modules.module import TranslationModule
 
     monkeypatch.setenv("ABLATE_CACHE", cache)
     datamodule = TranslationDataModule(DataConfig(**data))
@@ -83,8 +83,8 @@ def decode_test_split(checkpoint: Path, data: dict, cache: str, monkeypatch) -> 
 
 
 def test_a_finished_sweep_records_the_test_scores_of_the_files_it_wrote(finished_sweep, sweeps, monkeypatch):
-    from ablations.studies import load_study
-    from data.prepare import prepare
+    from ablate.ablations.studies import load_study
+    from ablate.data.prepare import prepare
 
     out = finished_sweep
     records = sweeps.records(out)
@@ -156,8 +156,8 @@ def test_a_worker_killed_during_its_test_decoding_gets_the_test_score_on_the_rer
 def test_a_run_that_died_in_its_final_validation_validates_at_its_last_step_then_decodes_the_test(
     sweeps, tmp_path, monkeypatch
 ):
-    from ablations.studies import load_study
-    from ablations.train import train
+    from ablate.ablations.studies import load_study
+    from ablate.ablations.train import train
 
     monkeypatch.setenv("ABLATE_CACHE", sweeps.env["ABLATE_CACHE"])
     monkeypatch.setenv("WANDB_MODE", "disabled")
@@ -178,8 +178,8 @@ def test_a_run_that_died_in_its_final_validation_validates_at_its_last_step_then
 
 
 def test_with_checkpoint_averaging_the_test_split_is_decoded_by_the_averaged_weights(sweeps, tmp_path, monkeypatch):
-    from ablations.studies import load_study
-    from ablations.train import train
+    from ablate.ablations.studies import load_study
+    from ablate.ablations.train import train
 
     monkeypatch.setenv("WANDB_MODE", "disabled")
     study = load_study(sweeps.study(STUDY_ROWS))

@@ -9,10 +9,9 @@ import runpy
 from pathlib import Path
 
 import pytest
-
-from ablations.config import TrackingConfig, build_run_config
-from ablations.ledger import write_json_atomic
-from ablations.tracking import run_group, run_name, wandb_mode
+from ablate.ablations.config import TrackingConfig, build_run_config
+from ablate.ablations.ledger import write_json_atomic
+from ablate.ablations.tracking import run_group, run_name, wandb_mode
 
 
 @pytest.mark.parametrize(
@@ -57,7 +56,7 @@ def tiny_run(tmp_path, **tracking):
 
 
 def test_disabled_wandb_trains_and_writes_no_run(tmp_path, monkeypatch):
-    from ablations.train import train
+    from ablate.ablations.train import train
 
     monkeypatch.setenv("WANDB_MODE", "disabled")
     result = train(tiny_run(tmp_path), tmp_path / "run", name="r")
@@ -69,8 +68,8 @@ def test_disabled_wandb_trains_and_writes_no_run(tmp_path, monkeypatch):
 
 
 def test_offline_wandb_run_holds_config_and_metrics(tmp_path, monkeypatch):
-    from ablations.train import train
-    from reports.wandb_log import read_offline_run
+    from ablate.ablations.train import train
+    from ablate.reports.wandb_log import read_offline_run
 
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
@@ -118,8 +117,7 @@ def labelled(sweeps, tmp_path_factory) -> Path:
     """sweep_split.yaml with one seed and `--tracking.label rerun2` (validating every 5 of its 10 steps, logging
     every 2), then its report logged to W&B as `ablate report OUT --wandb` does; every run offline."""
     import wandb
-
-    from reports.build import build_report
+    from ablate.reports.build import build_report
 
     out = tmp_path_factory.mktemp("labelled") / "out"
     done = sweeps.run("sweep_split.yaml", out, "--seeds", "1", "--tracking.label", LABEL, "--train.val_every", "5")
@@ -136,7 +134,7 @@ def labelled(sweeps, tmp_path_factory) -> Path:
 
 def _trial_runs(sweeps, out: Path) -> dict[str, tuple[dict, dict]]:
     """key -> (record, its offline W&B run read back)."""
-    from reports.wandb_log import read_offline_run
+    from ablate.reports.wandb_log import read_offline_run
 
     runs = {}
     for key, record in sweeps.records(out).items():
@@ -183,7 +181,7 @@ def test_logged_steps_are_the_records_steps(labelled, sweeps):
 
 @pytest.mark.slow
 def test_the_report_run_joins_the_sweeps_group(labelled):
-    from reports.wandb_log import read_offline_run
+    from ablate.reports.wandb_log import read_offline_run
 
     (run_dir,) = sorted((labelled / "wandb").glob("offline-run-*"))
     run = read_offline_run(run_dir)
@@ -196,7 +194,7 @@ def test_the_report_run_joins_the_sweeps_group(labelled):
 @pytest.mark.slow
 def test_the_written_view_shows_this_sweeps_runs(labelled, sweeps):
     """The script the report wrote holds a view of this sweep's group, whose knobs are what its rows change."""
-    from reports.wandb_log import build_view
+    from ablate.reports.wandb_log import build_view
 
     definition = runpy.run_path(str(labelled / "wandb" / "workspace_view.py"))["DEFINITION"]
     assert definition["group"] == GROUP and definition["project"] == "ablate"

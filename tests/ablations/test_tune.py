@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from ablations.studies import load_study
-from ablations.tune import pick_best, search_space
+from ablate.ablations.studies import load_study
+from ablate.ablations.tune import pick_best, search_space
 
 REPO = Path(__file__).resolve().parents[2]
 STUDY = Path(__file__).resolve().parent / "studies" / "tune_rows.yaml"
@@ -90,12 +89,11 @@ def test_pick_best_by_one_objective_or_the_compromise_of_both():
 @pytest.mark.slow
 def test_tune_runs_both_objectives_and_never_picks_a_diverged_trial(tmp_path):
     import optuna
-
-    from ablations.storage.opening import open_existing
+    from ablate.ablations.storage.opening import open_existing
 
     out = tmp_path / "tune"
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "ablations.cli", "tune", str(STUDY), "--trials", "4", "--out", str(out)]
+    cmd = [sys.executable, "-m", "ablate.ablations.cli", "tune", str(STUDY), "--trials", "4", "--out", str(out)]
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "objective both" in done.stderr and "train.lr_factor [1e+30, 0.5]" in done.stderr
@@ -124,7 +122,7 @@ def test_tune_runs_both_objectives_and_never_picks_a_diverged_trial(tmp_path):
     assert f"trial {best['best']}" in done.stdout
 
     # Each trial is a W&B run of its own job type, grouped with the other trials of this search.
-    from reports.wandb_log import read_offline_run
+    from ablate.reports.wandb_log import read_offline_run
 
     (run_dir,) = (out / "trials" / f"trial{healthy[0].number:04d}" / "wandb").glob("offline-run-*")
     run = read_offline_run(run_dir)["run"]
@@ -142,8 +140,7 @@ def test_a_search_begun_by_an_older_ablate_continues_on_its_bleu_objective(tmp_p
     """Before objectives were named, tune made one unnamed maximised (BLEU) objective. Resuming it with the study's
     `both` is refused in one line that says how to continue; `--objective bleu` continues it."""
     import optuna
-
-    from ablations.storage.opening import open_storage
+    from ablate.ablations.storage.opening import open_storage
 
     out = tmp_path / "tune"
     out.mkdir()
@@ -154,7 +151,7 @@ def test_a_search_begun_by_an_older_ablate_continues_on_its_bleu_objective(tmp_p
     )
     assert old.metric_names is None and len(old.directions) == 1
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "ablations.cli", "tune", str(STUDY), "--trials", "1", "--out", str(out)]
+    cmd = [sys.executable, "-m", "ablate.ablations.cli", "tune", str(STUDY), "--trials", "1", "--out", str(out)]
 
     refused = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr

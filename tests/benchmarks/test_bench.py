@@ -9,12 +9,11 @@ import statistics
 import sys
 
 import pytest
-
-from ablations.commands.bench import main
-from benchmarks.bench import BenchConfig, run_bench, train_flops
-from benchmarks.peers import check_peer
-from data.errors import AblateError
-from lightning_modules.config import ModelConfig
+from ablate.ablations.commands.bench import main
+from ablate.benchmarks.bench import BenchConfig, run_bench, train_flops
+from ablate.benchmarks.peers import check_peer
+from ablate.data.errors import AblateError
+from ablate.lightning_modules.config import ModelConfig
 
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 MINUTE = [

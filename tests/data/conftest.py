@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from data import corpus
-from data.config import DataConfig
+from ablate.data import corpus
+from ablate.data.config import DataConfig
 
 SMALL = {"builtin_train": 600, "builtin_valid": 40, "builtin_test": 40}
 """A built-in corpus small enough to prepare in well under a second."""
@@ -64,6 +63,6 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def small_corpus(shared_cache: Path):
-    from data.prepare import prepare
+    from ablate.data.prepare import prepare
 
     return prepare(small_config(shared_cache))

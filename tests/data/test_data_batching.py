@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from data.batching import EvalBatchSampler, TokenBudgetBatchSampler, padding_overhead, plan_batches
+from ablate.data.batching import EvalBatchSampler, TokenBudgetBatchSampler, padding_overhead, plan_batches
 
 BUDGET = 512
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from ablations.commands.data import main
-from data.errors import AblateError
+from ablate.ablations.commands.data import main
+from ablate.data.errors import AblateError
 
 
 @pytest.fixture()
@@ -59,7 +58,7 @@ def test_bad_input_raises_ablate_error(tmp_path, flags):
 
 
 def test_dispatcher_turns_bad_input_into_one_line_and_exit_2(tmp_path, capsys, flags):
-    cli = pytest.importorskip("ablations.cli")
+    cli = pytest.importorskip("ablate.ablations.cli")
     data = tmp_path / "d"
     data.mkdir()
     (data / "train.de").write_text("ein Satz\nzwei Sätze\n")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from data import corpus
+from ablate.data import corpus
 
 SIZES = {"test": 200, "valid": 200, "train": 2000}
 

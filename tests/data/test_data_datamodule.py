@@ -9,8 +9,8 @@ import pytest
 pl = pytest.importorskip("pytorch_lightning")
 torch = pytest.importorskip("torch")
 
-from data.datamodule import TranslationDataModule  # noqa: E402
-from data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+from ablate.data.datamodule import TranslationDataModule  # noqa: E402
+from ablate.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 
 
 @pytest.fixture()

@@ -8,11 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from data import corpus, gettext_corpus
-from data.errors import AblateError
-from data.prepare import prepare
-from data.sources import GettextSource
+from ablate.data import corpus, gettext_corpus
+from ablate.data.errors import AblateError
+from ablate.data.prepare import prepare
+from ablate.data.sources import GettextSource
 
 pytestmark = pytest.mark.skipif(shutil.which("msgfmt") is None, reason="needs msgfmt (the gettext package)")
 

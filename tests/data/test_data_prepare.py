@@ -6,11 +6,10 @@ import os
 import time
 
 import pytest
-
-from data import prepare as prepare_module
-from data import tokenizer
-from data.prepare import prepare
-from data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from ablate.data import prepare as prepare_module
+from ablate.data import tokenizer
+from ablate.data.prepare import prepare
+from ablate.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 
 def test_second_prepare_reuses_tokenizer_and_encoded_cache(tmp_path, small_config):

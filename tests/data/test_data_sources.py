@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from data.errors import AblateError, ConfigError
-from data.prepare import prepare
-from data.sources import TsvSource
+from ablate.data.errors import AblateError, ConfigError
+from ablate.data.prepare import prepare
+from ablate.data.sources import TsvSource
 
 
 @pytest.fixture()

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from lightning_modules.config import ModelConfig
-from lightning_modules.module import label_smoothed_nll
-from lightning_modules.transformer import Transformer
+from ablate.lightning_modules.config import ModelConfig
+from ablate.lightning_modules.module import label_smoothed_nll
+from ablate.lightning_modules.transformer import Transformer
 
 pytestmark = pytest.mark.gpu
 

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
-
-from ablations.config import build_run_config
-from ablations.record import Layout
-from ablations.train import train, write_outputs
-from data.corpus import generate
+from ablate.ablations.config import build_run_config
+from ablate.ablations.record import Layout
+from ablate.ablations.train import train, write_outputs
+from ablate.data.corpus import generate
 
 
 def write_pairs(directory: Path, n: int = 40) -> None:

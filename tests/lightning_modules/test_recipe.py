@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from ablations.config import build_run_config
-from ablations.train import accumulation
-from data.corpus import generate
-from lightning_modules.module import average_checkpoints, average_state_dicts
+from ablate.ablations.config import build_run_config
+from ablate.ablations.train import accumulation
+from ablate.data.corpus import generate
+from ablate.lightning_modules.module import average_checkpoints, average_state_dicts
 
 
 def test_average_state_dicts_is_the_elementwise_mean():

@@ -7,15 +7,14 @@ from dataclasses import replace
 
 import pytest
 import torch
-
-from data.errors import AblateError, ConfigError
-from lightning_modules import kernels as kernels_module
-from lightning_modules.config import ModelConfig, TrainConfig, paper_lr
-from lightning_modules.decoding import beam_search, greedy_search
-from lightning_modules.kernels import CpuDropout as Dropout
-from lightning_modules.kernels import LabelSmoothedNLL, kernels_for
-from lightning_modules.module import label_smoothed_nll
-from lightning_modules.transformer import SelfAttentionCache, Transformer
+from ablate.data.errors import AblateError, ConfigError
+from ablate.lightning_modules import kernels as kernels_module
+from ablate.lightning_modules.config import ModelConfig, TrainConfig, paper_lr
+from ablate.lightning_modules.decoding import beam_search, greedy_search
+from ablate.lightning_modules.kernels import CpuDropout as Dropout
+from ablate.lightning_modules.kernels import LabelSmoothedNLL, kernels_for
+from ablate.lightning_modules.module import label_smoothed_nll
+from ablate.lightning_modules.transformer import SelfAttentionCache, Transformer
 
 PAD, BOS, EOS = 0, 2, 3
 

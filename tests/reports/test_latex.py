@@ -13,13 +13,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ablate.reports.build import describe_corpus
+from ablate.reports.claims import load_claims
+from ablate.reports.formats import TEX_PACKAGES, to_latex
+from ablate.reports.results import load_results
+from ablate.reports.table import ReportTable, Stat, build_table
 from reports_fixtures import BASE_MODEL, BASE_TRAIN, make_study
-
-from reports.build import describe_corpus
-from reports.claims import load_claims
-from reports.formats import TEX_PACKAGES, to_latex
-from reports.results import load_results
-from reports.table import ReportTable, Stat, build_table
 
 PDFLATEX = shutil.which("pdflatex")
 needs_tex = pytest.mark.skipif(
@@ -33,7 +32,7 @@ def table3_tiny(out: Path) -> tuple[ReportTable, str | None]:
     """Every row of the built-in Table 3 with the tiny preset's resolved values, two seeds each, judged against the
     study's claims, with test BLEU and chrF on every row (as the test-set evaluation fills them). Returns the table
     and its corpus text."""
-    from ablations.studies import load_study
+    from ablate.ablations.studies import load_study
 
     study = load_study("table3")
     rows = []

@@ -13,15 +13,14 @@ from dataclasses import replace
 
 import pytest
 import reports_fixtures as fx
-
-from data.errors import AblateError
-from reports.build import build_report
-from reports.claims import comparison_text, judge, parse_claims
-from reports.formats import claims_data, display_cells, to_json, to_latex, to_markdown
-from reports.metrics import read_lines
-from reports.results import load_results
-from reports.stats import RowTest, SystemScores, compare, pooled_seed_variance
-from reports.table import build_table
+from ablate.data.errors import AblateError
+from ablate.reports.build import build_report
+from ablate.reports.claims import comparison_text, judge, parse_claims
+from ablate.reports.formats import claims_data, display_cells, to_json, to_latex, to_markdown
+from ablate.reports.metrics import read_lines
+from ablate.reports.results import load_results
+from ablate.reports.stats import RowTest, SystemScores, compare, pooled_seed_variance
+from ablate.reports.table import build_table
 
 ROWS = [
     ("base", "base", {}, 0.30),
@@ -360,7 +359,7 @@ def test_each_claim_has_a_plot_beside_it_in_the_page(tmp_path):
 
 
 def test_a_claim_plot_draws_both_budgets_the_paper_and_the_margin(tmp_path):
-    from reports.plots import claim_figure
+    from ablate.reports.plots import claim_figure
 
     out = fx.make_study(tmp_path / "s", rows=ROWS, storage=None, budgets=HALF)
     chosen = parse_claims(

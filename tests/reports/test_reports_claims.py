@@ -12,12 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import reports_fixtures as fx
-
-from ablations.record import Record
-from data.errors import AblateError
-from reports.claims import Comparison, comparison_verdict, judge, load_claims, parse_claims
-from reports.convergence import convergence
-from reports.stats import SystemScores, compare, compare_rows, holm, pooled_seed_variance, resample_weights
+from ablate.ablations.record import Record
+from ablate.data.errors import AblateError
+from ablate.reports.claims import Comparison, comparison_verdict, judge, load_claims, parse_claims
+from ablate.reports.convergence import convergence
+from ablate.reports.stats import SystemScores, compare, compare_rows, holm, pooled_seed_variance, resample_weights
 
 
 def systems(values: list[float]) -> list[SystemScores]:
@@ -202,7 +201,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_the_shipped_claims_file_names_table3_rows():
-    from ablations.studies import load_study
+    from ablate.ablations.studies import load_study
 
     study = load_study("table3")
     assert {c.id for c in study.claims} >= {"A-single-head", "B-small-dk", "C-bigger-better", "E-learned-positions"}
@@ -213,7 +212,7 @@ def test_the_shipped_claims_file_names_table3_rows():
 def test_claim_c_compares_rows_c_only_and_the_big_row_has_its_own_claim():
     """Section 6.2: "in rows (C) ... bigger models are better". The big row is not in rows (C) and changes dropout
     and steps as well as size, so it is Table 3's own last claim (26.4 against 25.8), not part of claim C."""
-    from ablations.studies import load_study
+    from ablate.ablations.studies import load_study
 
     study = load_study("table3")
     groups = {row.name: row.group for row in study.rows}
@@ -248,7 +247,9 @@ def _results(tmp_path: Path) -> Path:
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ablations.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "ablate.ablations.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
 
 
 def _report_with(out: Path, claims: Path) -> tuple[dict, dict[str, str]]:
@@ -331,7 +332,7 @@ def test_a_user_study_with_its_own_claims_validates_and_rejects_bad_rows(tmp_pat
     )
     done = _run("studies", str(study), cwd=Path.cwd())
     assert done.returncode == 0, done.stderr
-    from ablations.studies import load_study
+    from ablate.ablations.studies import load_study
 
     assert load_study(study).claims[0].compare[0].metric == "chrf"
     claims.write_text("claims: [{id: h, text: t, compare: [{row: h2, metric: chrf, expect: lower}]}]\n")

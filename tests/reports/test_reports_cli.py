@@ -7,9 +7,8 @@ import sys
 import time
 
 import pytest
+from ablate.ablations.cli import main as ablate
 from reports_fixtures import TABLE3_ROWS, make_study
-
-from ablations.cli import main as ablate
 
 ROWS = TABLE3_ROWS[:4]  # base, A1, A3, B1
 
@@ -92,12 +91,13 @@ def test_compare_bad_input(runs, capsys):
 def test_help_does_not_import_heavy_modules():
     code = (
         "import sys\n"
-        "from reports.commands import report, compare\n"
-        "import reports.build, reports.compare\n"
+        "from ablate.reports.commands import report, compare\n"
+        "import ablate.reports.build, ablate.reports.compare\n"
         "heavy = [m for m in ('torch', 'lightning', 'pytorch_lightning', 'matplotlib', 'wandb', 'optuna', 'sacrebleu')"
         " if m in sys.modules]\n"
         "assert not heavy, heavy\n"
-        "training = [m for m in sys.modules if m.startswith(('lightning_modules', 'data.')) and m != 'data.errors']\n"
+        "training = [m for m in sys.modules if m.startswith(('ablate.lightning_modules', 'ablate.data.'))"
+        " and m != 'ablate.data.errors']\n"
         "assert not training, training\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

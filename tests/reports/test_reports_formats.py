@@ -9,16 +9,15 @@ import json
 import re
 
 import pytest
+from ablate.ablations.cli import main as ablate
+from ablate.reports.build import build_report, describe_corpus
+from ablate.reports.formats import tex_escape, to_csv, to_html, to_json, to_latex, to_markdown
+from ablate.reports.plots import bleu_vs_params_figure
+from ablate.reports.results import load_results
+from ablate.reports.table import Stat, build_table
+from ablate.reports.writers import format_names
 from reports_fixtures import TABLE3_ROWS, make_study
 from test_latex import table3_tiny
-
-from ablations.cli import main as ablate
-from reports.build import build_report, describe_corpus
-from reports.formats import tex_escape, to_csv, to_html, to_json, to_latex, to_markdown
-from reports.plots import bleu_vs_params_figure
-from reports.results import load_results
-from reports.table import Stat, build_table
-from reports.writers import format_names
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,9 @@ import json
 import statistics
 
 import pytest
+from ablate.reports.results import load_results
+from ablate.reports.table import build_table
 from reports_fixtures import TABLE3_ROWS, make_study
-
-from reports.results import load_results
-from reports.table import build_table
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,10 @@ import sys
 
 import pytest
 import wandb
+from ablate.data.errors import AblateError
+from ablate.reports.build import build_report
+from ablate.reports.wandb_log import CLAIMS_KEY, STEP_KEY, TABLE_KEY, build_view, read_offline_run
 from reports_fixtures import TABLE3_ROWS, make_study
-
-from data.errors import AblateError
-from reports.build import build_report
-from reports.wandb_log import CLAIMS_KEY, STEP_KEY, TABLE_KEY, build_view, read_offline_run
 
 
 @pytest.fixture

@@ -7,9 +7,8 @@ import math
 
 import numpy as np
 import pytest
-
-from reports.stats import SeedNoise, SystemScores, compare, compare_rows, pooled_seed_variance, seed_correlation
-from reports.variance import fit_prior, moderate
+from ablate.reports.stats import SeedNoise, SystemScores, compare, compare_rows, pooled_seed_variance, seed_correlation
+from ablate.reports.variance import fit_prior, moderate
 
 # Seed pairs of 19 ordinary rows (BLEU, seed SD about 0.9 as at the tiny preset) and C4's, as measured at T.
 ORDINARY = [[63.6, 62.2], [48.9, 47.8], [51.5, 51.3], [43.6, 45.4], [50.1, 51.0], [55.2, 54.1], [47.7, 48.9],
@@ -142,9 +141,8 @@ def test_the_seed_correlation_finds_a_shared_seed_effect_and_none_where_there_is
 
 
 def test_the_seeds_needed_are_the_fewest_that_reach_80_percent_power():
+    from ablate.reports.stats import RowTest, seeds_needed
     from scipy import stats
-
-    from reports.stats import RowTest, seeds_needed
 
     test = RowTest(row="B1", against="base", metric="bleu", n_row=2, n_against=9, effect=-0.3, se=1.0,
                    se_seeds=0.9 * math.sqrt(1 / 2 + 1 / 9), se_sentences=0.15)  # fmt: skip

@@ -5,12 +5,11 @@ line and exit 2."""
 from __future__ import annotations
 
 import pytest
+from ablate.ablations.cli import main as ablate
+from ablate.reports import writers
+from ablate.reports.commands import compare, report
+from ablate.reports.writers import Context, writer
 from reports_fixtures import TABLE3_ROWS, make_study
-
-from ablations.cli import main as ablate
-from reports import writers
-from reports.commands import compare, report
-from reports.writers import Context, writer
 
 
 @pytest.fixture
@@ -72,8 +71,8 @@ def test_a_name_is_registered_once(registry):
 def test_a_formats_module_reloaded_in_a_notebook_registers_its_writers_again(registry):
     import importlib
 
-    import reports.formats
+    from ablate.reports import formats
 
     before = {name: w.help for name, w in zip(writers.format_names(), writers.writers(), strict=True)}
-    importlib.reload(reports.formats)  # %autoreload does this: the same functions, registered a second time
+    importlib.reload(formats)  # %autoreload does this: the same functions, registered a second time
     assert {name: w.help for name, w in zip(writers.format_names(), writers.writers(), strict=True)} == before
