@@ -13,24 +13,8 @@ from typing import Any, Literal
 
 import yaml
 from ablate.data.errors import AblateError
+from ablate.lightning_modules.metrics import METRICS, MetricSpec  # noqa: F401 - the metrics a claim can name
 
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """A metric a claim can name: how reports label it, round it, and which way is better."""
-
-    name: str
-    label: str
-    digits: int
-    higher_is_better: bool
-
-
-METRICS = {
-    "bleu": MetricSpec("bleu", "BLEU", 2, True),
-    "chrf": MetricSpec("chrf", "chrF", 2, True),
-    "ppl": MetricSpec("ppl", "PPL", 2, False),
-}
-"""The metrics a claim or test can name (`reports.stats` scores and tests each)."""
 Expect = Literal["higher", "lower", "same"]
 EXPECTS = ("higher", "lower", "same")
 CLAIM_KEYS = {"id", "text", "section", "compare"}

@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "params": ("ablate.ablations.commands.params", "parameter count of every row (models built on the meta device)"),
     "studies": ("ablate.ablations.commands.studies", "list the built-in studies and presets; validate a study file"),
     "data": ("ablate.ablations.commands.data", "prepare a corpus and print its statistics"),
-    "bench": ("ablate.ablations.commands.bench", "training and decoding speed, side by side with peer implementations"),
+    "bench": ("ablate.benchmarks.command", "training and decoding speed, side by side with peer implementations"),
 }
 
 USAGE = """usage: ablate COMMAND [options]

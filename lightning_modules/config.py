@@ -1,13 +1,16 @@
 """Configuration of the model and of its training recipe: one frozen dataclass per concern.
 
 Field names follow the paper (Vaswani et al., 2017, Table 3): N -> `n_layers`, h -> `n_heads`, P_drop -> `p_drop`,
-eps_ls -> `label_smoothing`. Every default is the paper's base model; every departure from the paper is a field.
+eps_ls -> `label_smoothing`. Every default is the paper's base model; every departure from the paper is a field,
+including the later components of a "modern" block (`norm_type`, `activation`, `positions` 'rope', `n_kv_heads`,
+`qk_norm`, `bias`: the `modern` study), each with the paper's behaviour as its default.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Literal, get_args, get_type_hints
 
 from ablate.data.errors import ConfigError
 
@@ -15,6 +18,12 @@ from ablate.data.errors import ConfigError
 def _check(cond: bool, name: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"{name}: {msg}")
+
+
+@functools.cache
+def _choices(cls: type, name: str) -> tuple[str, ...]:
+    """The values a Literal field allows, read from its annotation: the one list of a structural choice's names."""
+    return get_args(get_type_hints(cls)[name])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,18 +44,42 @@ class ModelConfig:
     """Query/key width per head. None means d_model / h. Independent of d_model / h: row B changes d_k alone."""
     d_v: int | None = None
     """Value width per head. None means d_model / h."""
+    n_kv_heads: int | None = None
+    """Key/value heads: grouped-query attention, each group of n_heads / n_kv_heads query heads sharing one key and
+    value head (Ainslie et al., 2023, arXiv 2305.13245); 1 is multi-query attention (Shazeer, 2019, arXiv
+    1911.02150). W_K and W_V project to n_kv_heads * d_k and n_kv_heads * d_v, and the decoder's key/value cache
+    holds n_kv_heads heads. None means n_heads: the paper's multi-head attention."""
+    qk_norm: bool = False
+    """Normalise each head's queries and keys (a `norm_type` norm over d_k, shared by the heads) before their dot
+    product (Henry et al., 2020, arXiv 2010.04245; Dehghani et al., 2023, arXiv 2302.05442). The paper has none."""
+    bias: bool = True
+    """Biases in the attention projections and the feed-forward network, as in the paper's model; false drops them
+    (PaLM, Chowdhery et al., 2022, arXiv 2204.02311). LayerNorm keeps its own shift (RMSNorm has none)."""
     p_drop: float = 0.1
     """P_drop: residual dropout on each sub-layer output and on the embedding + position sums (section 5.4)."""
     p_drop_attn: float = 0.0
     """Dropout on the attention weights. The paper uses none; tensor2tensor's later default is 0.1."""
     p_drop_relu: float = 0.0
-    """Dropout on the ReLU output inside the feed-forward network. The paper uses none."""
+    """Dropout on the activation's output inside the feed-forward network (in a gated one, on the gated product).
+    The paper uses none."""
     label_smoothing: float = 0.1
     """eps_ls of section 5.4: hurts perplexity, helps accuracy and BLEU."""
     norm: Literal["post", "pre"] = "post"
     """'post': LayerNorm(x + Sublayer(x)) as in the paper; 'pre': x + Sublayer(LayerNorm(x)) (row F1)."""
-    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
-    """Sinusoidal encodings of section 3.5, or learned position embeddings (row E)."""
+    norm_type: Literal["layernorm", "rmsnorm"] = "layernorm"
+    """Which norm `norm` places: 'layernorm' as in the paper (Ba et al., 2016), or 'rmsnorm', x / RMS(x) * g with
+    no mean subtraction and no bias (Zhang and Sennrich, 2019, arXiv 1910.07467). Also the norm of `qk_norm`."""
+    activation: Literal["relu", "gelu", "swiglu", "geglu"] = "relu"
+    """The feed-forward network's nonlinearity: 'relu' as in section 3.3, 'gelu' (Hendrycks and Gimpel, 2016), or
+    the gated linear units of Shazeer (2020, arXiv 2002.05202): FFN(x) = (act(x W) * x V) W_2 with act = Swish
+    ('swiglu') or GELU ('geglu'). For a gated unit d_ff is the inner width of each of the two input projections W
+    and V, so it has three d_model x d_ff matrices against the paper's two: a row that keeps the parameter count
+    sets d_ff to about 2/3 of the ungated one (Shazeer's 2048 -> 1365; the `modern` study uses 1360)."""
+    positions: Literal["sinusoidal", "learned", "rope", "none"] = "sinusoidal"
+    """Sinusoidal encodings of section 3.5 added to the embeddings, learned position embeddings (row E), 'rope':
+    rotary embeddings that rotate the queries and keys of self-attention by their positions, so that q . k depends
+    on relative position only (Su et al., 2021, arXiv 2104.09864; cross-attention gets none and nothing is added
+    at the input), or 'none' (no position information at all)."""
     max_len: int = 1024
     """Longest sequence the positions cover. Learned positions have exactly this many; longer input is an error."""
     tie_embeddings: bool = True
@@ -54,7 +87,7 @@ class ModelConfig:
     scale_embeddings: bool = True
     """Multiply embeddings by sqrt(d_model) (section 3.4)."""
     layer_norm_eps: float = 1e-6
-    """LayerNorm epsilon (tensor2tensor's value)."""
+    """Epsilon of every norm, LayerNorm or RMSNorm (tensor2tensor's value)."""
     pad_id: int = 0
     """Id of the padding token: masked in attention and ignored by the loss."""
     kernels: Literal["auto", "reference", "cpu"] = "auto"
@@ -82,16 +115,21 @@ class ModelConfig:
         for name in ("p_drop", "p_drop_attn", "p_drop_relu", "label_smoothing"):
             value = getattr(self, name)
             _check(0.0 <= value < 1.0, f"model.{name}", f"must be in [0, 1), got {value!r}")
-        _check(self.norm in ("post", "pre"), "model.norm", f"must be 'post' or 'pre', got {self.norm!r}")
+        for name in ("norm", "norm_type", "activation", "positions", "kernels"):
+            allowed, value = _choices(ModelConfig, name), getattr(self, name)
+            _check(value in allowed, f"model.{name}", f"must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+        for name in ("qk_norm", "bias"):
+            value = getattr(self, name)
+            _check(isinstance(value, bool), f"model.{name}", f"must be true or false, got {value!r}")
         _check(
-            self.positions in ("sinusoidal", "learned"),
-            "model.positions",
-            f"must be 'sinusoidal' or 'learned', got {self.positions!r}",
+            self.n_kv_heads is None or (isinstance(self.n_kv_heads, int) and self.n_kv_heads > 0),
+            "model.n_kv_heads",
+            f"must be a positive integer or null (= n_heads), got {self.n_kv_heads!r}",
         )
         _check(
-            self.kernels in ("auto", "reference", "cpu"),
-            "model.kernels",
-            f"must be 'auto', 'reference' or 'cpu', got {self.kernels!r}",
+            self.n_heads % self.kv_heads == 0,
+            "model.n_kv_heads",
+            f"must divide n_heads={self.n_heads} (each key/value head serves a whole group), got {self.n_kv_heads}",
         )
         _check(0 <= self.pad_id < self.vocab_size, "model.pad_id", f"must be an id < vocab_size, got {self.pad_id}")
 
@@ -104,6 +142,11 @@ class ModelConfig:
     def head_dim_v(self) -> int:
         """d_v resolved: the configured value, or d_model / h."""
         return self.d_v if self.d_v is not None else self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """n_kv_heads resolved: the configured value, or n_heads (multi-head attention)."""
+        return self.n_kv_heads if self.n_kv_heads is not None else self.n_heads
 
     def resolved(self) -> dict:
         """The config as a dict with d_k and d_v filled in: what gets logged and compared."""

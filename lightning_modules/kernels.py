@@ -9,6 +9,13 @@
 - "auto" (the default): "reference" where a CUDA GPU is visible, else "cpu".
 
 Both compute the same functions and differ only in rounding and in which random numbers dropout draws.
+
+Both routes support every model knob, with no fallback: the kernels see only what section 3.2 defines, queries,
+keys and values of shape (B, h, L, d) and a padding mask. Norms (model.norm_type, model.qk_norm), gated FFNs
+(model.activation), biases (model.bias) and rotary positions (model.positions 'rope': queries and keys are rotated
+before attention, keys before they are cached) are computed in the model's own modules (`modern.py`), the same on
+either route; grouped-query attention (model.n_kv_heads) caches n_kv_heads heads, which `gather_rows` reorders
+whatever their number, and repeats them to h heads just before `attention` (`modern.RepeatKV`).
 `ablate bench` (benchmarks/bench.py: `cpu_choices`) measures the "cpu" route against the reference one.
 The label-smoothed loss (`LabelSmoothedNLL`) saves memory on every device and is chosen in `module.py`.
 """

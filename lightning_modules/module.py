@@ -16,6 +16,7 @@ import torch
 from ablate.lightning_modules.config import ModelConfig, TrainConfig, cooldown_factor, paper_lr
 from ablate.lightning_modules.decoding import beam_search, greedy_search
 from ablate.lightning_modules.kernels import LabelSmoothedNLL
+from ablate.lightning_modules.metrics import bleu_metric, chrf_metric, corpus_score, perplexity
 from ablate.lightning_modules.transformer import Transformer
 from torch import Tensor
 
@@ -50,7 +51,7 @@ class TranslationModule(pl.LightningModule):
     """
 
     def __init__(self, model: ModelConfig, train: TrainConfig, *, bos_id: int, eos_id: int) -> None:
-        """bos_id and eos_id are the tokenizer's (model.pad_id too: `ablations.train.fit_to_tokenizer`)."""
+        """bos_id and eos_id are the tokenizer's (model.pad_id too: `ablations.trainer.fit_to_tokenizer`)."""
         super().__init__()
         self.save_hyperparameters(logger=False)  # the W&B config is the resolved RunConfig, logged by ablations
         self.model_config, self.train_config = model, train
@@ -224,7 +225,7 @@ class TranslationModule(pl.LightningModule):
             "step": self.global_step,
             "loss": sum(gathered["loss_sum"].values()) / max(ntok, 1),
             "nll": nll,
-            "ppl": math.exp(min(nll, 50.0)),
+            "ppl": perplexity(nll),
             "sentences": len(gathered["ntok"]),
         }
         order = sorted(gathered["ntok"])
@@ -315,28 +316,26 @@ def source_use(nll_swapped: dict[int, float], nll: dict[int, float], ntok: dict[
     tokens = sum(ntok[i] for i in nll_swapped)
     swapped = sum(nll_swapped.values()) / max(tokens, 1)
     true = sum(nll[i] for i in nll_swapped) / max(tokens, 1)
-    return {"ppl_swapped": math.exp(min(swapped, 50.0)), "source_ppl_ratio": math.exp(min(swapped - true, 50.0))}
+    return {"ppl_swapped": perplexity(swapped), "source_ppl_ratio": perplexity(swapped - true)}
 
 
 def corpus_scores(hyps: dict[int, str], references: list[str], *, chrf: bool = True) -> dict[str, Any]:
-    """sacreBLEU's corpus BLEU (and chrF) with default settings, as the report uses, of decoded sentences by sentence
-    index against the raw references; with their signatures, and the hypotheses in index order. Dev validation
-    (BLEU only) and the test split both score through here."""
-    from sacrebleu.metrics import BLEU, CHRF
-
+    """Corpus BLEU (and chrF) of decoded sentences by sentence index against the raw references, with the metrics of
+    `lightning_modules.metrics` (sacreBLEU's defaults, as the report uses); with their signatures, and the hypotheses
+    in index order. Dev validation (BLEU only) and the test split both score through here."""
     order = sorted(hyps)
-    texts, refs = [hyps[i] for i in order], [[references[i] for i in order]]
-    bleu = BLEU()
+    texts, refs = [hyps[i] for i in order], [references[i] for i in order]
+    bleu, bleu_signature = corpus_score(bleu_metric(), texts, refs)
     scores: dict[str, Any] = {
-        "bleu": bleu.corpus_score(texts, refs).score,
-        "bleu_signature": str(bleu.get_signature()),
+        "bleu": bleu,
+        "bleu_signature": bleu_signature,
         "sentences": len(order),
         "hypotheses": texts,
         "hypothesis_index": order,
     }
     if chrf:
-        metric = CHRF()
-        scores |= {"chrf": metric.corpus_score(texts, refs).score, "chrf_signature": str(metric.get_signature())}
+        score, signature = corpus_score(chrf_metric(), texts, refs)
+        scores |= {"chrf": score, "chrf_signature": signature}
     return scores
 
 

@@ -4,6 +4,8 @@ Plain PyTorch, built from one `ModelConfig`. Shapes use B = batch, S = source le
 h = heads. Attention and dropout are PyTorch's (`F.scaled_dot_product_attention`, `nn.Dropout`) unless
 `ModelConfig.kernels` picks the faster CPU routes of `kernels.py`; the choice is made once, in `Transformer`.
 Incremental decoding keeps per-layer key/value caches (`KVCache`), used by greedy and beam search.
+The later components a config may switch on (RMSNorm, gated FFNs, RoPE, grouped-query attention, query/key norm, no
+biases) live in `modern.py` and are chosen once, where a module is built; with the defaults this is the paper's model.
 """
 
 from __future__ import annotations
@@ -14,17 +16,28 @@ import torch
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.config import ModelConfig
 from ablate.lightning_modules.kernels import Kernels, kernels_for
+from ablate.lightning_modules.modern import (
+    ACTIVATIONS,
+    GATED,
+    GatedFeedForward,
+    NoPositions,
+    norm_class,
+    repeat_kv,
+    rotary_for,
+)
 from torch import Tensor, nn
 
 
 class SelfAttentionCache:
     """Keys and values of the positions decoded so far, for one decoder layer's self-attention.
 
-    They live in buffers with room to grow, (B, h, capacity, d), and attention reads the filled prefix as a view:
+    They live in buffers with room to grow, (B, h_kv, capacity, d), and attention reads the filled prefix as a view:
     appending a position writes one slot instead of concatenating (copying) the whole prefix. Beam search reorders
     the rows at every step; `select` writes them straight into a new buffer with one free slot, so the next append
     copies nothing else. Per step and tensor (128 rows, h=8, 45 positions, d=8): index_select + cat 80 us before,
     index_select into the new buffer 50 us. `gather_rows` is the kernels' way of writing the selected rows.
+    h_kv is model.n_kv_heads (grouped-query attention caches only the shared heads); keys are cached after their
+    rotary positions are applied (RoPE), so a cached key never moves.
     """
 
     def __init__(self, gather_rows) -> None:
@@ -34,7 +47,7 @@ class SelfAttentionCache:
         self.length = 0
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add (B, h, T, d) new keys/values; returns all of them so far as (B, h, length, d) views."""
+        """Add (B, h_kv, T, d) new keys/values; returns all of them so far as (B, h_kv, length, d) views."""
         end = self.length + k.size(2)
         if self.k is None or self.v is None or end > self.k.size(2):
             self.k, self.v = (self._moved(old, new, None, 2 * end) for old, new in ((self.k, k), (self.v, v)))
@@ -69,22 +82,30 @@ KVCache = list[dict]
 class MultiHeadAttention(nn.Module):
     """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i).
 
-    W_Q, W_K are d_model x h*d_k and W_V is d_model x h*d_v, with d_k and d_v independent of d_model / h;
-    W_O is h*d_v x d_model.
+    W_Q is d_model x h*d_k, W_K is d_model x h_kv*d_k and W_V is d_model x h_kv*d_v, with d_k and d_v independent of
+    d_model / h; W_O is h*d_v x d_model. h_kv = h (model.n_kv_heads unset) is the paper's; fewer key/value heads,
+    each shared by a group of query heads, is grouped-query attention (`RepeatKV`). Queries and keys may be
+    normalised per head (model.qk_norm) and, in self-attention, rotated by their positions (RoPE); both are
+    identities in the paper's model.
     """
 
-    def __init__(self, cfg: ModelConfig, kernels: Kernels) -> None:
+    def __init__(self, cfg: ModelConfig, kernels: Kernels, self_attention: bool) -> None:
         super().__init__()
-        self.h, self.d_k, self.d_v = cfg.n_heads, cfg.head_dim_k, cfg.head_dim_v
-        self.w_q = nn.Linear(cfg.d_model, self.h * self.d_k)
-        self.w_k = nn.Linear(cfg.d_model, self.h * self.d_k)
-        self.w_v = nn.Linear(cfg.d_model, self.h * self.d_v)
-        self.w_o = nn.Linear(self.h * self.d_v, cfg.d_model)
+        self.h, self.h_kv, self.d_k, self.d_v = cfg.n_heads, cfg.kv_heads, cfg.head_dim_k, cfg.head_dim_v
+        self.w_q = nn.Linear(cfg.d_model, self.h * self.d_k, bias=cfg.bias)
+        self.w_k = nn.Linear(cfg.d_model, self.h_kv * self.d_k, bias=cfg.bias)
+        self.w_v = nn.Linear(cfg.d_model, self.h_kv * self.d_v, bias=cfg.bias)
+        self.w_o = nn.Linear(self.h * self.d_v, cfg.d_model, bias=cfg.bias)
+        norm = norm_class(cfg) if cfg.qk_norm else lambda width: nn.Identity()
+        self.q_norm, self.k_norm = norm(self.d_k), norm(self.d_k)
+        self.rotate = rotary_for(cfg, self_attention)(self.d_k)
+        self.repeat_kv = repeat_kv(cfg)  # (B, h_kv, L, d) -> (B, h, L, d)
         self.p_attn = cfg.p_drop_attn
         self.attention = kernels.attention  # equation 1: softmax(Q K^T / sqrt(d_k)) V
 
-    def _heads(self, x: Tensor, d: int) -> Tensor:
-        return x.unflatten(-1, (self.h, d)).transpose(1, 2)  # (B, L, h*d) -> (B, h, L, d)
+    @staticmethod
+    def _heads(x: Tensor, heads: int, d: int) -> Tensor:
+        return x.unflatten(-1, (heads, d)).transpose(1, 2)  # (B, L, heads*d) -> (B, heads, L, d)
 
     def forward(
         self,
@@ -93,8 +114,11 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         causal: bool = False,
         cache: SelfAttentionCache | dict[str, Tensor] | None = None,
+        start: int = 0,
     ) -> Tensor:
         """x: (B, T, d_model) queries; memory: (B, L, d_model) keys/values; mask: (B, 1, 1, L) True = attend.
+        `start`: the position of x's first query (in self-attention, of memory's first key too): the cached prefix's
+        length when decoding step by step. Only rotary positions use it.
 
         With a cache, new keys/values are appended (self-attention: a SelfAttentionCache) or computed from the
         memory once (cross-attention: a dict).
@@ -104,48 +128,54 @@ class MultiHeadAttention(nn.Module):
         """
         rows, length = x.shape[:2]
         x = x.reshape(memory.size(0), -1, x.size(-1))  # (B, k*T, d_model); k = 1 outside beam search
-        q = self._heads(self.w_q(x), self.d_k)  # (B, h, k*T, d_k)
+        q = self.rotate(self.q_norm(self._heads(self.w_q(x), self.h, self.d_k)), start)  # (B, h, k*T, d_k)
         if isinstance(cache, dict) and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
-            k = self._heads(self.w_k(memory), self.d_k)  # (B, h, L, d_k)
-            v = self._heads(self.w_v(memory), self.d_v)  # (B, h, L, d_v)
+            k = self.rotate(self.k_norm(self._heads(self.w_k(memory), self.h_kv, self.d_k)), start)  # (B, h_kv, L, d_k)
+            v = self._heads(self.w_v(memory), self.h_kv, self.d_v)  # (B, h_kv, L, d_v)
             if isinstance(cache, SelfAttentionCache):
                 k, v = cache.append(k, v)
             elif cache is not None:  # read at every decoding step: contiguous once rather than reshaped every time
                 cache["k"], cache["v"] = k, v = k.contiguous(), v.contiguous()
+        k, v = self.repeat_kv(k), self.repeat_kv(v)  # (B, h, L, d): each key/value head serves its query group
         out = self.attention(q, k, v, mask, causal, self.p_attn if self.training else 0.0)  # (B, h, k*T, d_v)
         return self.w_o(out.transpose(1, 2).flatten(2)).reshape(rows, length, -1)  # (B*k, T, d_model)
 
 
 class FeedForward(nn.Module):
-    """Section 3.3: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, inner width d_ff."""
+    """Section 3.3: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, inner width d_ff (ReLU, or GELU by model.activation)."""
 
     def __init__(self, cfg: ModelConfig, kernels: Kernels) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(cfg.d_model, cfg.d_ff),
-            nn.ReLU(),
+            nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias),
+            ACTIVATIONS[cfg.activation](),
             kernels.dropout(cfg.p_drop_relu),
-            nn.Linear(cfg.d_ff, cfg.d_model),
+            nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias),
         )
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
 
 
+def feed_forward(cfg: ModelConfig, kernels: Kernels) -> nn.Module:
+    """Section 3.3's network, or a gated linear unit (SwiGLU, GeGLU: Shazeer, 2020) by model.activation."""
+    return (GatedFeedForward if cfg.activation in GATED else FeedForward)(cfg, kernels)
+
+
 class Residual(nn.Module):
     """Section 3.1 and 5.4: the sub-layer connection with residual dropout P_drop.
 
     post-norm (the paper): LayerNorm(x + Dropout(Sublayer(x))); pre-norm: x + Dropout(Sublayer(LayerNorm(x))).
-    The unused LayerNorm is an Identity, so forward has no branch on the choice.
+    The unused norm is an Identity, so forward has no branch on the choice; LayerNorm or RMSNorm by model.norm_type.
     """
 
     def __init__(self, cfg: ModelConfig, kernels: Kernels) -> None:
         super().__init__()
-        pre = cfg.norm == "pre"
-        self.norm_in = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if pre else nn.Identity()
-        self.norm_out = nn.Identity() if pre else nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        pre, norm = cfg.norm == "pre", norm_class(cfg)
+        self.norm_in = norm(cfg.d_model) if pre else nn.Identity()
+        self.norm_out = nn.Identity() if pre else norm(cfg.d_model)
         self.dropout = kernels.dropout(cfg.p_drop)
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
@@ -157,7 +187,7 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, kernels: Kernels) -> None:
         super().__init__()
-        self.self_attn, self.ffn = MultiHeadAttention(cfg, kernels), FeedForward(cfg, kernels)
+        self.self_attn, self.ffn = MultiHeadAttention(cfg, kernels, self_attention=True), feed_forward(cfg, kernels)
         self.res_attn, self.res_ffn = Residual(cfg, kernels), Residual(cfg, kernels)
 
     def forward(self, x: Tensor, src_mask: Tensor | None) -> Tensor:
@@ -170,17 +200,23 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, kernels: Kernels) -> None:
         super().__init__()
-        self.self_attn, self.cross_attn = MultiHeadAttention(cfg, kernels), MultiHeadAttention(cfg, kernels)
-        self.ffn = FeedForward(cfg, kernels)
+        self.self_attn = MultiHeadAttention(cfg, kernels, self_attention=True)
+        self.cross_attn = MultiHeadAttention(cfg, kernels, self_attention=False)
+        self.ffn = feed_forward(cfg, kernels)
         self.res_self, self.res_cross, self.res_ffn = (Residual(cfg, kernels) for _ in range(3))
 
     def forward(
-        self, y: Tensor, memory: Tensor, src_mask: Tensor | None, cache: dict[str, dict[str, Tensor]] | None = None
+        self,
+        y: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        cache: dict[str, dict[str, Tensor]] | None = None,
+        start: int = 0,
     ) -> Tensor:
         # Without a cache the whole prefix is present: the causal mask hides the future. With a cache only the
         # newest position is queried and every cached key is in its past, so no mask is needed.
         self_cache, cross_cache = (cache["self"], cache["cross"]) if cache is not None else (None, None)
-        y = self.res_self(y, lambda h: self.self_attn(h, h, causal=cache is None, cache=self_cache))
+        y = self.res_self(y, lambda h: self.self_attn(h, h, causal=cache is None, cache=self_cache, start=start))
         y = self.res_cross(y, lambda h: self.cross_attn(h, memory, mask=src_mask, cache=cross_cache))
         return self.res_ffn(y, self.ffn)
 
@@ -247,16 +283,16 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.kernels = kernels = kernels or kernels_for(cfg.kernels)  # the one place the kernels are chosen
-        positions = PositionalEncoding if cfg.positions == "sinusoidal" else LearnedPositions
+        positions = {"sinusoidal": PositionalEncoding, "learned": LearnedPositions}.get(cfg.positions, NoPositions)
         src_tokens = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
         tgt_tokens = src_tokens if cfg.tie_embeddings else nn.Embedding(cfg.vocab_size, cfg.d_model, cfg.pad_id)
         self.src_embed = Embedding(cfg, kernels, src_tokens, positions(cfg))
         self.tgt_embed = Embedding(cfg, kernels, tgt_tokens, positions(cfg))
         self.encoder = nn.ModuleList(EncoderLayer(cfg, kernels) for _ in range(cfg.n_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg, kernels) for _ in range(cfg.n_layers))
-        # Pre-norm leaves the last residual stream un-normalised: add the final LayerNorm there (and only there).
-        final_norm = (lambda: nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)) if cfg.norm == "pre" else nn.Identity
-        self.encoder_norm, self.decoder_norm = final_norm(), final_norm()
+        # Pre-norm leaves the last residual stream un-normalised: add the final norm there (and only there).
+        final_norm = norm_class(cfg) if cfg.norm == "pre" else lambda width: nn.Identity()
+        self.encoder_norm, self.decoder_norm = final_norm(cfg.d_model), final_norm(cfg.d_model)
         self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.reset_parameters()
         if cfg.tie_embeddings:
@@ -295,7 +331,7 @@ class Transformer(nn.Module):
         positions, starting at position `start`."""
         y = self.tgt_embed(tgt_in, start)
         for i, layer in enumerate(self.decoder):
-            y = layer(y, memory, src_mask, cache[i] if cache is not None else None)
+            y = layer(y, memory, src_mask, cache[i] if cache is not None else None, start)
         return self.output(self.decoder_norm(y))
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:

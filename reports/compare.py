@@ -1,14 +1,16 @@
 """What differs between two runs, or between two results directories row by row.
 
 Two runs (`compare_runs`): config fields that differ, metrics side by side, dev-set significance, curves as
-sparklines. A run is a record file, or a row of a results directory ('B1', or 'B1@1' for seed 1).
+sparklines. A run is a record file, or a row of a results directory ('B1', or 'B1@1' for seed 1): `reports.lookup`
+finds it, and `reports.plots.plot_comparison` draws the two runs' curves.
 
 Two results directories (`compare_sweeps`): a study rerun with one change (another corpus, preset or recipe field)
 beside the original. Rows are matched by name; each metric is aggregated over the complete seeds of each side, and
 B - A is tested with the statistics of the report (`reports.stats`: seed variance pooled over every row of both
 directories, plus a paired bootstrap over the dev sentences where both sides scored the same ones). What the two
 directories change in every row is shown once; a row that differs in anything else, misses a side, or has not
-levelled off is flagged.
+levelled off is flagged. The result is a `SweepComparison`; each format writes it out (`ablate compare --format`:
+`reports.text`, `reports.markdown`, `reports.csvfile`, `reports.jsonfile`, through `reports.writers`).
 """
 
 from __future__ import annotations
@@ -21,14 +23,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations import ledger
-from ablate.ablations.record import Record, read_study_json
+from ablate.ablations.record import Record
 from ablate.data.errors import AblateError
-from ablate.reports.claims import p_text
-from ablate.reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, Convergence, row_convergence
-from ablate.reports.formats import stat_text
+from ablate.reports.cells import short_value
+from ablate.reports.convergence import Convergence, row_convergence
 from ablate.reports.metrics import read_lines, system_scores
-from ablate.reports.results import StudyResults, load_results
+from ablate.reports.results import StudyResults
 from ablate.reports.stats import (
     METRICS,
     N_SAMPLES,
@@ -40,40 +40,10 @@ from ablate.reports.stats import (
     resample_weights,
 )
 from ablate.reports.table import IGNORED_DIFFERENCES, Stat
-from ablate.reports.writers import Context, writer
 
 SPARKS = "▁▂▃▄▅▆▇█"
 CURVES = (("val", "ppl"), ("val", "bleu"), ("val", "loss"), ("train", "loss"))
 """(curve, key) pairs shown, when either run has them."""
-
-
-def resolve_run(spec: str, out_dir: str | Path | None = None) -> Record:
-    """A record file path, or 'row' / 'row@seed' inside `out_dir`; without a seed, the lowest complete seed."""
-    path = Path(spec)
-    if path.suffix == ".json" or path.is_file():
-        if not path.is_file():
-            raise AblateError(f"record file {path} does not exist")
-        return Record.read(path)
-    if out_dir is None:
-        raise AblateError(f"'{spec}' is not a record file; to name a row, pass the results directory with --out OUT")
-    out = Path(out_dir)
-    meta = read_study_json(out)
-    row, _, seed_text = spec.partition("@")
-    if seed_text and not seed_text.isdigit():
-        raise AblateError(f"'{spec}': the seed after '@' must be an integer, e.g. {row}@0")
-    if seed_text:
-        candidates = [ledger.record_path(out, row, int(seed_text))]
-    else:
-        candidates = ledger.record_paths(out, row)
-    records = [Record.read(p, out) for p in candidates if p.is_file()]
-    if not records:
-        known = ledger.recorded_rows(out)
-        declared = [r["name"] for r in meta["rows"]]
-        what = "that seed has no record yet" if row in declared or row in known else "no such row"
-        raise AblateError(
-            f"{out}: no finished run '{spec}' ({what}); rows with records: {', '.join(known) or 'none yet'}"
-        )
-    return next((r for r in records if r.state == "complete"), records[0])
 
 
 def _flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -111,14 +81,6 @@ def sparkline(values: list[float], lo: float, hi: float, width: int = 24) -> str
     return "".join(SPARKS[0 if span <= 0 else min(7, int((v - lo) / span * 7.999))] for v in values)
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
-    if value is None:
-        return "-"
-    return str(value)
-
-
 def _series(record: Record, curve: str, key: str) -> list[float]:
     return [float(p[key]) for p in record.curves.get(curve) or [] if p.get(key) is not None]
 
@@ -138,7 +100,7 @@ def compare_runs(a: Record, b: Record, *, n_samples: int = 1000) -> str:
     diffs = config_differences(a, b)
     lines += ["", f"config: {len(diffs)} field(s) differ" + (":" if diffs else " (same configuration)")]
     if diffs:
-        lines += _table([("field", "A", "B")] + [(k, _fmt(va), _fmt(vb)) for k, va, vb in diffs])
+        lines += _table([("field", "A", "B")] + [(k, short_value(va), short_value(vb)) for k, va, vb in diffs])
 
     keys = [k for k in dict.fromkeys([*a.metrics, *b.metrics]) if k != "bleu_signature"]
     if keys:
@@ -146,7 +108,7 @@ def compare_runs(a: Record, b: Record, *, n_samples: int = 1000) -> str:
         for key in keys:
             va, vb = a.metrics.get(key), b.metrics.get(key)
             numeric = isinstance(va, (int, float)) and isinstance(vb, (int, float))
-            rows.append((key, _fmt(va), _fmt(vb), f"{vb - va:+.4g}" if numeric else ""))  # type: ignore[operator]
+            rows.append((key, short_value(va), short_value(vb), f"{vb - va:+.4g}" if numeric else ""))  # type: ignore[operator]
         lines += ["", "metrics:"] + _table(rows)
     sig_a, sig_b = a.metrics.get("bleu_signature"), b.metrics.get("bleu_signature")
     if sig_a and sig_b and sig_a != sig_b:
@@ -163,7 +125,9 @@ def compare_runs(a: Record, b: Record, *, n_samples: int = 1000) -> str:
         lo, hi = min(sa + sb), max(sa + sb)
         for tag, series in (("A", sa), ("B", sb)):
             label = f"{curve} {key}" if tag == "A" else ""
-            ends = f"{_fmt(series[0])} -> {_fmt(series[-1])} ({len(series)} points)" if series else "no points"
+            ends = "no points"
+            if series:
+                ends = f"{short_value(series[0])} -> {short_value(series[-1])} ({len(series)} points)"
             curve_lines.append((label, tag, sparkline(series, lo, hi), ends))
     if curve_lines:
         lines += ["", "curves (shared scale per metric, first -> last):"] + _table(curve_lines)
@@ -203,26 +167,6 @@ def _dev_test(a: Record, b: Record, n_samples: int) -> str:
         f"dev hypotheses: {changed}/{len(hyps_a)} lines differ; BLEU B - A = {test.effect:+.2f}, paired bootstrap "
         f"p = {p} (over the dev sentences, {n_samples} resamples; one run a side, so seed noise is not counted)"
     )
-
-
-def plot_comparison(a: Record, b: Record, path: Path) -> Path:
-    """The two runs' curves (dev PPL, dev BLEU, train loss) over steps, as one PNG or SVG."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11.0, 3.4))
-    axes = fig.subplots(1, 3)
-    for ax, (curve, key) in zip(axes, (("val", "ppl"), ("val", "bleu"), ("train", "loss")), strict=True):
-        for record, color in ((a, "#1f77b4"), (b, "#d62728")):
-            points = [p for p in record.curves.get(curve) or [] if p.get(key) is not None and p.get("step") is not None]
-            ax.plot([p["step"] for p in points], [p[key] for p in points], color=color, label=record.label)
-        ax.set_title(f"{curve} {key}", fontsize=9)
-        ax.set_xlabel("training step")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
 
 
 # ---------------------------------------------------------------------------------- two results directories
@@ -300,6 +244,14 @@ class RowComparison:
     flags: list[str] = field(default_factory=list)
     """Plain-language warnings: a missing side, missing seeds, no plateau, other differences, other dev sets."""
 
+    def interval(self, metric: str) -> tuple[float, float] | None:
+        """B - A's 95% interval on `metric`, or None where no noise could be estimated (one seed, no per-sentence
+        statistics) or one side lacks the row."""
+        test = self.tests.get(metric)
+        if test is None or test.effect is None or (test.se_seeds is None and test.se_sentences is None):
+            return None
+        return test.ci if all(math.isfinite(end) for end in test.ci) else None
+
 
 @dataclass(kw_only=True)
 class SweepComparison:
@@ -318,18 +270,6 @@ class SweepComparison:
     """Bootstrap resamples of the dev sentences."""
     notes: list[str] = field(default_factory=list)
     """One-line remarks that hold for the whole comparison."""
-
-
-def load_sweep(out_dir: str | Path) -> StudyResults:
-    """A results directory from its study.json and records (not its Optuna storage: finished trials are what
-    compares); AblateError naming the directory when it has no record yet."""
-    results = load_results(Path(out_dir), use_optuna=False)
-    if not any(s.record is not None for s in results.status.values()):
-        raise AblateError(
-            f"{results.out_dir}: no trial record yet ({results.out_dir / 'records'} is empty): "
-            "wait until a trial of that sweep finishes, or check the path"
-        )
-    return results
 
 
 def compare_sweeps(a: StudyResults, b: StudyResults, *, n_samples: int = N_SAMPLES) -> SweepComparison:
@@ -499,7 +439,7 @@ def _flags(row: RowComparison, *, all_differ: bool) -> list[str]:
                 f"{tag}: plateau unknown" if conv.state == "unknown" else f"{tag}: not at plateau, {conv.text}"
             )
     if row.differences:
-        shown = ", ".join(f"{k} {_fmt(va)} → {_fmt(vb)}" for k, va, vb in row.differences[:3])
+        shown = ", ".join(f"{k} {short_value(va)} → {short_value(vb)}" for k, va, vb in row.differences[:3])
         more = f" and {len(row.differences) - 3} more" if len(row.differences) > 3 else ""
         flags.append(f"also differs: {shown}{more}")
     if row.same_sentences is False and not all_differ:
@@ -510,205 +450,3 @@ def _flags(row: RowComparison, *, all_differ: bool) -> list[str]:
 
 
 _STATE_WORDS = {"pending": "without record", "failed": "failed", "pruned": "pruned", "running": "running"}
-
-
-# ------------------------------------------------------------------------------------ the comparison written out
-# Each format is a writer registered with `reports.writers` (subject 'comparison'): `ablate compare --format`.
-
-
-def _interval(test: RowTest | None) -> tuple[float, float] | None:
-    """The test's 95% interval, or None where no noise could be estimated (one seed, no per-sentence statistics)."""
-    if test is None or test.effect is None or (test.se_seeds is None and test.se_sentences is None):
-        return None
-    return test.ci if all(math.isfinite(end) for end in test.ci) else None
-
-
-def _delta(test: RowTest | None, digits: int) -> str:
-    if test is None or test.effect is None:
-        return ""
-    ci = _interval(test)
-    interval = f" [{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]" if ci else ""
-    return f"{test.effect:+.{digits}f}{interval}"
-
-
-def _seeds(side: RowSide | None) -> str:
-    return "-" if side is None else f"{side.complete}/{side.total}"
-
-
-SWEEP_COLUMNS = ("row", "seeds A → B", "metric", "A", "B", "B − A [95% CI]", "p (Holm)", "flags")
-"""The table's columns (text and Markdown): one line per row and metric."""
-
-
-def sweep_lines(cmp: SweepComparison) -> list[tuple[str, ...]]:
-    """The table's cells, one tuple per row x metric; row name, seeds and flags on the row's first line."""
-    lines = []
-    for row in cmp.rows:
-        for i, (metric, spec) in enumerate(METRICS.items()):
-            first = i == 0
-            test = row.tests.get(metric)
-            lines.append(
-                (
-                    row.name if first else "",
-                    f"{_seeds(row.a)} → {_seeds(row.b)}" if first else "",
-                    spec.label,
-                    stat_text(row.a.stats.get(metric) if row.a else None, spec.digits),
-                    stat_text(row.b.stats.get(metric) if row.b else None, spec.digits),
-                    _delta(test, spec.digits),
-                    p_text(test.p_holm) if test and test.p_holm is not None else "",
-                    "; ".join(row.flags) if first else "",
-                )
-            )
-    return lines
-
-
-def sweep_header(cmp: SweepComparison) -> list[str]:
-    """Who A and B are, and what the two directories change in every row (said once, not per row)."""
-    lines = [
-        f"{tag}: {s.out_dir}  (study {s.study}, preset {s.preset}, seeds {', '.join(map(str, s.seeds))})"
-        for tag, s in (("A", cmp.a), ("B", cmp.b))
-    ]
-    if cmp.settings:
-        lines.append("B differs from A in every row in common:")
-        lines += [f"  {key}: {_fmt(va)} → {_fmt(vb)}" for key, va, vb in cmp.settings]
-    else:
-        lines.append("A and B have the same settings in every row in common")
-    return lines
-
-
-def sweep_legend(cmp: SweepComparison) -> list[str]:
-    return [
-        "A, B: mean ± sample standard deviation over the complete seeds (seeds: complete/all, from the records).",
-        "B − A: difference of the means with its 95% interval, counting seed noise (the variance over seeds pooled "
-        f"over every row of both directories) and, where both sides scored the same dev sentences, sentence noise "
-        f"(paired bootstrap, {cmp.n_samples} resamples); p: two-sided, Holm-corrected over the rows compared on "
-        "that metric.",
-        f"Not at plateau: dev BLEU moved by {PLATEAU_BLEU:g} or more, or dev PPL fell by more than "
-        f"{PLATEAU_PPL:.0%}, between the last two validations: that row's numbers measure speed, not worth.",
-        *cmp.notes,
-    ]
-
-
-@writer("text", "the terminal table", suffix=".txt", subject="comparison")
-def sweep_to_text(cmp: SweepComparison, ctx: Context) -> str:
-    """The terminal table (rich), `ctx.width` characters wide, with the header above and the legend below."""
-    import io
-
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(show_lines=False)
-    for col in SWEEP_COLUMNS:
-        numeric = col in ("A", "B", "B − A [95% CI]", "p (Holm)")
-        table.add_column(col, justify="right" if numeric else "left", overflow="fold")
-    n = len(METRICS)
-    for i, line in enumerate(sweep_lines(cmp)):
-        table.add_row(*(Text(cell) for cell in line), end_section=(i + 1) % n == 0)
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=ctx.width, no_color=True, highlight=False, emoji=False)
-    console.print(Text("\n".join(sweep_header(cmp))))
-    console.print(table)
-    console.print(Text("\n".join(sweep_legend(cmp))))
-    return buffer.getvalue()
-
-
-@writer("md", "Markdown table", suffix=".md", subject="comparison")
-def sweep_to_markdown(cmp: SweepComparison, ctx: Context) -> str:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    lines = [f"## {cmp.a.out_dir.name} (A) vs {cmp.b.out_dir.name} (B)", ""]
-    lines += [f"  - {cell(line.strip())}" if line.startswith(" ") else f"- {cell(line)}" for line in sweep_header(cmp)]
-    lines += [
-        "",
-        "| " + " | ".join(SWEEP_COLUMNS) + " |",
-        "|" + "|".join(":--" if c in ("row", "metric", "seeds A → B", "flags") else "--:" for c in SWEEP_COLUMNS) + "|",
-    ]
-    lines += ["| " + " | ".join(cell(c) for c in line) + " |" for line in sweep_lines(cmp)]
-    lines += [""] + [f"- {cell(line)}" for line in sweep_legend(cmp)]
-    return "\n".join(lines) + "\n"
-
-
-def _num(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else round(value, 6)
-
-
-def sweep_record(row: RowComparison) -> dict[str, Any]:
-    """One row as flat raw values (a CSV line; the core of a JSON row)."""
-    record: dict[str, Any] = {"row": row.name, "group": row.group, "in_a": row.a is not None, "in_b": row.b is not None}
-    for tag, side in (("a", row.a), ("b", row.b)):
-        record[f"seeds_complete_{tag}"] = side.complete if side else None
-        record[f"seeds_total_{tag}"] = side.total if side else None
-    for metric in METRICS:
-        for tag, side in (("a", row.a), ("b", row.b)):
-            stat = side.stats.get(metric) if side else None
-            record[f"{metric}_mean_{tag}"] = _num(stat.mean) if stat else None
-            record[f"{metric}_std_{tag}"] = _num(stat.std) if stat else None
-        test = row.tests.get(metric)
-        record[f"{metric}_delta"] = _num(test.effect) if test else None
-        ci = _interval(test)
-        record[f"{metric}_ci_low"] = _num(ci[0]) if ci else None
-        record[f"{metric}_ci_high"] = _num(ci[1]) if ci else None
-        record[f"{metric}_se"] = _num(test.se) if test else None
-        record[f"{metric}_p"] = test.p if test else None  # not rounded: a p of 1e-9 is not 0
-        record[f"{metric}_p_holm"] = test.p_holm if test else None
-    for tag, side in (("a", row.a), ("b", row.b)):
-        record[f"plateau_{tag}"] = side.convergence.state if side and side.convergence else None
-    record["same_sentences"] = row.same_sentences
-    record["other_differences"] = "; ".join(f"{k}={_fmt(va)}->{_fmt(vb)}" for k, va, vb in row.differences)
-    record["flags"] = "; ".join(row.flags)
-    return record
-
-
-@writer("csv", "one line per row", suffix=".csv", subject="comparison")
-def sweep_to_csv(cmp: SweepComparison, ctx: Context) -> str:
-    import csv
-    import io
-
-    records = [sweep_record(r) for r in cmp.rows]
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(records[0]))
-    writer.writeheader()
-    writer.writerows(records)
-    return buffer.getvalue()
-
-
-@writer("json", "every value, per row and side", suffix=".json", subject="comparison")
-def sweep_to_json(cmp: SweepComparison, ctx: Context) -> str:
-    def side(s: SweepSide) -> dict[str, Any]:
-        return {"out_dir": str(s.out_dir), "study": s.study, "preset": s.preset, "seeds": s.seeds}
-
-    def detail(row: RowComparison) -> dict[str, Any]:
-        per_side = {
-            tag: None
-            if r is None
-            else {
-                "states": r.states,
-                "values": {m: {str(k): v for k, v in s.values.items()} for m, s in r.stats.items() if s is not None},
-                "convergence": None
-                if r.convergence is None
-                else {"state": r.convergence.state, "text": r.convergence.text, "detail": r.convergence.detail},
-            }
-            for tag, r in (("a", row.a), ("b", row.b))
-        }
-        tests = {
-            m: {
-                "se_seeds": _num(t.se_seeds),
-                "se_sentences": _num(t.se_sentences),
-                "df": _num(t.df),
-                "notes": list(t.notes),
-            }
-            for m, t in row.tests.items()
-        }
-        differences = [{"field": k, "a": va, "b": vb} for k, va, vb in row.differences]
-        return sweep_record(row) | {"flags": row.flags, "differences": differences, "sides": per_side, "tests": tests}
-
-    doc = {
-        "a": side(cmp.a),
-        "b": side(cmp.b),
-        "settings": [{"setting": k, "a": va, "b": vb} for k, va, vb in cmp.settings],
-        "n_samples": cmp.n_samples,
-        "legend": sweep_legend(cmp),
-        "rows": [detail(r) for r in cmp.rows],
-    }
-    return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"

@@ -5,11 +5,11 @@ resample these per-sentence statistics."""
 from __future__ import annotations
 
 import functools
-import math
 from pathlib import Path
 
 import numpy as np
 from ablate.ablations.record import Record
+from ablate.lightning_modules.metrics import bleu_metric, chrf_metric, chrf_signature, perplexity
 from ablate.reports.stats import SystemScores
 
 
@@ -29,28 +29,6 @@ def _read(path: Path | None) -> list[str] | None:
     if path is None or not path.is_file():
         return None
     return list(_lines(path, path.stat().st_mtime))
-
-
-def bleu_metric(signature: str | None):
-    """sacreBLEU's BLEU configured like the one that scored the records (tokenizer and case from the signature)."""
-    from sacrebleu.metrics import BLEU
-
-    fields = dict(part.split(":", 1) for part in (signature or "").split("|") if ":" in part)
-    return BLEU(tokenize=fields.get("tok", "13a"), lowercase=fields.get("case") == "lc")
-
-
-def chrf_metric():
-    """sacreBLEU's chrF with its defaults (character 6-grams, beta 2): the metric the signature names."""
-    from sacrebleu.metrics import CHRF
-
-    return CHRF()
-
-
-def chrf_signature() -> str:
-    """sacreBLEU's chrF signature (it names the number of references, so the metric must have scored once)."""
-    metric = chrf_metric()
-    metric.corpus_score(["a"], [["a"]])
-    return str(metric.get_signature())
 
 
 @functools.cache
@@ -102,7 +80,7 @@ def _ppl_scores(record: Record) -> SystemScores | None:
 
 
 def _ppl_from_sums(sums: np.ndarray) -> float:
-    return math.exp(min(sums[0] / max(sums[1], 1.0), 50.0))
+    return perplexity(sums[0] / max(sums[1], 1.0))
 
 
 def chrf_of(record: Record) -> float | None:

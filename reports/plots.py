@@ -3,7 +3,8 @@
 - BLEU vs parameters: does a bigger model buy BLEU? (mean ± std over seeds)
 - dev PPL and BLEU over training steps, one figure per row group, with the base for reference;
 - BLEU deltas vs the base with their 95% intervals, significant ones highlighted, the paper's deltas beside them;
-- per claim, each compared row's effect with its 95% interval at every budget (T/2, T), the paper's beside it.
+- per claim, each compared row's effect with its 95% interval at every budget (T/2, T), the paper's beside it;
+- two runs' curves side by side (`ablate compare A B --plot`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.ablations.record import budget_label
+from ablate.ablations.record import Record, budget_label
 from ablate.reports.claims import ClaimVerdict, ComparisonVerdict
 from ablate.reports.results import StudyResults
 from ablate.reports.stats import METRICS
@@ -281,3 +282,23 @@ def make_plots(table: ReportTable, results: StudyResults, out_dir: Path) -> list
         *plot_claims(table, out_dir),
     ]
     return [p for p in plots if p is not None]
+
+
+def plot_comparison(a: Record, b: Record, path: Path) -> Path:
+    """The two runs' curves (dev PPL, dev BLEU, train loss) over steps, as one PNG or SVG."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11.0, 3.4))
+    axes = fig.subplots(1, 3)
+    for ax, (curve, key) in zip(axes, (("val", "ppl"), ("val", "bleu"), ("train", "loss")), strict=True):
+        for record, color in ((a, "#1f77b4"), (b, "#d62728")):
+            points = [p for p in record.curves.get(curve) or [] if p.get(key) is not None and p.get("step") is not None]
+            ax.plot([p["step"] for p in points], [p[key] for p in points], color=color, label=record.label)
+        ax.set_title(f"{curve} {key}", fontsize=9)
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path

@@ -25,10 +25,11 @@ pytest.importorskip("pandas")
 
 @pytest.fixture(scope="module")
 def smoke(sweeps, tmp_path_factory) -> Path:
-    """A finished smoke sweep of the built-in Table 3, two rows (the others stay pending), two seeds."""
+    """A finished smoke sweep of the built-in Table 3, two rows (the others stay pending), two seeds a row and three
+    for the base (its extra seeds, fewer than Dunnett's 9 to keep the test short)."""
     out = tmp_path_factory.mktemp("api") / "table3-smoke"
     cmd = [sys.executable, "-m", "ablate.ablations.cli", "sweep", "table3", "--preset", "smoke", "--rows", "base,B1",
-           "--seeds", "2", "--workers", "1", "--no_report", "--out", str(out)]  # fmt: skip
+           "--seeds", "2", "--control_seeds", "3", "--workers", "1", "--no_report", "--out", str(out)]  # fmt: skip
     done = subprocess.run(cmd, cwd=REPO, env=sweeps.env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
@@ -53,7 +54,8 @@ def test_one_row_per_trial_with_the_knobs_as_columns(smoke):
     study = load(smoke)
     df = study.to_pandas()
     table3 = load_study("table3")
-    assert len(df) == len(table3.rows) * 2 and df[["row", "seed"]].duplicated().sum() == 0
+    assert len(df) == (len(table3.rows) - 1) * 2 + 3 and df[["row", "seed"]].duplicated().sum() == 0
+    assert sorted(df.loc[df.row == "base", "seed"]) == [0, 1, 2]  # the base's extra seed is a trial like any
     assert set(df.loc[df.row.isin(["base", "B1"]), "state"]) == {"complete"}
     assert set(df.loc[~df.row.isin(["base", "B1"]), "state"]) == {"pending"}
     by_row = df.drop_duplicates("row").set_index("row")
@@ -75,7 +77,7 @@ def test_the_api_gives_the_reports_table_and_verdicts(smoke, capsys):
     from ablate.ablations.cli import main
 
     study = load(smoke)
-    assert [t.label for t in study.trials] == ["base@0", "base@1", "B1@0", "B1@1"]
+    assert [t.label for t in study.trials] == ["base@0", "base@1", "base@2", "B1@0", "B1@1"]
     assert all(isinstance(t, Record) and t.state == "complete" for t in study.trials)
     assert study.trials[0].device.startswith("cpu") and study.trials[0].wall_time_s > 0 < study.trials[0].params
     assert study.budgets == ["T/2", "T"]

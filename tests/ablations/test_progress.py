@@ -170,7 +170,7 @@ def test_lightnings_srun_hint_is_kept_out_of_a_local_run_but_not_out_of_a_slurm_
     """Lightning warns whenever an `srun` command exists and this process is not an srun task. A local run (no
     SLURM job) is local on purpose; inside a job a missing srun is the mistake the hint is for. The hint is
     Lightning's own (SLURMEnvironment.detect), checked with an `srun` on PATH (Lightning looks for nothing more)."""
-    from ablate.ablations.train import quiet_libraries
+    from ablate.ablations.trainer import quiet_libraries
     from lightning_fabric.plugins.environments import SLURMEnvironment
 
     if shutil.which("srun") is None:

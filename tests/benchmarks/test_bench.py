@@ -9,8 +9,9 @@ import statistics
 import sys
 
 import pytest
-from ablate.ablations.commands.bench import main
-from ablate.benchmarks.bench import BenchConfig, run_bench, train_flops
+from ablate.benchmarks.command import main
+from ablate.benchmarks.bench import BenchConfig, run_bench
+from ablate.benchmarks.mfu import counted_flops, train_flops
 from ablate.benchmarks.peers import check_peer
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.config import ModelConfig
@@ -131,3 +132,17 @@ def test_train_flops_counts_six_flops_per_weight_per_token_plus_attention():
     dec_weights = n * (4 * d * d + 2 * d * dff + 2 * d * d) + d * v
     assert train_flops(cfg, 10, 20, 0, 0) == pytest.approx(6 * (10 * enc_weights + 20 * dec_weights))
     assert train_flops(cfg, 10, 20, 8, 8) > train_flops(cfg, 10, 20, 0, 0)
+
+
+def test_counted_flops_agree_with_the_analytic_count_on_the_papers_base():
+    """FlopCounterMode (what MFU now rests on) against the hand formula it replaces, on the paper's base model, every
+    position real (the formula counts projections per real token, the counter per position). The formula counts
+    the backward pass as twice the forward; the counter sees what runs."""
+    from ablate.lightning_modules.transformer import Transformer
+
+    cfg = ModelConfig(vocab_size=37000)
+    model = Transformer(cfg)
+    b, s, t = 2, 12, 14
+    counted = counted_flops(model, (b, s), (b, t), cfg)
+    analytic = train_flops(cfg, b * s, b * t, s, t)
+    assert counted == pytest.approx(analytic, rel=0.05)

@@ -315,7 +315,12 @@ def test_tied_and_untied_embeddings():
         ("p_drop", 1.5),
         ("label_smoothing", -0.1),
         ("norm", "sandwich"),
-        ("positions", "rope"),
+        ("positions", "alibi"),
+        ("norm_type", "batchnorm"),
+        ("activation", "tanh"),
+        ("n_kv_heads", 3),  # does not divide n_heads = 4
+        ("n_kv_heads", 0),
+        ("qk_norm", "yes"),
     ],
 )
 def test_invalid_model_config_names_the_field(field, value):

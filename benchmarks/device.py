@@ -1,0 +1,75 @@
+"""The device under a benchmark: which one, at what precision, its peak FLOP/s, and synchronisation for timing."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from ablate.data.errors import AblateError
+
+PEAK_BF16_FLOPS: list[tuple[str, float]] = [
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),
+    ("H200", 989e12),
+    ("GH200", 989e12),
+    ("A100", 312e12),
+    ("L40S", 362e12),
+    ("A10G", 70e12),
+    ("L4", 121e12),
+]
+"""Dense bf16 tensor-core peak FLOP/s by device-name substring (first match wins; vendor data sheets)."""
+
+
+def resolve_device(name: str):
+    import torch
+
+    if name == "cuda" and not torch.cuda.is_available():
+        raise AblateError("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False)")
+    return torch.device("cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu")
+
+
+def resolve_precision(precision: str, device) -> str:
+    import torch
+
+    if precision != "auto":
+        return precision
+    return "bf16-mixed" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def autocast(device, precision: str):
+    import torch
+
+    if precision == "bf16-mixed":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def synchronize(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_info(device) -> dict[str, Any]:
+    """Name, threads and peak bf16 FLOP/s (None where unknown: CPUs and unlisted GPUs)."""
+    import torch
+
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        peak = next((flops for key, flops in PEAK_BF16_FLOPS if key in name), None)
+        return {"type": "cuda", "name": name, "peak_bf16_flops": peak, "torch": torch.__version__}
+    model = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "type": "cpu",
+        "name": model,
+        "threads": torch.get_num_threads(),
+        "peak_bf16_flops": None,
+        "torch": torch.__version__,
+    }

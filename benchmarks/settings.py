@@ -1,0 +1,79 @@
+"""What `ablate bench` measures (`BenchConfig`, the command's options) and what every measurement shares (`Setup`:
+the benchmarked run, its device and precision), passed as one object instead of a (cfg, precision, device) tuple."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ablate.data.errors import AblateError
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    """What `ablate bench` measures and how."""
+
+    study: str = "table3"
+    """Study whose row is benchmarked (built-in name or YAML file)."""
+    row: str = "base"
+    """Row of the study."""
+    preset: str = "tiny"
+    """Size preset of the row (tiny, smoke, paper)."""
+    peers: tuple[str, ...] = ("hf", "torch")
+    """Peers measured in the same run: 'hf' (MarianMT, needs the [bench] extra), 'torch' (nn.Transformer)."""
+    warmup: int = 5
+    """Untimed training steps per system before the timed ones (allocator, caches, torch.compile)."""
+    repeats: int = 30
+    """Timed training steps per system, one per batch."""
+    decode_sentences: int = 32
+    """Dev sentences in the decoding batch."""
+    decode_repeats: int = 7
+    """Timed decoding runs per system (one warm-up run each before); the systems take turns in every round."""
+    beam_size: int = 4
+    """Beam width of the beam-search measurement (section 6.1: 4)."""
+    full_length: bool = True
+    """Hold eos back (logit -1e4) in every decoder until the length limit forces it, so that all systems decode
+    the same number of steps: with random weights, where a model happens to emit eos is arbitrary."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """'auto': CUDA if available, else CPU."""
+    precision: Literal["auto", "32-true", "bf16-mixed"] = "auto"
+    """'auto': bf16 autocast on a bf16-capable GPU, fp32 on CPU (bf16 is slower on CPUs without AMX)."""
+    threads: int | None = None
+    """CPU threads of torch (torch.set_num_threads); None: torch's default (one per core)."""
+    compile: bool = False
+    """torch.compile every trained model (ours and the peers); the first warm-up step then includes compilation."""
+    lightning: bool = True
+    """Also time our training through the Lightning Trainer, as `ablate train` runs it."""
+    overhead: bool = True
+    """Measure per-trial overhead with `ablate train` subprocesses (about three trials of the trial preset)."""
+    trial_preset: str = "smoke"
+    """Preset of the trial whose overhead and wall time are measured."""
+    trial_args: tuple[str, ...] = ()
+    """Extra `ablate train` overrides for the overhead trials (tests use them to shorten the trial)."""
+    corpus: str | None = None
+    """Override data.corpus (a directory, a .tsv file); None: the preset's corpus."""
+    seed: int = 0
+    """Seed of weights, dropout, the batch order and the choice of dev sentences."""
+
+    def __post_init__(self) -> None:
+        for name in ("warmup", "repeats", "decode_sentences", "decode_repeats", "beam_size"):
+            minimum = 0 if name == "warmup" else 1
+            if getattr(self, name) < minimum:
+                raise AblateError(f"--{name} must be >= {minimum}, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The benchmarked run (its resolved config), the torch device and the precision every measurement uses."""
+
+    run: Any
+    """The row's `RunConfig` at the preset, its model's vocabulary set to the prepared corpus's."""
+    device: Any
+    """torch.device."""
+    precision: str
+    """'32-true' or 'bf16-mixed' (resolved from BenchConfig.precision)."""
+
+    @property
+    def cfg(self):
+        """The model's config (`ModelConfig`)."""
+        return self.run.model

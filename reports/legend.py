@@ -1,0 +1,231 @@
+"""Legend prose: what a reader needs around the numbers (how to read them, the tests, what failed), for every format.
+
+The report's `headline` (above the table), `legend` (below it) and `claims_legend` (below the verdicts), and
+`ablate compare`'s `sweep_header` and `sweep_legend`. Plain text: each writer escapes it for its format (the LaTeX
+caption, `reports.latex`, is written from the same sentences).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ablate.ablations.record import budget_label
+from ablate.reports.cells import has_test, short_value, table_devices
+from ablate.reports.claims import ClaimVerdict
+from ablate.reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, SOURCE_RATIO_MIN
+from ablate.reports.stats import ALPHA, POWER
+from ablate.reports.table import ReportTable
+
+if TYPE_CHECKING:
+    from ablate.reports.compare import SweepComparison
+
+PPL_CAVEAT = (
+    "Our PPL is per subword token of our SentencePiece vocabulary, so it is not comparable with the paper's (per "
+    "wordpiece of a 37K BPE vocabulary) nor across vocabularies: compare directions and gaps, not levels."
+)
+
+
+def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
+    """The lines a reader needs under the table: how to read it, then the notes and every failure in full.
+    `corpus` names the data the study trained on (see `reports.build.describe_corpus`)."""
+    seeds = ", ".join(str(s) for s in table.seeds)
+    data = f", corpus {corpus}" if corpus else ""
+    test = " BLEU (test): on the test set, from each trial's final weights." if has_test(table) else ""
+    devices = table_devices(table)
+    device = f", every trial on {devices[0]}" if len(devices) == 1 else ""
+    lines = [
+        f"Study '{table.study}', preset '{table.preset}'{data}, seeds {seeds}{device}; results from {table.out_dir}.",
+        "PPL, BLEU and chrF on the dev set: mean ± sample standard deviation over the complete seeds; "
+        f"'seeds' counts complete / all.{test}",
+    ]
+    if table.base is not None:
+        lines += [
+            f"Blank configuration cells: same as the base row '{table.base}'.",
+            f"ΔPPL, ΔBLEU: the row's minus the base's, paired by seed. {marks_text(table)}",
+        ]
+    lines.append(f"chrF: sacreBLEU {table.chrf_signature}. {plateau_legend(table)}")
+    lines += budget_lines(table)
+    if any(r.source_ratio for r in table.rows):
+        lines.append(
+            "source use: dev PPL with each sentence's source swapped for another dev sentence's, over the dev PPL "
+            "(the lowest over the seeds, at T): far above 1 for a model that translates, about 1 for one that learnt "
+            "only a language model of the target. Below the midpoint on the log scale between x1 and the base's "
+            f"(the square root of the base's ratio, at least {SOURCE_RATIO_MIN:g}) at a budget: 'not trainable', "
+            "the preset did not train the row there (it stayed on the language-model plateau) and no claim is "
+            f"judged on it at that budget. A base below {SOURCE_RATIO_MIN:g}: nothing learnt, no verdict at all."
+        )
+    if untrainable := [
+        f"{r.name}: {'; '.join(r.untrainable[f] for f in sorted(r.untrainable))}" for r in table.rows if r.untrainable
+    ]:
+        lines.append(
+            f"NOT TRAINABLE AT THIS PRESET: {'; '.join(untrainable)}. These rows never left the language-model "
+            "plateau there, so they say nothing about the paper's claims: no verdict rests on them."
+        )
+    elif untrained := untrained_rows(table):
+        lines.append(f"DID NOT LEARN TO TRANSLATE: {'; '.join(untrained)}. No claim is judged on them there.")
+    unconverged = unconverged_rows(table)
+    if unconverged:
+        lines.append(
+            f"NOT AT PLATEAU: {', '.join(unconverged)}. Their numbers measure how fast a model learns as much as what "
+            "it is worth (their verdicts are not withheld for it): raise train.max_steps, or set train.budgets to "
+            "check the verdicts across budgets."
+        )
+    lines.append(PPL_CAVEAT)
+    if table.show_paper:
+        lines.append("paper: Vaswani et al. (2017), Table 3, single runs on newstest2013 (EN-DE).")
+    for row in table.rows:
+        for seed, reason in sorted(row.reasons.items()):
+            lines.append(f"{row.name} seed {seed} {row.status[seed].state}: {reason}")
+    return lines + table.notes
+
+
+EFFECT_SCALE_SAID = 3.0
+"""A preset whose effects are a median of this many times the paper's (or fewer than 1/this) says so at the top."""
+
+
+def headline(table: ReportTable) -> list[str]:
+    """What a reader must know before the table, each said once: that the study gives no verdict and why, and that
+    this preset's effects are the regime's size, not the paper's."""
+    lines = [f"NO VERDICTS: {table.withheld}."] if table.withheld else []
+    scale = table.effect_scale
+    if scale is not None and not table.withheld and not 1 / EFFECT_SCALE_SAID < scale < EFFECT_SCALE_SAID:
+        lines.append(
+            f"EFFECT SIZES ARE THIS PRESET'S REGIME: its differences from the base are a median {scale:.1f}x the "
+            "paper's (each claim's comparison gives its own ratio). Read directions and order, not sizes: a "
+            "verdict says whether the paper's direction holds here, not that its effect is this large."
+        )
+    return lines
+
+
+def marks_text(table: ReportTable) -> str:
+    """What † and ‡ mean: the one test behind the marks and the verdicts."""
+    where = "at every budget, with the same sign" if len(table.fractions) > 1 else "at T"
+    return (
+        f"† / ‡: the BLEU difference from the base is significant at Holm-corrected p < {ALPHA} / p < 0.01 {where}, "
+        "by the one test behind the marks and the verdicts: seed noise (each row's seed variance moderated toward "
+        "the study's; a row whose seeds disagree far more keeps its own) plus a paired bootstrap "
+        f"over the dev sentences ({table.n_samples} resamples), Holm over the rows tested against the base. Rows "
+        "that give no verdict (diverged, did not learn to translate, a pipeline-check preset) carry no mark."
+    )
+
+
+def plateau_legend(table: ReportTable) -> str:
+    if len(table.fractions) > 1:
+        shorter = budget_label(table.fractions[-2])
+        return (
+            f"plateau: BLEU at T minus BLEU at {shorter} (mean over seeds, each budget annealed): what the rest of "
+            "training still bought; 'diverged': a seed failed or ended above the uniform guess's perplexity."
+        )
+    return (
+        f"plateau: 'yes' when dev BLEU moved by less than {PLATEAU_BLEU:g} and dev PPL fell by less than "
+        f"{PLATEAU_PPL:.0%} between the last two validations of every seed (on the same sentences); 'rising' means "
+        "train longer, 'diverged' that a seed failed or ended above the uniform guess's perplexity."
+    )
+
+
+def budget_lines(table: ReportTable) -> list[str]:
+    """The budgets the claims were judged at, and the study's precision at each (what a reader can quote)."""
+    labels = [budget_label(f) for f in table.fractions]
+    if len(labels) > 1:
+        lines = [
+            f"Budgets: {', '.join(labels)} (T = each row's train.max_steps; the table shows T, each shorter budget "
+            "is a branch of the same run, annealed): claims are judged at each."
+        ]
+    else:
+        lines = [
+            "One budget, T: the verdicts were not checked across budgets (records without shorter budgets; set "
+            "train.budgets, e.g. [0.5], to score T/2 from the same runs)."
+        ]
+    if table.precision:
+        widths = ", ".join(f"{budget_label(f)} {w:.2f}" for f, w in sorted(table.precision.items()))
+        lines.append(f"median 95% CI half-width of ΔBLEU vs base: {widths}")
+    return lines
+
+
+def untrained_rows(table: ReportTable) -> list[str]:
+    """'A1 at T/2 (PPL ×1.2 with swapped sources)' for each row that did not learn to translate at some budget."""
+    return [
+        f"{r.name} at {', '.join(budget_label(f) for f in bad)} (PPL ×{min(bad.values()):.1f} with swapped sources)"
+        for r in table.rows
+        if (bad := r.no_source())
+    ]
+
+
+def unconverged_rows(table: ReportTable) -> list[str]:
+    """Rows not at their plateau, named while the study has one budget (with more, the plateau column says it)."""
+    if len(table.fractions) > 1:
+        return []
+    return [r.name for r in table.rows if r.convergence is not None and r.convergence.state != "plateau"]
+
+
+def claims_legend(table: ReportTable) -> str:
+    """How to read the verdicts: the test, the rules across budgets, what an inconclusive one says."""
+    text = (
+        "Each comparison: difference of the means over seeds [95% confidence interval counting seed noise (each "
+        "row's seed variance moderated toward the study's by empirical Bayes, Smyth 2004, robust to outlying rows "
+        "as in Phipson et al. 2016) and dev-sentence noise (paired bootstrap)], two-sided p and Holm-corrected p "
+        "over every row "
+        "against the base on that metric, at each budget; paper = the paper's difference. Reproduced: Holm p < "
+        f"{ALPHA} in the claimed direction (equivalence: the interval inside the margin) at every budget; "
+        "contradicted: significant the other way (equivalence: the interval outside the margin) at every budget; "
+        "inconclusive otherwise, saying why: budget-sensitive (the budgets disagree), no verdict for a row that "
+        "diverged or did not learn to translate, or an effect below the minimum detectable one, "
+        f"(t(1 - {ALPHA}/2, df) + t({POWER:g}, df)) × SE, the effect the test finds with {POWER:.0%} power ('too "
+        "noisy to tell' when it exceeds the paper's own difference)."
+    )
+    if len(table.fractions) == 1:
+        text += " Judged at T alone: not checked across budgets."
+    return " ".join([text, *design_text(table)])
+
+
+def design_text(table: ReportTable) -> list[str]:
+    """The seeds behind the comparisons: the base's extra ones, and the measured seed correlation (why rows are not
+    paired by seed)."""
+    lines = []
+    if table.base is not None:
+        base = next((r for r in table.rows if r.name == table.base), None)
+        others = [r.n_seeds for r in table.rows if r.name != table.base]
+        if base is not None and others and base.n_seeds > max(others):
+            lines.append(
+                f"The base trains {base.n_seeds} seeds against {max(others)} a row: it is in every comparison "
+                "(Dunnett's sqrt(k) allocation, the study's control_seeds)."
+            )
+    if (rho := table.seed_correlation) is not None:
+        lines.append(
+            f"Rows are not paired by seed: the seed effect shared by the rows (the same seed, the same data order) "
+            f"is rho = {rho.rho:.2f} of a row's seed variance (F test p {rho.p:.2f}, {rho.rows} rows x {rho.seeds} "
+            "seeds of dev BLEU at T)."
+        )
+    return lines
+
+
+def claim_title(cv: ClaimVerdict) -> str:
+    section = f" ({cv.claim.section})" if cv.claim.section else ""
+    return f"{cv.claim.text}{section}"
+
+
+def sweep_header(cmp: SweepComparison) -> list[str]:
+    """Who A and B are, and what the two directories change in every row (said once, not per row)."""
+    lines = [
+        f"{tag}: {s.out_dir}  (study {s.study}, preset {s.preset}, seeds {', '.join(map(str, s.seeds))})"
+        for tag, s in (("A", cmp.a), ("B", cmp.b))
+    ]
+    if cmp.settings:
+        lines.append("B differs from A in every row in common:")
+        lines += [f"  {key}: {short_value(va)} → {short_value(vb)}" for key, va, vb in cmp.settings]
+    else:
+        lines.append("A and B have the same settings in every row in common")
+    return lines
+
+
+def sweep_legend(cmp: SweepComparison) -> list[str]:
+    return [
+        "A, B: mean ± sample standard deviation over the complete seeds (seeds: complete/all, from the records).",
+        "B − A: difference of the means with its 95% interval, counting seed noise (the variance over seeds pooled "
+        f"over every row of both directories) and, where both sides scored the same dev sentences, sentence noise "
+        f"(paired bootstrap, {cmp.n_samples} resamples); p: two-sided, Holm-corrected over the rows compared on "
+        "that metric.",
+        f"Not at plateau: dev BLEU moved by {PLATEAU_BLEU:g} or more, or dev PPL fell by more than "
+        f"{PLATEAU_PPL:.0%}, between the last two validations: that row's numbers measure speed, not worth.",
+        *cmp.notes,
+    ]
