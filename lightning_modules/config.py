@@ -74,7 +74,7 @@ class ModelConfig:
     the gated linear units of Shazeer (2020, arXiv 2002.05202): FFN(x) = (act(x W) * x V) W_2 with act = Swish
     ('swiglu') or GELU ('geglu'). For a gated unit d_ff is the inner width of each of the two input projections W
     and V, so it has three d_model x d_ff matrices against the paper's two: a row that keeps the parameter count
-    sets d_ff to about 2/3 of the ungated one (Shazeer's 2048 -> 1365; the `modern` study uses 1360)."""
+    sets d_ff to about 2/3 of the ungated one (2048 -> 1360 in the `modern` study, a multiple of 16 that scales)."""
     positions: Literal["sinusoidal", "learned", "rope", "none"] = "sinusoidal"
     """Sinusoidal encodings of section 3.5 added to the embeddings, learned position embeddings (row E), 'rope':
     rotary embeddings that rotate the queries and keys of self-attention by their positions, so that q . k depends

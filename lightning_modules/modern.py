@@ -2,9 +2,9 @@
 
 Each is a small module chosen once, when the model is built (`norm_class`, `rotary_for`, `repeat_kv`, and
 `transformer.feed_forward` between section 3.3's FFN and `GatedFeedForward`), as litgpt's `Config.norm_class` and
-`mlp_class` are; where a component is off its place holds a module that does
-nothing (`nn.Identity`, `NoRotation`, `NoPositions`), so no forward branches on the config. Every default is the
-paper's: LayerNorm, ReLU, additive positions, one key/value head per query head, no query/key norm, biases.
+`mlp_class` are. Where a component is off, its place holds a module that does nothing (`nn.Identity`, `NoRotation`,
+`NoPositions`), so no forward branches on the config. Every default is the paper's: LayerNorm, ReLU, additive
+positions, one key/value head per query head, no query/key norm, biases.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def norm_class(cfg: ModelConfig) -> Callable[[int], nn.Module]:
 
 
 class GatedFeedForward(nn.Module):
-    """Shazeer (2020), equations 5-6: FFN_GLU(x) = (act(x W) * x V) W_2; SwiGLU with act = Swish, GeGLU with GELU.
+    """Shazeer (2020), section 3: FFN_GLU(x) = (act(x W) * x V) W_2; SwiGLU with act = Swish, GeGLU with GELU.
 
     W and V are d_model x d_ff and W_2 is d_ff x d_model: three matrices where section 3.3 has two, so an FFN of the
     paper's parameter count has d_ff at about 2/3 of the paper's.
@@ -52,7 +52,7 @@ class GatedFeedForward(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
-    """RoPE (Su et al., 2021, section 3.4.2): rotate each pair of dimensions (i, i + d/2) of a query or key at
+    """RoPE (Su et al., 2021, section 3.2): rotate each pair of dimensions (i, i + d/2) of a query or key at
     position m by the angle m * theta_i, theta_i = 10000^(-2i/d) (the "rotate half" pairing of GPT-NeoX and litgpt,
     equivalent to the paper's adjacent pairs up to a fixed permutation of the weights). Then <R_m q, R_n k> depends
     on m - n only. An odd width leaves its last dimension unrotated."""

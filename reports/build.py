@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from ablate.ablations.ledger import write_text_atomic
 from ablate.ablations.record import Layout
+from ablate.reports.cells import check_columns
 from ablate.reports.claims import load_claims
-from ablate.reports.formats import check_columns
 from ablate.reports.results import StudyResults, load_results
 from ablate.reports.stats import N_SAMPLES
 from ablate.reports.table import ReportTable, build_table
@@ -70,7 +70,7 @@ def build_report(
         storage: Optuna storage URL to read pending/running trials from (default: $ABLATE_STORAGE, else
             study.json's).
         claims: a claims file to judge instead of the study's own (see ablations/studies/table3.claims.yaml).
-        columns: keys of `reports.formats.COLUMNS` the Markdown, LaTeX and HTML tables show, in that order (default:
+        columns: keys of `reports.cells.COLUMNS` the Markdown, LaTeX and HTML tables show, in that order (default:
             each format's own choice); CSV and JSON keep every value.
 
     Returns:

@@ -131,6 +131,7 @@ def group_label(group: str, rows: list[ReportRow]) -> str:
 
 
 def value_text(value: Any) -> str:
+    """A config value: '?' for None, 'true'/'false', a float with its point ('0.0', '1e-05')."""
     if value is None:
         return "?"
     if isinstance(value, bool):
@@ -142,6 +143,7 @@ def value_text(value: Any) -> str:
 
 
 def steps_text(value: Any) -> str:
+    """A step count in thousands where it is a whole number of them ('100K'), else `value_text`."""
     if isinstance(value, int) and value >= 1000 and value % 1000 == 0:
         return f"{value // 1000}K"
     return value_text(value)
@@ -171,6 +173,7 @@ def stat_text(stat: Stat | None, digits: int, sign: str = "") -> str:
 
 
 def params_text(millions: float | None) -> str:
+    """Parameters x10^6 to three significant figures ('65.1', '213'), whole from 1000 on."""
     if millions is None:
         return ""
     return f"{millions:.0f}" if millions >= 1000 else f"{millions:.3g}"
@@ -189,6 +192,7 @@ def duration(seconds: float | None) -> str:
 
 
 def rate_text(value: float | None) -> str:
+    """Tokens per second: '850', '12.3k'."""
     if value is None:
         return ""
     return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
@@ -297,10 +301,12 @@ def other_span(table: ReportTable, cols: list[Column]) -> tuple[int, int] | None
 
 
 def cut(text: str, width: int) -> str:
+    """`text` cut to `width` characters, an ellipsis last where it was cut."""
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def short_value(value: Any) -> str:
+    """A value in four significant figures where it is a float, '-' for None (`ablate compare`'s config values)."""
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
     if value is None:
@@ -325,6 +331,7 @@ def delta_text(test: RowTest | None, interval: tuple[float, float] | None, digit
 
 
 def seeds_text(side: RowSide | None) -> str:
+    """'2/3': complete seeds / all on one side; '-' where the side lacks the row."""
     return "-" if side is None else f"{side.complete}/{side.total}"
 
 

@@ -24,6 +24,7 @@ def rounded(value: float | None, digits: int = 6) -> float | None:
     (a test that could not estimate its noise), which JSON cannot spell."""
     return None if value is None or not math.isfinite(value) else round(value, digits)
 
+
 def _stat_fields(name: str, stat: Stat | None) -> dict[str, float | None]:
     return {f"{name}_mean": rounded(stat.mean) if stat else None, f"{name}_std": rounded(stat.std) if stat else None}
 

@@ -8,8 +8,9 @@ one decorated function in one file:
     @writer("txt", "plain text table", suffix=".txt")
     def to_text(table: ReportTable, ctx: Context) -> str: ...
 
-in `reports/formats.py` (report) or `reports/compare.py` (comparison): the modules in `BUILTIN_MODULES`, imported
-before the registry is read. A format defined anywhere else is registered once its module is imported.
+in the module of its format (`reports/markdown.py` holds both Markdown writers, the report's and the comparison's):
+the modules in `BUILTIN_MODULES`, imported before the registry is read. A format defined anywhere else is registered
+once its module is imported.
 """
 
 from __future__ import annotations
@@ -28,8 +29,16 @@ if TYPE_CHECKING:
 Subject = Literal["report", "comparison"]
 """What a writer writes out: a `ReportTable` ('report') or a `SweepComparison` ('comparison')."""
 
-BUILTIN_MODULES = ("ablate.reports.formats", "ablate.reports.compare")
-"""The modules whose writers every command offers (imported on the registry's first read)."""
+BUILTIN_MODULES = (
+    "ablate.reports.text",
+    "ablate.reports.markdown",
+    "ablate.reports.latex",
+    "ablate.reports.csvfile",
+    "ablate.reports.jsonfile",
+    "ablate.reports.htmlpage",
+)
+"""The modules whose writers every command offers (imported on the registry's first read), in the order their
+formats are offered and written, whichever of them was imported first."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,7 @@ class Context:
     """What a writer may use besides the table or comparison it writes out; each writer reads the fields it needs."""
 
     columns: tuple[str, ...] | None = None
-    """Keys of `reports.formats.COLUMNS` the display tables (Markdown, LaTeX, HTML) show, in that order; None: each
+    """Keys of `reports.cells.COLUMNS` the display tables (Markdown, LaTeX, HTML) show, in that order; None: each
     format's default."""
     corpus: str | None = None
     """The data the study trained on, named in the legend or caption (`reports.build.describe_corpus`)."""
@@ -104,8 +113,15 @@ def registry() -> dict[tuple[Subject, str], Writer]:
 
 
 def writers(subject: Subject = "report") -> list[Writer]:
-    """The formats offered for `subject`, in the order they are written (companions left out)."""
-    return [w for (s, _), w in registry().items() if s == subject and w.companion_of is None]
+    """The formats offered for `subject`, in the order they are written (companions left out): the built-in ones in
+    the order of `BUILTIN_MODULES`, then the others in the order they were registered."""
+    offered = [w for (s, _), w in registry().items() if s == subject and w.companion_of is None]
+    return sorted(offered, key=_builtin_rank)
+
+
+def _builtin_rank(w: Writer) -> int:
+    module = getattr(w.write, "__module__", "")
+    return BUILTIN_MODULES.index(module) if module in BUILTIN_MODULES else len(BUILTIN_MODULES)
 
 
 def format_names(subject: Subject = "report") -> list[str]:

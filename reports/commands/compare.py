@@ -92,7 +92,8 @@ def _directories(args) -> tuple[Path, Path] | None:
 
 def _compare_sweeps(args, dir_a: Path, dir_b: Path) -> int:
     from ablate.ablations.ledger import write_text_atomic
-    from ablate.reports.compare import compare_sweeps, load_sweep
+    from ablate.reports.compare import compare_sweeps
+    from ablate.reports.lookup import load_sweep
     from ablate.reports.writers import Context, format_of, get_writer
 
     if args.plot:
@@ -114,7 +115,9 @@ def _compare_sweeps(args, dir_a: Path, dir_b: Path) -> int:
 
 
 def _compare_runs(args) -> int:
-    from ablate.reports.compare import compare_runs, plot_comparison, resolve_run
+    from ablate.reports.compare import compare_runs
+    from ablate.reports.lookup import resolve_run
+    from ablate.reports.plots import plot_comparison
 
     if args.json or args.format not in (None, "text"):
         raise AblateError("--format and --json go with two results directories; two runs are compared as text")

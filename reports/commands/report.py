@@ -13,7 +13,7 @@ from ablate.ablations.commands.options import command_parser, options, parse, pr
 
 
 def build_parser():
-    from ablate.reports.formats import COLUMNS
+    from ablate.reports.cells import COLUMNS
     from ablate.reports.writers import format_names, formats_help
 
     parser = command_parser("ablate report", __doc__)

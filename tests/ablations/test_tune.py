@@ -31,7 +31,7 @@ def test_table3_search_space_is_in_paper_units_and_follows_the_preset():
         "model.p_drop": (0.0, 0.4),
     }
     tiny = dims("table3", "tiny")
-    assert tiny["train.warmup_steps"] == (100, 800) and tiny["train.lr_factor"] == (0.25, 4.0)
+    assert tiny["train.warmup_steps"] == (200, 1600) and tiny["train.lr_factor"] == (0.25, 4.0)
     smoke = dims("table3", "smoke")
     assert smoke["train.warmup_steps"] == (5, 40)  # of 60 steps: never the 723-step warmup of a 60-step run
     assert smoke["train.lr_factor"] == pytest.approx((0.025, 0.4))

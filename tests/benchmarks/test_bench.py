@@ -9,8 +9,8 @@ import statistics
 import sys
 
 import pytest
-from ablate.benchmarks.command import main
 from ablate.benchmarks.bench import BenchConfig, run_bench
+from ablate.benchmarks.command import main
 from ablate.benchmarks.mfu import counted_flops, train_flops
 from ablate.benchmarks.peers import check_peer
 from ablate.data.errors import AblateError

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from ablate.reports.build import describe_corpus
 from ablate.reports.claims import load_claims
-from ablate.reports.formats import TEX_PACKAGES, to_latex
+from ablate.reports.latex import TEX_PACKAGES, to_latex
 from ablate.reports.results import load_results
 from ablate.reports.table import ReportTable, Stat, build_table
 from reports_fixtures import BASE_MODEL, BASE_TRAIN, make_study

@@ -15,12 +15,16 @@ import pytest
 import reports_fixtures as fx
 from ablate.data.errors import AblateError
 from ablate.reports.build import build_report
+from ablate.reports.cells import display_cells
 from ablate.reports.claims import comparison_text, judge, parse_claims
-from ablate.reports.formats import claims_data, display_cells, to_json, to_latex, to_markdown
+from ablate.reports.jsonfile import to_json
+from ablate.reports.latex import to_latex
+from ablate.reports.markdown import to_markdown
 from ablate.reports.metrics import read_lines
 from ablate.reports.results import load_results
 from ablate.reports.stats import RowTest, SystemScores, compare, pooled_seed_variance
 from ablate.reports.table import build_table
+from ablate.reports.values import claims_data
 
 ROWS = [
     ("base", "base", {}, 0.30),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from ablate.reports.build import build_report
-from ablate.reports.formats import to_html
+from ablate.reports.htmlpage import to_html
 from browser import CHROMIUM, MISSING, open_page
 from reports_fixtures import TABLE3_ROWS, make_study
 from test_latex import table3_tiny

@@ -68,11 +68,11 @@ def test_a_name_is_registered_once(registry):
         writer("md", "another Markdown", suffix=".md")(lambda table, ctx: "")
 
 
-def test_a_formats_module_reloaded_in_a_notebook_registers_its_writers_again(registry):
+def test_a_format_module_reloaded_in_a_notebook_registers_its_writers_again(registry):
     import importlib
 
-    from ablate.reports import formats
+    from ablate.reports import markdown
 
     before = {name: w.help for name, w in zip(writers.format_names(), writers.writers(), strict=True)}
-    importlib.reload(formats)  # %autoreload does this: the same functions, registered a second time
+    importlib.reload(markdown)  # %autoreload does this: the same functions, registered a second time
     assert {name: w.help for name, w in zip(writers.format_names(), writers.writers(), strict=True)} == before

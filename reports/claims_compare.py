@@ -1,0 +1,240 @@
+"""Two studies' verdicts side by side, claim by claim: which of the paper's findings survive a change of block, corpus
+or preset (`ablate compare A B --claims`).
+
+Claims are matched by id (the shipped studies share them: `table3.claims.yaml` and `modern.claims.yaml` use the same
+ids for Table 3's claims), each side judged by its own study exactly as its report judges it (`reports.table`). A
+claim only one study has is listed as such. Numbers stay numbers here; the writers (Markdown, LaTeX, HTML, text)
+turn them into text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ablate.ablations.record import budget_label
+from ablate.reports.claims import ClaimVerdict, ComparisonVerdict, paper_ratio
+from ablate.reports.stats import METRICS
+from ablate.reports.table import ReportTable
+
+
+@dataclass(frozen=True, kw_only=True)
+class Effect:
+    """One comparison of a claim in one study, at T: the effect, its 95% interval and its verdict."""
+
+    row: str
+    against: str
+    metric: str
+    verdict: str
+    effect: float | None
+    low: float | None
+    high: float | None
+    paper_ratio: float | None
+    """Our effect over the paper's (signed), where the paper gives one of at least 0.3."""
+    reason: str
+    """Why it is inconclusive ('' otherwise)."""
+
+    @property
+    def digits(self) -> int:
+        return METRICS[self.metric].digits
+
+
+@dataclass(frozen=True, kw_only=True)
+class Side:
+    """A claim as one study judged it."""
+
+    verdict: str
+    effects: tuple[Effect, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimRow:
+    id: str
+    text: str
+    section: str
+    a: Side | None
+    b: Side | None
+
+    @property
+    def agree(self) -> bool | None:
+        """True when both studies give the same decisive verdict, False when their decisive verdicts differ, None
+        when either is inconclusive or missing."""
+        if self.a is None or self.b is None:
+            return None
+        decisive = {"reproduced", "contradicted"}
+        if self.a.verdict in decisive and self.b.verdict in decisive:
+            return self.a.verdict == self.b.verdict
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimsComparison:
+    a: str
+    """Study A's label ('table3 (tiny)')."""
+    b: str
+    rows: tuple[ClaimRow, ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+    budgets_a: tuple[str, ...]
+    budgets_b: tuple[str, ...]
+
+
+def _effect(cv: ComparisonVerdict, base: str | None) -> Effect:
+    test = cv.test
+    tested = test is not None and test.effect is not None
+    return Effect(
+        row=cv.comparison.row,
+        against=cv.comparison.against or base or "",
+        metric=cv.comparison.metric,
+        verdict=cv.verdict,
+        effect=test.effect if tested else None,
+        low=test.ci[0] if tested else None,
+        high=test.ci[1] if tested else None,
+        paper_ratio=paper_ratio(cv),
+        reason=cv.reason,
+    )
+
+
+def _side(cv: ClaimVerdict | None, base: str | None) -> Side | None:
+    if cv is None:
+        return None
+    return Side(verdict=cv.verdict, effects=tuple(_effect(c, base) for c in cv.comparisons))
+
+
+def compare_claims(a: ReportTable, b: ReportTable) -> ClaimsComparison:
+    """Every claim of either study, in A's order then B's, each with both studies' verdicts and effects at T."""
+    by_a = {cv.claim.id: cv for cv in a.claims}
+    by_b = {cv.claim.id: cv for cv in b.claims}
+    ids = list(dict.fromkeys([*by_a, *by_b]))
+    rows = []
+    for claim_id in ids:
+        claim = (by_a.get(claim_id) or by_b[claim_id]).claim
+        rows.append(
+            ClaimRow(
+                id=claim_id,
+                text=claim.text,
+                section=claim.section or "",
+                a=_side(by_a.get(claim_id), a.base),
+                b=_side(by_b.get(claim_id), b.base),
+            )
+        )
+    return ClaimsComparison(
+        a=f"{a.study} ({a.preset})",
+        b=f"{b.study} ({b.preset})",
+        rows=tuple(rows),
+        only_a=tuple(i for i in ids if i not in by_b),
+        only_b=tuple(i for i in ids if i not in by_a),
+        budgets_a=tuple(budget_label(f) for f in a.fractions),
+        budgets_b=tuple(budget_label(f) for f in b.fractions),
+    )
+
+
+def effect_text(effect: Effect) -> str:
+    """'C1 -11.50 [-20.68, -2.33] (4.2x the paper's)'; 'C1 untested' without trials."""
+    if effect.effect is None:
+        return f"{effect.row} untested"
+    d = effect.digits
+    text = f"{effect.row} {effect.effect:+.{d}f} [{effect.low:+.{d}f}, {effect.high:+.{d}f}]"
+    return f"{text} ({effect.paper_ratio:.1f}x the paper's)" if effect.paper_ratio is not None else text
+
+
+def side_text(side: Side | None) -> str:
+    """'REPRODUCED: B1 -14.56 [...]; B2 ...' or 'not in this study'."""
+    if side is None:
+        return "not in this study"
+    return f"{side.verdict.upper()}: " + "; ".join(effect_text(e) for e in side.effects)
+
+
+def summary_line(cmp: ClaimsComparison) -> str:
+    """How many shared claims agree, differ, or cannot be compared (an inconclusive side)."""
+    shared = [r for r in cmp.rows if r.a is not None and r.b is not None]
+    agree = sum(r.agree is True for r in shared)
+    differ = sum(r.agree is False for r in shared)
+    text = (
+        f"{len(shared)} claims in both: {agree} with the same verdict, {differ} with opposite verdicts, "
+        f"{len(shared) - agree - differ} inconclusive in at least one study"
+    )
+    if cmp.only_a:
+        text += f"; only in {cmp.a}: {', '.join(cmp.only_a)}"
+    if cmp.only_b:
+        text += f"; only in {cmp.b}: {', '.join(cmp.only_b)}"
+    return text
+
+
+def to_markdown(cmp: ClaimsComparison) -> str:
+    """The claims side by side as a Markdown table, effects at T with their 95% intervals."""
+    lines = [
+        f"## Claims: {cmp.a} vs {cmp.b}",
+        "",
+        f"| claim | {cmp.a} | {cmp.b} |",
+        "|:--|:--|:--|",
+    ]
+    for row in cmp.rows:
+        claim = f"{row.text} ({row.section})" if row.section else row.text
+        cells = [claim, side_text(row.a), side_text(row.b)]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += [
+        "",
+        f"- {summary_line(cmp)}.",
+        "- Effects at T: difference from each study's base (or the comparison's reference row) [95% interval, seed "
+        "and dev-sentence noise]; each verdict needs every budget of its study to agree "
+        f"({cmp.a}: {', '.join(cmp.budgets_a)}; {cmp.b}: {', '.join(cmp.budgets_b)}).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def to_latex(cmp: ClaimsComparison) -> str:
+    """A booktabs table of the claims side by side (needs booktabs)."""
+    from ablate.reports.formats import tex_escape
+
+    lines = [
+        r"\begin{table*}[t]",
+        r"\centering\small",
+        r"\begin{tabular}{p{0.3\textwidth}p{0.32\textwidth}p{0.32\textwidth}}",
+        r"\toprule",
+        f"Claim & {tex_escape(cmp.a)} & {tex_escape(cmp.b)} \\\\",
+        r"\midrule",
+    ]
+    for row in cmp.rows:
+        claim = f"{row.text} ({row.section})" if row.section else row.text
+        lines.append(" & ".join(tex_escape(c) for c in (claim, side_text(row.a), side_text(row.b))) + r" \\")
+    lines += [
+        r"\bottomrule",
+        r"\end{tabular}",
+        f"\\caption{{The paper's claims in two studies. {tex_escape(summary_line(cmp))}. Effects at $T$ with 95\\% "
+        "intervals (seed and dev-sentence noise).}",
+        r"\end{table*}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def to_html(cmp: ClaimsComparison) -> str:
+    """One self-contained page with the claims side by side."""
+    from html import escape
+
+    def cell(side: Side | None) -> str:
+        if side is None:
+            return "<td class='none'>not in this study</td>"
+        effects = "<br>".join(escape(effect_text(e)) for e in side.effects)
+        return f"<td class='{side.verdict}'><b>{side.verdict}</b><br>{effects}</td>"
+
+    body = "\n".join(
+        f"<tr><td>{escape(r.text)}<br><small>{escape(r.section)}</small></td>{cell(r.a)}{cell(r.b)}</tr>"
+        for r in cmp.rows
+    )
+    style = (
+        "body{font-family:sans-serif;margin:2rem}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+        "padding:.4rem;vertical-align:top;text-align:left}.reproduced{background:#e6f4ea}"
+        ".contradicted{background:#fce8e6}.inconclusive{background:#f8f9fa}"
+    )
+    return (
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Claims: {escape(cmp.a)} vs "
+        f"{escape(cmp.b)}</title><style>{style}</style></head><body><h1>Claims: {escape(cmp.a)} vs {escape(cmp.b)}"
+        f"</h1><table><tr><th>claim</th><th>{escape(cmp.a)}</th><th>{escape(cmp.b)}</th></tr>\n{body}\n</table>"
+        f"<p>{escape(summary_line(cmp))}.</p></body></html>\n"
+    )
+
+
+WRITERS = {"md": (to_markdown, ".md"), "tex": (to_latex, ".tex"), "html": (to_html, ".html")}
+"""The claim comparison's formats: name -> (function, suffix); the terminal gets the Markdown."""
+
+__all__ = ["ClaimRow", "ClaimsComparison", "Effect", "Side", "WRITERS", "compare_claims", "summary_line"]
