@@ -308,9 +308,9 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     times = [t for _, _, t in todo]
     left = f"{trials} trials" if not done else f"{trials} trials, {done} done: the {len(times)} left"
     line = f"cost: {left}, about {sum(times) / 3600:.1f} core-hours ({measured})"
-    extra = [t for row, seed, t in todo if row.group == "base" and seed not in plan.seeds]
+    extra = [t for _, seed, t in todo if seed not in plan.seeds]
     if extra:
-        line += f", of which the base's {len(extra)} extra seeds {sum(extra) / 3600:.1f}"
+        line += f", of which the controls' {len(extra)} extra seeds {sum(extra) / 3600:.1f}"
     if cores is None:
         return f"{line}; this machine's GPUs will differ"
     wall = max(sum(times) / max(min(workers, cores), 1), max(times, default=0.0))

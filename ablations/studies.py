@@ -76,17 +76,36 @@ class Study:
     claims: tuple[Claim, ...] = ()
     """The claims the report gives a verdict on (`claims:` in the YAML: a file next to the study, or a list)."""
     control_seeds: int | Literal["auto"] = "auto"
-    """Seeds of the base row, which every comparison uses. 'auto': about sqrt(k) times a row's seeds for k rows
-    compared with it, the allocation that minimises the variance of k comparisons with one control for a fixed
-    number of trials (Dunnett, 1955, "A multiple comparison procedure for comparing several treatments with a
-    control", JASA 50: n_control / n_row = sqrt(k)). An integer sets it outright (at least the rows' seeds)."""
+    """Seeds of each control row: the base, which every row is compared with, and any row a claim compares others
+    against (`against:`). 'auto': about sqrt(k) times a row's seeds for a control compared with k rows, the
+    allocation that minimises the variance of k comparisons with one control for a fixed number of trials (Dunnett,
+    1955, "A multiple comparison procedure for comparing several treatments with a control", JASA 50:
+    n_control / n_row = sqrt(k)). An integer sets it outright for every control (at least the rows' seeds)."""
+
+    def controls(self) -> dict[str, set[str]]:
+        """Control row -> the rows compared with it: the base with every other row, each claim's `against` row with
+        the rows its comparisons name."""
+        base = next((r.name for r in self.rows if r.group == "base"), None)
+        out: dict[str, set[str]] = {base: {r.name for r in self.rows if r.name != base}} if base else {}
+        for claim in self.claims:
+            for comp in claim.compare:
+                if comp.against and comp.against != base:
+                    out.setdefault(comp.against, set()).add(comp.row)
+        return out
+
+    def control_seed_counts(self, seeds: int, override: int | None = None) -> dict[str, int]:
+        """Control row -> how many seeds it trains when every other row trains `seeds` (see `control_seeds`);
+        `override` (the command line's --control_seeds) sets every control's."""
+        fixed = override if override is not None else (None if self.control_seeds == "auto" else self.control_seeds)
+        return {
+            name: max(seeds, int(fixed) if fixed is not None else round(seeds * math.sqrt(len(compared))))
+            for name, compared in self.controls().items()
+        }
 
     def control_seed_count(self, seeds: int) -> int:
-        """How many seeds the base trains when every other row trains `seeds` (see `control_seeds`)."""
-        if self.control_seeds != "auto":
-            return max(int(self.control_seeds), seeds)
-        k = sum(row.group != "base" for row in self.rows)
-        return max(seeds, round(seeds * math.sqrt(k))) if any(row.group == "base" for row in self.rows) else seeds
+        """How many seeds the base trains when every other row trains `seeds` (`seeds` without a base row)."""
+        base = next((r.name for r in self.rows if r.group == "base"), None)
+        return self.control_seed_counts(seeds).get(base, seeds) if base else seeds
 
     def row(self, name: str) -> Row:
         for row in self.rows:

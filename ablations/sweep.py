@@ -56,16 +56,16 @@ class Plan:
     only: list[str] | None = None
     """Rows this sweep trains (--rows); None: all. The study keeps every row: the others stay pending, and a later
     sweep of the same study without --rows trains them."""
-    control_seeds: list[int] | None = None
-    """The base row's seeds (`Study.control_seeds`): more than the other rows', since every comparison uses it.
-    None: the same as every row's."""
+    control_seeds: dict[str, list[int]] | None = None
+    """Control row -> its seeds (`Study.control_seeds`): the base and any row claims compare others against train
+    more seeds than a row, since several comparisons use them. None: the same as every row's."""
 
     def rows(self) -> list[Row]:
         return list(self.study.rows)
 
     def seeds_of(self, row: Row) -> list[int]:
-        """The seeds `row` trains: the control seeds for the base, the plan's seeds for every other row."""
-        return self.control_seeds if self.control_seeds and row.group == "base" else self.seeds
+        """The seeds `row` trains: a control's own (`control_seeds`), the plan's seeds for every other row."""
+        return (self.control_seeds or {}).get(row.name, self.seeds)
 
     def keys(self) -> list[tuple[Row, int]]:
         """The (row, seed) trials this sweep trains, in the order they are queued: seed by seed, so a study stopped
@@ -90,7 +90,8 @@ class Plan:
         for row in self.rows():
             config = self.run_config(row, self.seeds[0]).to_dict()
             values[row.name] = {k: config[k.partition(".")[0]][k.partition(".")[2]] for k in knobs}
-        return ParamSpace.of(values, sorted({*self.seeds, *(self.control_seeds or [])}))
+        extra = [seed for seeds in (self.control_seeds or {}).values() for seed in seeds]
+        return ParamSpace.of(values, sorted({*self.seeds, *extra}))
 
     def describe(self) -> dict[str, Any]:
         """study.json: what reports read to lay out the table (rows in display order, resolved configs), and
@@ -101,7 +102,7 @@ class Plan:
             "preset": self.preset,
             "pipeline_check": get_preset(self.preset).pipeline_check,
             "seeds": self.seeds,
-            "control_seeds": self.control_seeds or self.seeds,
+            "control_seeds": self.control_seeds or {},
             "storage": redact(self.storage),
             "optuna_study": self.name,
             "wandb_project": self.run_config(self.rows()[0], self.seeds[0]).tracking.project,
@@ -274,7 +275,7 @@ def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
     try:
         run = plan.run_config(row, seed)
         record = dataclasses.replace(record, config=run.to_dict())
-        from ablate.ablations.train import scored  # torch and Lightning: only in a process that trains
+        from ablate.ablations.trial_files import scored
 
         result = _train(plan, run, row, seed, trial_dir, started, queue.trial_id(trial))
         return scored(record, result, Layout(plan.out))

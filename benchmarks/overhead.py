@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ablate.ablations.trial_files import TrainResult
 from ablate.benchmarks.settings import BenchConfig
 from ablate.data.errors import AblateError
 
@@ -33,10 +34,9 @@ def trial_overhead(bench: BenchConfig) -> dict[str, Any]:
         )
         started = time.time()
         _run_python(code)
-        m1 = json.loads((first / "result.json").read_text())["metrics"]
-        m2 = json.loads((second / "result.json").read_text())["metrics"]
+        m1, m2 = TrainResult.read(first).metrics, TrainResult.read(second).metrics
         # result.json is written at the end of the trial, wall_time_s after the trial's own start.
-        trial_end = (first / "result.json").stat().st_mtime
+        trial_end = TrainResult.path(first).stat().st_mtime
         first_step = trial_end - m1["wall_time_s"] + m1["overhead_s"]
     process_to_first_step = first_step - started
     trial_wall = trial_end - started

@@ -23,14 +23,17 @@ class MetricSpec:
     name: str
     label: str
     digits: int
-    """Decimals reports show it to."""
+    """Decimals reports show it to (tables, claims, the training log)."""
     higher_is_better: bool
+    paper_digits: int | None = None
+    """Decimals the paper's Table 3 prints it to (BLEU 1, PPL 2): the paper's column, and our numbers in the LaTeX
+    table that sits beside it in a paper. None: as `digits`."""
 
 
 METRICS = {
-    "bleu": MetricSpec("bleu", "BLEU", 2, True),
-    "chrf": MetricSpec("chrf", "chrF", 2, True),
-    "ppl": MetricSpec("ppl", "PPL", 2, False),
+    "bleu": MetricSpec("bleu", "BLEU", 2, True, paper_digits=1),
+    "chrf": MetricSpec("chrf", "chrF", 1, True),
+    "ppl": MetricSpec("ppl", "PPL", 2, False, paper_digits=2),
 }
 """The metrics a claim or test can name (`reports.stats` scores and tests each)."""
 

@@ -167,7 +167,8 @@ class Study:
     # ------------------------------------------------------------------------------------------ the report's view
     def table(self, *, n_samples: int | None = None, claims: str | Path | None = None) -> ReportTable:
         """The report's table (`reports.table.ReportTable`): every row's cells over seeds, the significance marks,
-        the study's precision and a verdict per claim, as `ablate report` builds it (same resamples: 1000)."""
+        the study's precision and a verdict per claim, as `ablate report` builds it (the same
+        `reports.stats.N_SAMPLES` resamples)."""
         from ablate.reports.claims import load_claims
         from ablate.reports.stats import N_SAMPLES
         from ablate.reports.table import build_table

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from ablate.ablations.record import FULL, budget_label
 from ablate.data.errors import AblateError
+from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.claims import p_text
-from ablate.reports.stats import METRICS, RowTest
+from ablate.reports.stats import RowTest
 from ablate.reports.table import CONFIG_COLUMNS, ReportRow, ReportTable, Stat
 
 if TYPE_CHECKING:
@@ -214,16 +215,18 @@ def state_text(row: ReportRow, width: int | None = 60) -> str:
     return " · ".join(parts) if parts else "no seeds"
 
 
-STAT_COLUMNS = {
-    "ppl": (2, ""),
-    "bleu": (2, ""),
-    "chrf": (1, ""),
-    "test_bleu": (2, ""),
-    "test_chrf": (1, ""),
-    "delta_ppl": (2, "+"),
-    "delta_bleu": (2, "+"),
+STAT_METRICS = {
+    "ppl": ("ppl", ""),
+    "bleu": ("bleu", ""),
+    "chrf": ("chrf", ""),
+    "test_bleu": ("bleu", ""),
+    "test_chrf": ("chrf", ""),
+    "delta_ppl": ("ppl", "+"),
+    "delta_bleu": ("bleu", "+"),
 }
-"""Columns that show a `Stat` (the `ReportRow` field of the same name): key -> (decimals, sign)."""
+"""Columns that show a `Stat` (the `ReportRow` field of the same name): key -> (its metric, sign)."""
+STAT_COLUMNS = {key: (METRICS[metric].digits, sign) for key, (metric, sign) in STAT_METRICS.items()}
+"""key -> (decimals, sign), the decimals the metric's own (`lightning_modules.metrics.METRICS`)."""
 
 
 def plateau_text(row: ReportRow) -> str:
@@ -262,8 +265,9 @@ def display_cells(row: ReportRow) -> dict[str, str]:
     cells["plateau"] = plateau_text(row)
     cells["source"] = source_text(row)
     cells["params"] = params_text(row.params_m)
-    cells["paper_ppl"] = f"{row.paper.ppl:.2f}" if row.paper and row.paper.ppl is not None else ""
-    cells["paper_bleu"] = f"{row.paper.bleu:.1f}" if row.paper and row.paper.bleu is not None else ""
+    ppl, bleu = METRICS["ppl"].paper_digits, METRICS["bleu"].paper_digits
+    cells["paper_ppl"] = f"{row.paper.ppl:.{ppl}f}" if row.paper and row.paper.ppl is not None else ""
+    cells["paper_bleu"] = f"{row.paper.bleu:.{bleu}f}" if row.paper and row.paper.bleu is not None else ""
     cells["delta_bleu"] = (cells["delta_bleu"] + f" {row.mark}").strip()
     cells["wall"] = duration(row.wall_time_s)
     cells["tok_s"] = rate_text(row.tokens_per_sec)

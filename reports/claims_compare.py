@@ -15,6 +15,7 @@ from ablate.ablations.record import budget_label
 from ablate.reports.claims import ClaimVerdict, ComparisonVerdict, paper_ratio
 from ablate.reports.stats import METRICS
 from ablate.reports.table import ReportTable
+from ablate.reports.writers import Context, writer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,7 +185,7 @@ def to_markdown(cmp: ClaimsComparison) -> str:
 
 def to_latex(cmp: ClaimsComparison) -> str:
     """A booktabs table of the claims side by side (needs booktabs)."""
-    from ablate.reports.formats import tex_escape
+    from ablate.reports.latex import tex_escape
 
     lines = [
         r"\begin{table*}[t]",
@@ -234,7 +235,24 @@ def to_html(cmp: ClaimsComparison) -> str:
     )
 
 
-WRITERS = {"md": (to_markdown, ".md"), "tex": (to_latex, ".tex"), "html": (to_html, ".html")}
-"""The claim comparison's formats: name -> (function, suffix); the terminal gets the Markdown."""
+@writer("text", "Markdown table, for a terminal", suffix=".txt", subject="claims")
+def write_text(cmp: ClaimsComparison, ctx: Context) -> str:
+    return to_markdown(cmp)
 
-__all__ = ["ClaimRow", "ClaimsComparison", "Effect", "Side", "WRITERS", "compare_claims", "summary_line"]
+
+@writer("md", "Markdown table", suffix=".md", subject="claims")
+def write_markdown(cmp: ClaimsComparison, ctx: Context) -> str:
+    return to_markdown(cmp)
+
+
+@writer("tex", "LaTeX table (booktabs)", suffix=".tex", subject="claims")
+def write_latex(cmp: ClaimsComparison, ctx: Context) -> str:
+    return to_latex(cmp)
+
+
+@writer("html", "one self-contained HTML page", suffix=".html", subject="claims")
+def write_html(cmp: ClaimsComparison, ctx: Context) -> str:
+    return to_html(cmp)
+
+
+__all__ = ["ClaimRow", "ClaimsComparison", "Effect", "Side", "compare_claims", "summary_line"]

@@ -90,7 +90,7 @@ def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-def compare_runs(a: Record, b: Record, *, n_samples: int = 1000) -> str:
+def compare_runs(a: Record, b: Record, *, n_samples: int = N_SAMPLES) -> str:
     """The side-by-side text: who the runs are, config differences, metrics, dev-set significance, curves."""
     lines = []
     for tag, r in (("A", a), ("B", b)):

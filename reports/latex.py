@@ -7,8 +7,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.cells import (
     STAT_COLUMNS,
+    STAT_METRICS,
     Column,
     cut,
     display_columns,
@@ -155,8 +157,12 @@ def _tex_claims(table: ReportTable, label: str) -> list[str]:
 _TEX_MARKS = {"†": r"{}^{\dagger}", "‡": r"{}^{\ddagger}"}
 
 
-TEX_DIGITS = {"bleu": 1, "test_bleu": 1, "delta_bleu": 1}
-"""Decimals LaTeX shows where they differ from `STAT_COLUMNS`': BLEU to one decimal, as the paper's Table 3."""
+TEX_DIGITS = {
+    key: METRICS[metric].paper_digits
+    for key, (metric, _) in STAT_METRICS.items()
+    if METRICS[metric].paper_digits is not None
+}
+"""Decimals LaTeX shows: the paper's Table 3's (`MetricSpec.paper_digits`: BLEU to one decimal), else the table's."""
 
 
 def _tex_stats(row: ReportRow) -> dict[str, str]:

@@ -137,7 +137,8 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         if note:
             notes.append(note)
     notes += _add_undeclared_rows(rows, records, optuna)
-    seeds = [int(s) for s in (meta.get("control_seeds") or []) + (meta.get("seeds") or [0])]
+    controls = [seed for seeds in _control_seeds(meta, rows).values() for seed in seeds]
+    seeds = [*controls, *(int(s) for s in meta.get("seeds") or [0])]
     seeds = sorted(set(seeds) | {seed for _, seed in records} | {seed for _, seed in optuna})
     return StudyResults(
         out_dir=out_dir,
@@ -145,7 +146,7 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         preset=str(meta.get("preset") or ""),
         seeds=seeds,
         rows=rows,
-        status=_status(out_dir, rows, seeds, _declared(meta), records, optuna),
+        status=_status(out_dir, rows, seeds, _declared(meta, rows), records, optuna),
         meta=meta,
         notes=notes,
     )
@@ -171,11 +172,21 @@ def _add_undeclared_rows(rows: list[RowSpec], records: dict, optuna: dict) -> li
     return notes
 
 
-def _declared(meta: dict) -> dict[str, list[int]]:
-    """Group -> the seeds study.json declares for its rows: the base's control seeds (more than a row's: Dunnett's
-    allocation, `Study.control_seeds`) under 'base', every other row's under ''."""
+def _control_seeds(meta: dict, rows: list[RowSpec]) -> dict[str, list[int]]:
+    """Row -> the seeds study.json declares for a control row (the base, a claim's reference row: more than a row's,
+    `Study.control_seeds`). An older study.json gave the base's as a list, or none at all."""
+    declared = meta.get("control_seeds") or {}
+    if isinstance(declared, list):
+        base = next((r.name for r in rows if r.group == "base"), None)
+        declared = {base: declared} if base else {}
+    return {str(name): [int(s) for s in seeds] for name, seeds in declared.items()}
+
+
+def _declared(meta: dict, rows: list[RowSpec]) -> dict[str, list[int]]:
+    """Row -> the seeds study.json declares for it: a control's own, every other row's the study's."""
     seeds = [int(s) for s in meta.get("seeds") or []]
-    return {"": seeds, "base": [int(s) for s in meta.get("control_seeds") or seeds]}
+    controls = _control_seeds(meta, rows)
+    return {r.name: controls.get(r.name, seeds) for r in rows}
 
 
 def _status(
@@ -189,7 +200,7 @@ def _status(
     """Each row x seed's state: its record if there is one, else its Optuna trial's, else pending (declared seeds)."""
     status: dict[tuple[str, int], TrialStatus] = {}
     for spec in rows:
-        mine = declared.get("base" if spec.group == "base" else "", [])
+        mine = declared.get(spec.name, [])
         for seed in seeds:
             key = (spec.name, seed)
             if key in records:

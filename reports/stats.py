@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from ablate.ablations.claims import METRICS
+from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.variance import Moderated, moderate
 
 ALPHA = 0.05

@@ -26,8 +26,9 @@ from ablate.data.errors import AblateError
 if TYPE_CHECKING:
     from ablate.reports.plots import Plot
 
-Subject = Literal["report", "comparison"]
-"""What a writer writes out: a `ReportTable` ('report') or a `SweepComparison` ('comparison')."""
+Subject = Literal["report", "comparison", "claims"]
+"""What a writer writes out: a `ReportTable` ('report'), a `SweepComparison` ('comparison') or a `ClaimsComparison`
+('claims': two studies' verdicts side by side, `ablate compare A B --claims`)."""
 
 BUILTIN_MODULES = (
     "ablate.reports.text",
@@ -36,6 +37,7 @@ BUILTIN_MODULES = (
     "ablate.reports.csvfile",
     "ablate.reports.jsonfile",
     "ablate.reports.htmlpage",
+    "ablate.reports.claims_compare",
 )
 """The modules whose writers every command offers (imported on the registry's first read), in the order their
 formats are offered and written, whichever of them was imported first."""

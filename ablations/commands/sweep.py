@@ -26,8 +26,9 @@ def build_parser(documented: bool = False):
         "--control_seeds",
         type=int,
         default=None,
-        help="seeds of the base row, which every comparison uses (default: the study's control_seeds; 'auto' there "
-        "is about sqrt(k) x --seeds for k rows, Dunnett's allocation)",
+        help="seeds of each control row: the base, which every comparison uses, and any row claims compare others "
+        "against (default: the study's control_seeds; 'auto' there is about sqrt(k) x --seeds for k rows, Dunnett's "
+        "allocation)",
     )
     p.add_argument(
         "--storage",
@@ -92,15 +93,15 @@ def make_plan(ns):
     seeds = study.seeds if ns.seeds is None else ns.seeds
     if seeds < 1:
         raise AblateError(f"--seeds must be >= 1, got {seeds}")
-    control = study.control_seed_count(seeds) if ns.control_seeds is None else ns.control_seeds
-    if control < seeds:
-        raise AblateError(f"--control_seeds must be at least --seeds ({seeds}), got {control}")
+    if ns.control_seeds is not None and ns.control_seeds < seeds:
+        raise AblateError(f"--control_seeds must be at least --seeds ({seeds}), got {ns.control_seeds}")
+    controls = study.control_seed_counts(seeds, ns.control_seeds)
     out = Path(ns.out or f"runs/{study.name}-{preset}")
     plan = Plan(
         study=study,
         preset=preset,
         seeds=list(range(seeds)),
-        control_seeds=list(range(control)),
+        control_seeds={name: list(range(n)) for name, n in controls.items()},
         out=out,
         storage=storage_url(ns.storage, out),
         name=ns.name or f"{study.name}-{preset}",

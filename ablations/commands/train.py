@@ -189,6 +189,8 @@ def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
         return 1
     if result is None:
         return 0
+    from ablate.ablations.trial_files import TrainResult
+
     m = result.metrics
     if as_json:
         print(json.dumps(m, indent=2))
@@ -199,7 +201,7 @@ def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
             f"{name}: dev BLEU {bleu}  dev PPL {m['ppl']:.2f}{test}  params {m['params'] / 1e6:.2f}M  "
             f"{m['steps']} steps in {m['train_time_s']:.0f}s ({m['step_time_s'] * 1000:.0f} ms/step, "
             f"{m['tokens_per_sec']:,.0f} tok/s on {m['device']})\n"
-            f"sacrebleu: {m.get('bleu_signature')}\nresults: {out / 'result.json'}",
+            f"sacrebleu: {m.get('bleu_signature')}\nresults: {TrainResult.path(out)}",
             file=sys.stdout,
         )
         for budget in result.budgets:  # the shorter budgets' annealed branches (train.budgets)

@@ -55,8 +55,8 @@ def coordinate(plan: Plan, workers: int | None) -> None:
     eta = progress.Eta.for_plan(plan)
     storage = redact(plan.storage)
     rows = len(plan.study.rows) if plan.only is None else f"{len(plan.only)} of {len(plan.study.rows)}"
-    extra = len(plan.control_seeds or []) - len(plan.seeds)
-    control = f" (the base {len(plan.control_seeds or [])}: it is in every comparison)" if extra > 0 else ""
+    more = {name: len(seeds) for name, seeds in (plan.control_seeds or {}).items() if len(seeds) > len(plan.seeds)}
+    control = f" ({', '.join(f'{n} {k}' for n, k in more.items())}: controls, in several comparisons)" if more else ""
     print(
         f"sweep {plan.study.name} at preset {plan.preset}: {rows} rows x {len(plan.seeds)} seeds{control} = "
         f"{len(keys)} trials ({queued} newly queued), {workers} worker(s) here\n"

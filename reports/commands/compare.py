@@ -4,6 +4,7 @@ Two results directories (A and B are OUT directories of `ablate sweep`, finished
 as RUNS_DIR/<study>-<preset> like `ablate report` does):
 
     ablate compare runs/table3-tiny runs/table3-tiny-gettext [--format md] [--out cmp.md]
+    ablate compare runs/table3-tiny runs/modern-tiny --claims [--format md|tex|html]   # verdicts claim by claim
 
 For every row (matched by name): BLEU, PPL and chrF as mean ± std over each side's complete seeds, B - A with its
 95% interval and Holm-corrected p (seed noise from both sides; sentence noise from a paired bootstrap where both
@@ -29,6 +30,7 @@ from ablate.data.errors import AblateError
 
 
 def build_parser():
+    from ablate.reports.stats import N_SAMPLES
     from ablate.reports.writers import format_names, formats_help
 
     parser = command_parser("ablate compare", __doc__)
@@ -42,14 +44,20 @@ def build_parser():
     )
     parser.add_argument(
         "--format",
-        choices=format_names("comparison"),
+        choices=list(dict.fromkeys([*format_names("comparison"), *format_names("claims")])),
         default=None,
         help=f"two directories: {formats_help('comparison')}; unset: from --out's suffix, else text",
     )
     parser.add_argument("--json", action="store_true", help="the same as --format json")
     parser.add_argument("--runs_dir", default="runs", help="where study names are looked up")
     parser.add_argument("--plot", default=None, metavar="PATH", help="two runs: also draw their curves to a PNG or SVG")
-    parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the dev sentences")
+    parser.add_argument("--samples", type=int, default=N_SAMPLES, help="bootstrap resamples of the dev sentences")
+    parser.add_argument(
+        "--claims",
+        action="store_true",
+        help="two directories: their verdicts side by side, claim by claim (matched by id), instead of row by row; "
+        f"formats: {formats_help('claims')}",
+    )
     return parser
 
 
@@ -99,9 +107,13 @@ def _compare_sweeps(args, dir_a: Path, dir_b: Path) -> int:
     if args.plot:
         raise AblateError("--plot draws the curves of two runs; for two results directories, leave it out")
     out = Path(args.out) if args.out else None
-    fmt = "json" if args.json else args.format or (out and format_of(out, "comparison")) or "text"
-    writer = get_writer(fmt, "comparison")
-    comparison = compare_sweeps(load_sweep(dir_a), load_sweep(dir_b), n_samples=args.samples)
+    subject = "claims" if args.claims else "comparison"
+    fmt = "json" if args.json else args.format or (out and format_of(out, subject)) or "text"
+    writer = get_writer(fmt, subject)
+    if args.claims:
+        comparison = _claims_of(dir_a, dir_b, args.samples)
+    else:
+        comparison = compare_sweeps(load_sweep(dir_a), load_sweep(dir_b), n_samples=args.samples)
     if out is None:
         width = shutil.get_terminal_size((160, 24)).columns  # 160 when stdout is not a terminal
         print(writer.write(comparison, Context(width=width)), end="")
@@ -112,6 +124,17 @@ def _compare_sweeps(args, dir_a: Path, dir_b: Path) -> int:
     write_text_atomic(out, text)
     print(f"comparison of {dir_a} (A) and {dir_b} (B): {out}")
     return 0
+
+
+def _claims_of(dir_a: Path, dir_b: Path, samples: int):
+    """Both studies judged as their reports judge them, then matched claim by claim."""
+    from ablate.reports.api import load
+    from ablate.reports.claims_compare import compare_claims
+
+    tables = [load(d).table(n_samples=samples) for d in (dir_a, dir_b)]
+    if not any(t.claims for t in tables):
+        raise AblateError(f"--claims: neither {dir_a} nor {dir_b} declares claims; give studies with a claims file")
+    return compare_claims(*tables)
 
 
 def _compare_runs(args) -> int:

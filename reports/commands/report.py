@@ -14,6 +14,7 @@ from ablate.ablations.commands.options import command_parser, options, parse, pr
 
 def build_parser():
     from ablate.reports.cells import COLUMNS
+    from ablate.reports.stats import N_SAMPLES
     from ablate.reports.writers import format_names, formats_help
 
     parser = command_parser("ablate report", __doc__)
@@ -51,7 +52,7 @@ def build_parser():
         "(default: $ABLATE_STORAGE, else study.json's, which keeps no PostgreSQL password)",
     )
     parser.add_argument("--no_plots", action="store_true", help="skip the plots (the HTML page then has none)")
-    parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples of the significance test")
+    parser.add_argument("--samples", type=int, default=N_SAMPLES, help="bootstrap resamples of the significance test")
     parser.add_argument("--quiet", action="store_true", help="do not print the Markdown table")
     parser.add_argument(
         "--claims",

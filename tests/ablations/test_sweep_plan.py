@@ -91,7 +91,12 @@ def test_the_base_gets_dunnetts_sqrt_k_seeds_by_default_and_a_study_can_set_them
     assert replace(study, control_seeds=3).control_seed_count(2) == 3
     assert replace(study, control_seeds=1).control_seed_count(2) == 2  # never fewer than a row's
     no_base = load_study(STUDIES / "sweep_rows.yaml")  # no row in group 'base': nothing to give more seeds
-    assert no_base.control_seed_count(2) == 2
+    assert no_base.control_seed_count(2) == 2 and no_base.control_seed_counts(2) == {}
+    modern = load_study("modern")  # the paper's base is the reference of the one-at-a-time rows' claims
+    counts = modern.control_seed_counts(2)
+    compared = modern.controls()["paper"]
+    assert counts["paper"] == round(2 * len(compared) ** 0.5) and "M-swiglu" in compared
+    assert modern.control_seed_counts(2, override=3) == dict.fromkeys(counts, 3)
 
 
 def test_the_base_seeds_are_queued_once_seed_by_seed_longest_first_and_resume_like_any_trial(tmp_path):
@@ -109,7 +114,7 @@ def test_the_base_seeds_are_queued_once_seed_by_seed_longest_first_and_resume_li
         study=study,
         preset="smoke",
         seeds=[0, 1],
-        control_seeds=[0, 1, 2, 3],
+        control_seeds={"base": [0, 1, 2, 3]},
         out=out,
         storage=storage_url(None, out),
         name="ctl",
@@ -119,7 +124,7 @@ def test_the_base_seeds_are_queued_once_seed_by_seed_longest_first_and_resume_li
     assert keys == [
         ("big", 0), ("base", 0), ("B1", 0), ("big", 1), ("base", 1), ("B1", 1), ("base", 2), ("base", 3)
     ]  # fmt: skip
-    assert made.describe()["control_seeds"] == [0, 1, 2, 3] and made.describe()["seeds"] == [0, 1]
+    assert made.describe()["control_seeds"] == {"base": [0, 1, 2, 3]} and made.describe()["seeds"] == [0, 1]
     queue = Queue.open(made.storage, made.name)
     assert enqueue(made, queue) == 8
     assert enqueue(made, Queue.open(made.storage, made.name)) == 0  # a second coordinator adds nothing
@@ -136,7 +141,7 @@ def test_the_cost_line_names_what_the_base_s_extra_seeds_cost(tmp_path, monkeypa
 
     monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=3600.0))
     study = load_study("table3")
-    made = Plan(study=study, preset="smoke", seeds=[0, 1], control_seeds=[0, 1, 2, 3, 4], out=tmp_path, storage="",
-                name="t", only=["base", "B1"])  # fmt: skip
+    made = Plan(study=study, preset="smoke", seeds=[0, 1], control_seeds={"base": [0, 1, 2, 3, 4]}, out=tmp_path,
+                storage="", name="t", only=["base", "B1"])  # fmt: skip
     line = cost_line(made, Eta.for_plan(made).work, workers=1, cores=1)
-    assert line.startswith("cost: 7 trials, about ") and ", of which the base's 3 extra seeds 3.0;" in line
+    assert line.startswith("cost: 7 trials, about ") and ", of which the controls' 3 extra seeds 3.0;" in line

@@ -1,0 +1,57 @@
+"""`ablate compare A B --claims`: two studies' verdicts side by side, claim by claim, matched by id."""
+
+from __future__ import annotations
+
+import reports_fixtures as fx
+from ablate.ablations.cli import main as ablate
+from ablate.reports.api import load
+from ablate.reports.claims_compare import compare_claims
+
+ROWS = fx.TABLE3_ROWS[:5]  # base, A1, A3, B1, C1
+
+
+def _claims(*items):
+    return [
+        {"id": cid, "text": f"claim {cid}", "section": "6.2", "compare": [{"row": row, "metric": "bleu", "expect": e}]}
+        for cid, row, e in items
+    ]
+
+
+def _studies(tmp_path):
+    # A: A1 and C1 clearly worse than the base (reproduced); B: A1 as good as the base (inconclusive), C1 still worse.
+    a = fx.make_study(tmp_path / "a", rows=ROWS, storage=None,
+                      meta={"claims": _claims(("A-single-head", "A1", "lower"), ("C-bigger-better", "C1", "lower"),
+                                              ("only-a", "B1", "lower"))})  # fmt: skip
+    rows_b = [r if r[0] != "A1" else ("A1", "A", r[2], 0.30) for r in ROWS]
+    b = fx.make_study(tmp_path / "b", rows=rows_b, storage=None, study="modern",
+                      meta={"claims": _claims(("A-single-head", "A1", "lower"), ("C-bigger-better", "C1", "lower"),
+                                              ("only-b", "A3", "higher"))})  # fmt: skip
+    return a, b
+
+
+def test_claims_are_matched_by_id_with_each_studys_own_verdict_and_effect(tmp_path):
+    a, b = _studies(tmp_path)
+    ta, tb = load(a).table(n_samples=200), load(b).table(n_samples=200)
+    cmp = compare_claims(ta, tb)
+    rows = {r.id: r for r in cmp.rows}
+    assert list(rows) == ["A-single-head", "C-bigger-better", "only-a", "only-b"]
+    assert cmp.only_a == ("only-a",) and cmp.only_b == ("only-b",)
+    head = rows["A-single-head"]
+    assert head.a.verdict == "reproduced" and head.b.verdict != "reproduced" and head.agree is None
+    expected = {cv.claim.id: cv.comparisons[0].test.effect for cv in tb.claims}
+    assert head.b.effects[0].effect == expected["A-single-head"]  # the side is its study's own test, not recomputed
+    assert rows["C-bigger-better"].agree is True
+    assert rows["only-a"].b is None and rows["only-b"].a is None
+
+
+def test_the_command_prints_both_verdicts_per_claim_and_writes_tex_and_html(tmp_path, capsys):
+    a, b = _studies(tmp_path)
+    assert ablate(["compare", str(a), str(b), "--claims", "--samples", "200"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("| claim A-single-head"))
+    assert "REPRODUCED: A1 -" in line and "INCONCLUSIVE: A1 " in line
+    assert "only in table3 (smoke): only-a" in out and "only in modern (smoke): only-b" in out
+    for fmt, marker in (("tex", r"\begin{tabular}"), ("html", "<table>")):
+        target = tmp_path / f"claims.{fmt}"
+        assert ablate(["compare", str(a), str(b), "--claims", "--samples", "200", "--out", str(target)]) == 0
+        assert marker in target.read_text(encoding="utf-8")
