@@ -3,7 +3,6 @@ same process (how a sweep worker runs trials)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
