@@ -1,9 +1,9 @@
 """The one typed result of a trial (`Record`) and the one map of a sweep's output folder (`Layout`).
 
-A trial's result is built in one place, `ablations.trial_files.scored` (from what the trainer returned), written and read
-by the ledger (`ablations.ledger`) as `records/<row>__seed<seed>.json`, copied into Optuna from that file's form, and
-read back as this type by status, the reports and the Python API (`reports.api.load`). Records written by older
-versions of ablate read the same way: every field they lack has its default.
+A trial's result is built in one place, `ablations.trial_files.scored` (from what the trainer returned), written
+and read by the ledger (`ablations.ledger`) as `records/<row>__seed<seed>.json`, copied into Optuna from that file's
+form, and read back as this type by status, the reports and the Python API (`reports.api.load`). Records written by
+older versions of ablate read the same way: every field they lack has its default.
 
 No torch, Lightning, W&B or Optuna import here: reports import this module.
 """

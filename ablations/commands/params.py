@@ -59,8 +59,9 @@ def main(argv: list[str]) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    w = max(6, *(len(r["row"]) for r in rows))  # the modern study's rows are named like M-prenorm
     header = (
-        f"{'row':<6} {'N':>2} {'d_model':>7} {'d_ff':>5} {'h':>3} {'d_k':>4} {'d_v':>4} {'params':>10} {'paper':>6}"
+        f"{'row':<{w}} {'N':>2} {'d_model':>7} {'d_ff':>5} {'h':>3} {'d_k':>4} {'d_v':>4} {'params':>10} {'paper':>6}"
     )
     print(f"{args.study} at preset {args.preset}, vocabulary {rows[0]['vocab_size']}")
     print(header)
@@ -68,7 +69,7 @@ def main(argv: list[str]) -> int:
     for r in rows:
         paper = f"{r['paper_params_m']}M" if r["paper_params_m"] else ""
         print(
-            f"{r['row']:<6} {r['N']:>2} {r['d_model']:>7} {r['d_ff']:>5} {r['h']:>3} {r['d_k']:>4} {r['d_v']:>4} "
+            f"{r['row']:<{w}} {r['N']:>2} {r['d_model']:>7} {r['d_ff']:>5} {r['h']:>3} {r['d_k']:>4} {r['d_v']:>4} "
             f"{r['params'] / 1e6:>9.1f}M {paper:>6}"
         )
     return 0

@@ -10,7 +10,7 @@ import pytest
 import torch
 from ablate.ablations.config import build_run_config
 from ablate.ablations.presets import PRESETS
-from ablate.ablations.studies import load_study
+from ablate.ablations.studies import builtin_studies, load_study
 from ablate.data.errors import AblateError, ConfigError
 from ablate.lightning_modules.module import label_smoothed_nll
 from ablate.lightning_modules.transformer import Transformer
@@ -164,3 +164,10 @@ def test_build_run_config_checks_types_and_ties_the_vocabulary():
         build_run_config({"train": {"max_steps": "many"}})
     with pytest.raises(ConfigError, match="unknown field model.heads"):
         build_run_config({"model": {"heads": 4}})
+
+
+@pytest.mark.parametrize("name", builtin_studies())
+def test_every_builtin_study_validates_at_every_preset_with_its_claims(name):
+    assert name in builtin_studies() and {"table3", "modern"} <= set(builtin_studies())
+    study = load_study(name)  # every row built at every preset, the claims checked against the rows
+    assert study.claims and all(study.row(c.row) for claim in study.claims for c in claim.compare)
