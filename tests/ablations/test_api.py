@@ -43,7 +43,7 @@ def readme_example() -> str:
 
 def test_the_readmes_example_runs_on_a_finished_smoke_sweep(smoke, capsys):
     code = readme_example()
-    assert 'load("runs/table3-tiny")' in code
+    assert 'load("runs/table3-tiny")' in code and code.startswith("from ablate.reports import load")
     exec(compile(code.replace("runs/table3-tiny", str(smoke)), "README.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "INCONCLUSIVE" in printed  # the smoke preset judges nothing: every claim is inconclusive
