@@ -100,9 +100,12 @@ def test_a_worker_killed_mid_trial_then_a_rerun_finishes_every_row_exactly_once(
     out, log = tmp_path / "out", tmp_path / "killed.log"
     long_dir = out / "trials" / "long__seed0"
     ckpt = long_dir / "checkpoints" / "last.ckpt"
+    # Row 'short' finishes first (a sweep of it alone: the whole study queues its longest row first); then the
+    # whole study, whose row 'long' (60 steps) checkpoints every 10 steps: kill once it has one.
+    first = sweeps.run(KILL_STUDY, out, "--rows", "short")
+    assert first.returncode == 0, first.stderr[-3000:]
     proc = sweeps.start(KILL_STUDY, out, log=log)
     try:
-        # Row 'short' runs first; row 'long' (60 steps) checkpoints every 10 steps: kill once it has one.
         sweeps.wait_for(lambda: ckpt.exists() or proc.poll() is not None, timeout=240)
     finally:
         sweeps.kill(proc)
