@@ -26,9 +26,18 @@ def test_claims_name_the_same_metrics():
     assert claimed is METRICS
     assert {m: (s.label, s.digits, s.higher_is_better) for m, s in METRICS.items()} == {
         "bleu": ("BLEU", 2, True),
-        "chrf": ("chrF", 2, True),
+        "chrf": ("chrF", 1, True),  # the table's chrF column had 1 decimal and the claims 2: one fact now, the table's
         "ppl": ("PPL", 2, False),
     }
+
+
+def test_the_table_and_the_latex_read_their_decimals_from_the_metric_facts():
+    from ablate.reports.cells import STAT_COLUMNS
+    from ablate.reports.latex import TEX_DIGITS
+
+    assert STAT_COLUMNS["chrf"][0] == STAT_COLUMNS["test_chrf"][0] == METRICS["chrf"].digits
+    assert STAT_COLUMNS["delta_bleu"] == (METRICS["bleu"].digits, "+")
+    assert TEX_DIGITS["bleu"] == TEX_DIGITS["delta_bleu"] == METRICS["bleu"].paper_digits == 1
 
 
 def test_perplexity_is_exp_nll_capped_at_50():
