@@ -13,7 +13,8 @@ default) on one metric, with the direction the claim expects (`higher`, `lower`)
 Every comparison is tested at every training budget the study scored (T, and shorter ones such as T/2: branches of
 the same runs, each annealed). It is reproduced or contradicted only when it is so at every budget; a verdict that
 depends on how long the rows trained is inconclusive and says so ("budget-sensitive"). A budget at which a row of
-the comparison diverged or did not learn to translate gives no verdict, nor does a study that was only a check of
+the comparison diverged or was not trainable at this preset gives no verdict, nor does one whose seed noise
+is unknown (one seed per row), nor does a study that was only a check of
 the pipeline (study.json's `pipeline_check`). An inconclusive comparison says why, with the minimum detectable
 effect of its test: an effect too small for the study, or a study too noisy to see the paper's own difference.
 """
@@ -41,7 +42,7 @@ class BudgetVerdict:
     test: RowTest | None
     """The test at this budget (None when a row has no complete trial)."""
     excluded: tuple[str, ...] = ()
-    """Why this budget gives no verdict whatever its test says ('A1 did not learn to translate at T/2 (...)')."""
+    """Why this budget gives no verdict whatever its test says ('A1 not trainable at this preset (...)')."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,7 +127,7 @@ def judge(
     withheld: str | None = None,
 ) -> list[ClaimVerdict]:
     """Verdicts for claims from the row tests at each budget (fraction of T -> tests). `excluded`: fraction -> row
-    -> why that row gives no verdict at that budget ('diverged', 'did not learn to translate at T/2 (...)');
+    -> why that row gives no verdict at that budget ('diverged', 'not trainable at this preset (...)');
     `withheld`: why the study gives no verdict at all (study.json's pipeline_check), else None."""
     paper = paper or {}
     excluded = excluded or {}
@@ -160,6 +161,9 @@ def _at_budget(
     test = tests.get((comp.row, against, comp.metric))
     verdict = comparison_verdict(comp, test)
     why = tuple(f"{name} {excluded[name]}" for name in dict.fromkeys((comp.row, against)) if name in excluded)
+    if test is not None and test.effect is not None and test.se_seeds is None:
+        # Sentence noise alone would judge a single training run as if it were the row: no verdict without seeds.
+        why = (*why, "seed noise not estimated (no row has two complete seeds yet: run --seeds 2 or more)")
     if why and verdict in ("reproduced", "contradicted"):
         verdict = "inconclusive"
     return BudgetVerdict(fraction=fraction, verdict=verdict, test=test, excluded=why)

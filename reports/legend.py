@@ -105,7 +105,7 @@ def marks_text(table: ReportTable) -> str:
         "by the one test behind the marks and the verdicts: seed noise (each row's seed variance moderated toward "
         "the study's; a row whose seeds disagree far more keeps its own) plus a paired bootstrap "
         f"over the dev sentences ({table.n_samples} resamples), Holm over the rows tested against the base. Rows "
-        "that give no verdict (diverged, did not learn to translate, a pipeline-check preset) carry no mark."
+        "that give no verdict (diverged, not trainable at this preset, a pipeline-check preset) carry no mark."
     )
 
 
@@ -169,7 +169,8 @@ def claims_legend(table: ReportTable) -> str:
         f"{ALPHA} in the claimed direction (equivalence: the interval inside the margin) at every budget; "
         "contradicted: significant the other way (equivalence: the interval outside the margin) at every budget; "
         "inconclusive otherwise, saying why: budget-sensitive (the budgets disagree), no verdict for a row that "
-        "diverged or did not learn to translate, or an effect below the minimum detectable one, "
+        "diverged or was not trainable at this preset, seed noise not yet estimated (one seed per row), or an effect "
+        "below the minimum detectable one, "
         f"(t(1 - {ALPHA}/2, df) + t({POWER:g}, df)) × SE, the effect the test finds with {POWER:.0%} power ('too "
         "noisy to tell' when it exceeds the paper's own difference)."
     )

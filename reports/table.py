@@ -150,7 +150,7 @@ class ReportRow:
     mark: str = ""
     """'‡' / '†' when the BLEU test against the base is significant, in the same direction, at every budget (the
     weaker mark of the budgets'), as a claim's verdict needs; '' otherwise, and for a row that gives no verdict
-    (diverged, did not learn to translate, or a pipeline-check preset)."""
+    (diverged, not trainable at this preset, or a pipeline-check preset)."""
 
     @property
     def n_seeds(self) -> int:
@@ -446,7 +446,10 @@ def _with_advice(cv: ClaimVerdict, table: ReportTable) -> ClaimVerdict:
 
 
 def _mark(tests: list[RowTest | None]) -> str:
-    """The weaker of the budgets' marks when every budget's test is significant with the same sign, else ''."""
+    """The weaker of the budgets' marks when every budget's test is significant with the same sign, else '' (and
+    '' while seed noise is unknown: one seed per row)."""
+    if any(t is not None and t.effect is not None and t.se_seeds is None for t in tests):
+        return ""
     marks = [significance_mark(t) for t in tests]
     signs = {math.copysign(1.0, t.effect) for t in tests if t is not None and t.effect is not None}
     if not all(marks) or len(signs) != 1:

@@ -392,3 +392,14 @@ def test_fixture_budgets_are_real_files(tmp_path):
         rows = [line.split("\t") for line in (out / score["sentence_nll"]).read_text().splitlines()]
         nll, tokens = sum(float(a) for a, _ in rows), sum(int(b) for _, b in rows)
         assert math.exp(nll / tokens) == pytest.approx(score["metrics"]["ppl"], rel=1e-4)
+
+
+def test_one_seed_per_row_gives_no_verdict_however_large_the_effect(tmp_path):
+    """A study stopped after its first seed (seed by seed is how a sweep queues): sentence noise alone would judge one
+    training run as if it were the row, so no comparison is decisive and no row is marked until seeds are known."""
+    out = fx.make_study(tmp_path / "s", rows=ROWS, seeds=(0,), storage=None, budgets=HALF)
+    table = table_of(out, claims(("deep", "C1", "bleu", "lower")))
+    (deep,) = by_id(table)["deep"].comparisons
+    assert deep.test.p_holm < 0.05 and deep.test.se_seeds is None  # the sentences alone would call it
+    assert deep.verdict == "inconclusive" and "seed noise not estimated" in deep.reason
+    assert table.row("C1").mark == "" and not display_cells(table.row("C1"))["delta_bleu"].endswith(("†", "‡"))
