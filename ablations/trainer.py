@@ -22,6 +22,7 @@ from ablate.ablations.config import RunConfig
 from ablate.ablations.recorder import Recorder
 from ablate.ablations.trial_files import TrainResult
 from ablate.lightning_modules.config import ModelConfig
+from ablate.lightning_modules.config import resolve_precision as precision_for
 from ablate.lightning_modules.module import CheckpointAveraging, TranslationModule
 
 
@@ -63,11 +64,9 @@ def build_module(run: RunConfig, tokenizer) -> TranslationModule:
 
 
 def resolve_precision(run: RunConfig) -> str:
-    """'auto' -> bf16 mixed precision on a bf16-capable GPU, fp32 elsewhere (bf16 is ~3x slower on most CPUs)."""
-    if run.train.precision != "auto":
-        return run.train.precision
+    """The run's precision (`lightning_modules.config.resolve_precision`), on a GPU when its accelerator allows."""
     on_gpu = run.hardware.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
-    return "bf16-mixed" if on_gpu and torch.cuda.is_bf16_supported() else "32-true"
+    return precision_for(run.train.precision, cuda_bf16=on_gpu and torch.cuda.is_bf16_supported())
 
 
 def accumulation(run: RunConfig, world_size: int) -> int:

@@ -30,11 +30,11 @@ def resolve_device(name: str):
 
 
 def resolve_precision(precision: str, device) -> str:
+    """The bench's precision on `device`, by training's rule (`lightning_modules.config.resolve_precision`)."""
     import torch
+    from ablate.lightning_modules.config import resolve_precision as precision_for
 
-    if precision != "auto":
-        return precision
-    return "bf16-mixed" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "32-true"
+    return precision_for(precision, cuda_bf16=device.type == "cuda" and torch.cuda.is_bf16_supported())
 
 
 def autocast(device, precision: str):

@@ -304,3 +304,12 @@ __all__ = [
     "fork_step",
     "paper_lr",
 ]
+
+
+def resolve_precision(choice: str, *, cuda_bf16: bool) -> str:
+    """train.precision (or `ablate bench --precision`) resolved: 'auto' is bf16 autocast on a bf16-capable CUDA
+    device and fp32 elsewhere (bf16 is about 3x slower on CPUs without AMX); anything else as given. The one rule
+    for training and the benchmark alike; the caller says whether it runs on a bf16-capable GPU."""
+    if choice != "auto":
+        return choice
+    return "bf16-mixed" if cuda_bf16 else "32-true"
