@@ -22,14 +22,15 @@ Empirical Bayes sits between the two, in three steps:
 3. **Otherwise the pooled variance** (d0 = inf), on the rows' degrees of freedom together (limma's cap: no row's
    variance is known better than from every row).
 
-Why the gates: measured by simulation (`tests/reports/test_variance.py`, 2000 replicates of 20 rows of two seeds and
-a base of 9, every row alike), limma's moment estimate of d0 from 21 rows of one degree of freedom is finite about
-half the time when the truth is d0 = inf, and then the intervals covered 93.4% and the family-wise error was 7%.
-limma is made for thousands of genes, where d0 is well determined; with 21 rows it is not, so the pooled variance
-is kept unless the rows show that they differ. Both gates at 1% (at 5% the family-wise error was 6.5%): 94.8%
-coverage, 5.2% family-wise error with every row alike; beside a row of 10x the variance, the others cover 95.5%.
-That row itself is covered 63% (56% under pooling): with two seeds it looks ordinary most of the time, and no
-interval narrow enough for the other rows can cover it then (benchmarks/SCIENCE.md, section 8).
+Why the gates: measured by simulation (`tests/reports/test_variance.py`; 20 rows of two seeds and a base of 9, every
+row alike), limma's moment estimate of d0 from 21 rows of one degree of freedom is finite about half the time when
+the truth is d0 = inf, and its intervals then covered the rows 93.3-94.5% with a family-wise error of 7.3% (400
+replicates). limma is made for thousands of genes, where d0 is well determined; with 21 rows it is not, so the pooled
+variance is kept unless the rows show that they differ. With both gates at 1% (at 5%, the family-wise error was
+4.4-6.5% over two runs): 94.8% coverage and a 4.6% family-wise error with every row alike (4000 replicates); beside a
+row of 10x the variance the others cover 95.6%, and that row itself 65% (57% under pooling): with two seeds it looks
+ordinary most of the time, and no interval narrow enough for the other rows can cover it then (benchmarks/SCIENCE.md,
+section 9).
 
 scipy supplies the digamma and trigamma (polygamma) functions and the F, chi2 and Bartlett tests; the rest is the
 papers' formulas.
