@@ -163,16 +163,13 @@ def summary_line(cmp: ClaimsComparison) -> str:
 
 def to_markdown(cmp: ClaimsComparison) -> str:
     """The claims side by side as a Markdown table, effects at T with their 95% intervals."""
-    lines = [
-        f"## Claims: {cmp.a} vs {cmp.b}",
-        "",
-        f"| claim | {cmp.a} | {cmp.b} |",
-        "|:--|:--|:--|",
-    ]
-    for row in cmp.rows:
-        claim = f"{row.text} ({row.section})" if row.section else row.text
-        cells = [claim, side_text(row.a), side_text(row.b)]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    from ablate.reports.markdown import md_table
+
+    rows = (
+        (f"{row.text} ({row.section})" if row.section else row.text, side_text(row.a), side_text(row.b))
+        for row in cmp.rows
+    )
+    lines = [f"## Claims: {cmp.a} vs {cmp.b}", "", *md_table(["claim", cmp.a, cmp.b], "lll", rows)]
     lines += [
         "",
         f"- {summary_line(cmp)}.",
@@ -235,12 +232,7 @@ def to_html(cmp: ClaimsComparison) -> str:
     )
 
 
-@writer("text", "Markdown table, for a terminal", suffix=".txt", subject="claims")
-def write_text(cmp: ClaimsComparison, ctx: Context) -> str:
-    return to_markdown(cmp)
-
-
-@writer("md", "Markdown table", suffix=".md", subject="claims")
+@writer("md", "Markdown table (also what a terminal gets: 'text')", suffix=".md", subject="claims", aliases=("text",))
 def write_markdown(cmp: ClaimsComparison, ctx: Context) -> str:
     return to_markdown(cmp)
 
