@@ -20,8 +20,18 @@ from ablate.lightning_modules.metrics import bleu_metric, chrf_metric, corpus_sc
 from ablate.lightning_modules.transformer import Transformer
 from torch import Tensor
 
-# Checkpoints store the configs (save_hyperparameters); let torch.load(weights_only=True) accept them.
-torch.serialization.add_safe_globals([ModelConfig, TrainConfig])
+# Checkpoints store the configs (save_hyperparameters); let torch.load(weights_only=True) accept them, under their
+# name now and under the one they had before every folder became a subpackage of `ablate`: a sweep started before an
+# upgrade resumes its interrupted trials from their checkpoints instead of failing them.
+LEGACY_MODULE = "lightning_modules.config"
+torch.serialization.add_safe_globals(
+    [
+        ModelConfig,
+        TrainConfig,
+        (ModelConfig, f"{LEGACY_MODULE}.ModelConfig"),
+        (TrainConfig, f"{LEGACY_MODULE}.TrainConfig"),
+    ]
+)
 
 
 class TrainingDiverged(RuntimeError):

@@ -176,6 +176,34 @@ def test_a_torn_checkpoint_is_set_aside_and_the_run_starts_over(tmp_path, capsys
     assert line.startswith(f"warning: checkpoint {path} cannot be read") and "starts over" in line
 
 
+def test_a_checkpoint_saved_before_the_rename_to_one_namespace_still_resumes(tmp_path, monkeypatch):
+    """A sweep started before every folder became `ablate.*` left checkpoints whose configs are pickled as
+    `lightning_modules.config.ModelConfig`; the upgraded code must read them weights-only (it failed the trial)."""
+    import sys
+    import types
+
+    import torch
+    from ablate.ablations.checkpoints import AtomicCheckpointIO, usable
+    from ablate.lightning_modules.config import ModelConfig, TrainConfig
+    from ablate.lightning_modules.module import LEGACY_MODULE
+
+    model, train = ModelConfig(n_heads=1), TrainConfig()
+    old = types.ModuleType(LEGACY_MODULE)
+    old.ModelConfig, old.TrainConfig = ModelConfig, TrainConfig
+    monkeypatch.setitem(sys.modules, LEGACY_MODULE, old)
+    for cls in (ModelConfig, TrainConfig):  # pickle names a class by its __module__: write it as the old code did
+        monkeypatch.setattr(cls, "__module__", LEGACY_MODULE)
+    path = tmp_path / "last.ckpt"
+    checkpoint = {"state_dict": {}, "global_step": 9, "hyper_parameters": {"model": model, "train": train}}
+    AtomicCheckpointIO().save_checkpoint(checkpoint, path)
+    monkeypatch.undo()
+    assert f"{LEGACY_MODULE}\nModelConfig".encode() in path.read_bytes()  # the old name, as pickle wrote it
+
+    assert usable(path)
+    loaded = torch.load(path, map_location="cpu", weights_only=True)
+    assert type(loaded["hyper_parameters"]["model"]) is ModelConfig and loaded["hyper_parameters"]["model"] == model
+
+
 def test_a_checkpoint_write_that_fails_midway_leaves_the_previous_one_whole(tmp_path):
     import torch
     from ablate.ablations.checkpoints import AtomicCheckpointIO, checkpoint_step
