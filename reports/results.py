@@ -14,7 +14,7 @@ from typing import Any
 
 from ablate.ablations import ledger
 from ablate.ablations.ledger import State
-from ablate.ablations.record import FULL, Layout, Record, budget_label, read_study_json
+from ablate.ablations.record import FULL, Layout, Record, budget_label, declared_seeds, read_study_json
 from ablate.data.errors import AblateError
 
 
@@ -137,8 +137,10 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         if note:
             notes.append(note)
     notes += _add_undeclared_rows(rows, records, optuna)
-    controls = [seed for seeds in _control_seeds(meta, rows).values() for seed in seeds]
-    seeds = [*controls, *(int(s) for s in meta.get("seeds") or [0])]
+    declared = declared_seeds(meta)
+    study_seeds = [int(s) for s in meta.get("seeds") or []]
+    declared = {r.name: declared.get(r.name, study_seeds) for r in rows}  # rows found only in records: the study's
+    seeds = [*(seed for row_seeds in declared.values() for seed in row_seeds), *(study_seeds or [0])]
     seeds = sorted(set(seeds) | {seed for _, seed in records} | {seed for _, seed in optuna})
     return StudyResults(
         out_dir=out_dir,
@@ -146,7 +148,7 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         preset=str(meta.get("preset") or ""),
         seeds=seeds,
         rows=rows,
-        status=_status(out_dir, rows, seeds, _declared(meta, rows), records, optuna),
+        status=_status(out_dir, rows, seeds, declared, records, optuna),
         meta=meta,
         notes=notes,
     )
@@ -170,23 +172,6 @@ def _add_undeclared_rows(rows: list[RowSpec], records: dict, optuna: dict) -> li
             known.add(row)
             notes.append(f"row '{row}' has trials but is not in study.json; shown last")
     return notes
-
-
-def _control_seeds(meta: dict, rows: list[RowSpec]) -> dict[str, list[int]]:
-    """Row -> the seeds study.json declares for a control row (the base, a claim's reference row: more than a row's,
-    `Study.control_seeds`). An older study.json gave the base's as a list, or none at all."""
-    declared = meta.get("control_seeds") or {}
-    if isinstance(declared, list):
-        base = next((r.name for r in rows if r.group == "base"), None)
-        declared = {base: declared} if base else {}
-    return {str(name): [int(s) for s in seeds] for name, seeds in declared.items()}
-
-
-def _declared(meta: dict, rows: list[RowSpec]) -> dict[str, list[int]]:
-    """Row -> the seeds study.json declares for it: a control's own, every other row's the study's."""
-    seeds = [int(s) for s in meta.get("seeds") or []]
-    controls = _control_seeds(meta, rows)
-    return {r.name: controls.get(r.name, seeds) for r in rows}
 
 
 def _status(

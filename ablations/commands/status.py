@@ -25,14 +25,14 @@ def main(argv: list[str]) -> int:
     if args.print_config:
         return print_config(options(args))
     from ablate.ablations import progress
-    from ablate.ablations.record import read_study_json
+    from ablate.ablations.record import declared_seeds, read_study_json
     from ablate.ablations.storage.opening import load_trials
     from ablate.ablations.storage.urls import redact, scrub, storage_url
 
     out = Path(args.out)
     spec = read_study_json(out)
     url = storage_url(args.storage, out, remembered=spec.get("storage"))
-    keys = [(row["name"], seed) for row in spec["rows"] for seed in spec["seeds"]]
+    keys = [(row, seed) for row, seeds in declared_seeds(spec).items() for seed in seeds]  # controls' extra seeds too
     title = f"{spec['study']} ({spec['preset']})"
     eta = None
     while True:

@@ -107,3 +107,17 @@ def test_a_folder_written_by_the_previous_version_reads_and_round_trips(tmp_path
     df = study.to_pandas()
     assert len(df[df.state == "complete"]) == 4 and df.loc[df.state == "complete", "bleu@T/2"].notna().all()
     assert len(study.verdicts()) > 0
+
+
+def test_status_counts_the_controls_extra_seeds(smoke, capsys):
+    """`ablate status` lists what the sweep queued: the base's third seed too, and every other row's two."""
+    import json
+
+    from ablate.ablations.cli import main
+
+    assert main(["status", str(smoke), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    keys = {(r["row"], r["seed"]) for r in rows}
+    assert len(rows) == len(keys) == (len(load_study("table3").rows) - 1) * 2 + 3
+    assert {("base", 2), ("B1", 1)} <= keys and ("B1", 2) not in keys
+    assert {r["state"] for r in rows if r["row"] in ("base", "B1")} == {"complete"}
