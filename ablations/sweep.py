@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -311,11 +312,15 @@ def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float
     )
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def _reason(err: BaseException) -> str:
-    """The one-line reason a failed trial's record gives (a URL's password in the error text hidden)."""
+    """The one-line reason a failed trial's record gives (a URL's password in the error text hidden, terminal colour
+    codes, which torch puts in some messages, dropped: the reason goes into tables and web pages)."""
     from ablate.lightning_modules.module import TrainingDiverged
 
-    text = scrub(" ".join(str(err).split())) or type(err).__name__
+    text = scrub(" ".join(_ANSI.sub("", str(err)).split())) or type(err).__name__
     if isinstance(err, TrainingDiverged):
         return f"diverged: {text}"
     if isinstance(err, AblateError):
