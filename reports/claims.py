@@ -177,7 +177,7 @@ def _across_budgets(
     verdicts = {b.verdict for b in budgets}
     if verdicts == {"untested"}:
         return "untested", ""
-    if withheld:  # said once, at the top of the report (`reports.formats.headline`), not in every comparison
+    if withheld:  # said once, at the top of the report (`reports.legend.headline`), not in every comparison
         return "inconclusive", "no verdict: the study gives none (see the top)"
     if excluded := list(dict.fromkeys(why for b in budgets for why in b.excluded)):
         return "inconclusive", f"no verdict: {'; '.join(excluded)}"

@@ -1,9 +1,10 @@
 """Table 3 rebuilt from a results directory: one `ReportRow` per study row, numbers over seeds, the paper beside ours.
 
-This module computes; `reports.formats` only formats. Every number here comes from the trial records (mean and
-sample standard deviation over the complete seeds), the paper's from `ablations/studies/table3.yaml`. The table shows
-the full budget T; the shorter budgets the trials were also scored at (train.budgets) give each row's gain from the
-last of them to T, and every claim is judged at each of them (`reports.claims`).
+This module computes; the writers (`reports.cells`, `reports.legend`, one module per format) only format. Every
+number here comes from the trial records (mean and sample standard deviation over the complete seeds), the paper's
+from `ablations/studies/table3.yaml`. The table shows the full budget T; the shorter budgets the trials were also
+scored at (train.budgets) give each row's gain from the last of them to T, and every claim is judged at each of them
+(`reports.claims`).
 """
 
 from __future__ import annotations

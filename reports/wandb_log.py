@@ -28,9 +28,9 @@ from ablate.ablations.ledger import write_text_atomic
 from ablate.ablations.record import read_study_json
 from ablate.ablations.tracking import run_group
 from ablate.data.errors import AblateError
-from ablate.reports.formats import claims_data, table_records
 from ablate.reports.plots import Plot
 from ablate.reports.table import ReportTable
+from ablate.reports.values import claims_data, table_records
 
 TABLE_KEY = "report/table3"
 """History key of the report table."""
