@@ -52,7 +52,10 @@ def main(argv: list[str]) -> int:
 
             if eta is None:
                 eta = _eta(spec)
-            Console(width=140).print(progress.render(rows, 1, title, eta))
+            # The workers are not recorded anywhere status can read; the trials running now are the best evidence of
+            # how many there are (a sweep of 2 workers showed twice its ETA when status assumed one).
+            workers = max(1, progress.counts(rows)["running"])
+            Console(width=140).print(progress.render(rows, workers, title, eta))
         counts = progress.counts(rows)
         if not args.watch or not (counts["pending"] or counts["running"]):
             return 0
