@@ -276,13 +276,14 @@ def compare_rows(
     return tests
 
 
-def seeds_needed(test: RowTest, effect: float, power: float = POWER) -> int | None:
+def seeds_needed(test: RowTest, effect: float, power: float = POWER, sentences: float = 1.0) -> int | None:
     """Seeds a row would need (the base keeping its ratio of seeds to the row's) for this test to find `effect` with
     `power` at ALPHA: the n with (z_{1-ALPHA/2} + z_power) * SE(n) <= |effect|, where
-    SE(n)^2 = v (1/n + 1/(n c)) + SE_sentences^2, v the per-seed variance behind the test's seed part and c the
-    base's seeds over the row's (normal quantiles: with the seeds such a study has, the t's df are large). None when
-    more seeds cannot do it: the dev set's sentence noise alone hides the effect (more dev sentences would), or the
-    test has no seed part."""
+    SE(n)^2 = v (1/n + 1/(n c)) + SE_sentences^2 / sentences, v the per-seed variance behind the test's seed part,
+    c the base's seeds over the row's, and `sentences` the dev set's size as a multiple of this one's (the paired
+    bootstrap's variance falls as 1 / sentences: measured, benchmarks/SCIENCE.md section 10). Normal quantiles: with
+    the seeds such a study has, the t's df are large. None when more seeds cannot do it: the dev set's sentence noise
+    alone hides the effect (more dev sentences would), or the test has no seed part."""
     from scipy import stats
 
     if test.se_seeds is None or not test.se_seeds > 0 or effect == 0:
@@ -290,10 +291,27 @@ def seeds_needed(test: RowTest, effect: float, power: float = POWER) -> int | No
     z = stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(power)
     ratio = test.n_against / test.n_row
     v = test.se_seeds**2 / (1 / test.n_row + 1 / test.n_against)
-    room = (abs(effect) / z) ** 2 - (test.se_sentences or 0.0) ** 2
+    room = (abs(effect) / z) ** 2 - (test.se_sentences or 0.0) ** 2 / sentences
     if room <= 0:
         return None
     return max(test.n_row, math.ceil(v * (1 + 1 / ratio) / room))
+
+
+DEV_FACTORS = (1, 2, 4, 8, 16)
+"""Dev-set sizes, as multiples of the study's, that the power advice considers."""
+MAX_SEEDS = 50
+"""More seeds a row than this is not advice anyone takes."""
+
+
+def design_needed(test: RowTest, effect: float, power: float = POWER) -> tuple[int, int] | None:
+    """The cheapest design that finds `effect` with `power`: (dev-set multiple, seeds a row), the smallest dev set in
+    `DEV_FACTORS` at which at most `MAX_SEEDS` seeds suffice (decoding more dev sentences costs seconds a trial,
+    a seed a whole trial), then the fewest seeds there. None when no such design exists."""
+    for factor in DEV_FACTORS:
+        seeds = seeds_needed(test, effect, power, sentences=factor)
+        if seeds is not None and seeds <= MAX_SEEDS:
+            return factor, seeds
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -375,5 +393,6 @@ __all__ = [
     "compare_rows",
     "seed_correlation",
     "seeds_needed",
+    "design_needed",
     "significance_mark",
 ]

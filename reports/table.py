@@ -22,13 +22,15 @@ from ablate.reports.metrics import chrf_signature, system_scores
 from ablate.reports.paper import PaperRow, load_paper_table
 from ablate.reports.results import RowSpec, StudyResults, TrialStatus
 from ablate.reports.stats import (
+    DEV_FACTORS,
+    MAX_SEEDS,
     METRICS,
     N_SAMPLES,
     RowTest,
     SeedCorrelation,
     compare_rows,
+    design_needed,
     seed_correlation,
-    seeds_needed,
     significance_mark,
 )
 
@@ -421,28 +423,32 @@ def _verdicts(results: StudyResults, table: ReportTable, base_row: ReportRow, cl
 
 
 def _with_advice(cv: ClaimVerdict, table: ReportTable) -> ClaimVerdict:
-    """Each comparison too noisy to see the paper's difference gets the seeds it would need (80% power) and their
-    cost in core-hours: the row's and the base's extra trials at their measured mean trial times (one core each)."""
+    """Each comparison too noisy to see the paper's difference gets the cheapest design that would (80% power): the
+    seeds it needs and their cost in core-hours (the row's and the base's extra trials at their measured mean trial
+    times, one core each), and a larger dev set where the sentence noise alone hides the difference."""
     parts = []
     for comp in cv.comparisons:
         test = comp.test
         if comp.verdict != "inconclusive" or not comp.reason.startswith("too noisy") or test is None:
             parts.append(comp)
             continue
-        needed = seeds_needed(test, comp.paper_delta) if comp.paper_delta else None
-        if needed is None:
-            parts.append(replace(comp, advice="more seeds cannot show the paper's difference: the dev set's sentence "
-                                 "noise alone hides it (score a larger dev set)"))  # fmt: skip
+        design = design_needed(test, comp.paper_delta) if comp.paper_delta else None
+        if design is None:
+            parts.append(replace(comp, advice=(
+                f"beyond this study's reach: even a dev set {DEV_FACTORS[-1]}x as large and {MAX_SEEDS} seeds a row "
+                "would not show the paper's difference"
+            )))  # fmt: skip
             continue
+        factor, needed = design
         ratio = test.n_against / test.n_row
         row, base = table.row(comp.comparison.row), table.row(comp.comparison.against or table.base or "")
         extra = [(row, needed - test.n_row), (base, math.ceil(needed * ratio) - test.n_against)]
         hours = sum(n * (r.wall_time_s or math.nan) for r, n in extra if n > 0) / 3600
-        cost = f", about {hours:.1f} core-hours more" if math.isfinite(hours) else ""
-        parts.append(replace(comp, advice=(
-            f"to see the paper's {comp.paper_delta:+.2f} at 80% power: about {needed} seeds a row "
-            f"(the base {math.ceil(needed * ratio)}){cost}"
-        )))  # fmt: skip
+        cost = f", about {hours:.1f} core-hours more" if math.isfinite(hours) and hours > 0 else ""
+        seeds = f"about {needed} seeds a row (the base {math.ceil(needed * ratio)}){cost}"
+        if factor > 1:  # the sentence noise is the floor: seeds alone cannot get under it (not within MAX_SEEDS)
+            seeds = f"a dev set {factor}x as large (seeds alone cannot get under its sentence noise) and {seeds}"
+        parts.append(replace(comp, advice=f"to see the paper's {comp.paper_delta:+.2f} at 80% power: {seeds}"))
     return replace(cv, comparisons=tuple(parts))
 
 

@@ -155,3 +155,21 @@ def test_the_seeds_needed_are_the_fewest_that_reach_80_percent_power():
     assert mde(n) <= 0.7 < mde(n - 1) and n == 25  # 0.81 x (1 + 1/4.5) / ((0.7 / 2.80)^2 - 0.15^2) = 24.8
     assert seeds_needed(test, -0.3) is None  # 0.3 / 2.8 is below the sentence noise's 0.15: no seed count shows it
     assert seeds_needed(test, -20.0) == 2  # already enough
+
+
+def test_the_cheapest_design_grows_the_dev_set_only_when_seeds_cannot_get_under_the_sentence_noise():
+    from ablate.reports.stats import MAX_SEEDS, RowTest, design_needed, seeds_needed
+    from scipy import stats
+
+    test = RowTest(row="B1", against="base", metric="bleu", n_row=2, n_against=9, effect=-0.3, se=1.0,
+                   se_seeds=0.9 * math.sqrt(1 / 2 + 1 / 9), se_sentences=0.15)  # fmt: skip
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+
+    def mde(seeds: int, factor: int) -> float:  # the sentence variance falls as 1 / sentences
+        return z * math.sqrt(0.81 * (1 / seeds + 1 / (seeds * 4.5)) + 0.15**2 / factor)
+
+    assert design_needed(test, -0.7) == (1, seeds_needed(test, -0.7))  # seeds suffice: the dev set stays
+    factor, n = design_needed(test, -0.45)
+    assert factor > 1 and mde(n, factor) <= 0.45 < mde(n - 1, factor)
+    assert mde(MAX_SEEDS, factor // 2) > 0.45  # the next smaller dev set would need more than MAX_SEEDS
+    assert design_needed(test, -0.2) is None  # beyond reach: the paper's 0.2 at this seed noise
