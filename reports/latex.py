@@ -202,7 +202,9 @@ def _tex_caption(table: ReportTable, shown: set[str], corpus: str | None) -> str
     if table.base is not None:
         parts.append("Blank configuration cells: same as the base row.")
         if shown & {"delta_ppl", "delta_bleu"}:
-            parts.append(r"$\Delta$: the row's minus the base's, paired by seed. " + tex_escape(marks_text(table)))
+            parts.append(
+                r"$\Delta$: the row's mean minus the base's over all its seeds. " + tex_escape(marks_text(table))
+            )
     parts += [tex_escape(line) + "." for line in budget_lines(table)[1:]]  # the precision (budgets: in the claims)
     parts.append(tex_escape(PPL_CAVEAT))
     if shown & {"paper_ppl", "paper_bleu"}:

@@ -41,7 +41,8 @@ def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
     if table.base is not None:
         lines += [
             f"Blank configuration cells: same as the base row '{table.base}'.",
-            f"ΔPPL, ΔBLEU: the row's minus the base's, paired by seed. {marks_text(table)}",
+            "ΔPPL, ΔBLEU: the row's mean minus the base's mean over all the base's seeds, the effect the marks and "
+            f"verdicts test (± the row's seed SD). {marks_text(table)}",
         ]
     lines.append(f"chrF: sacreBLEU {table.chrf_signature}. {plateau_legend(table)}")
     lines += budget_lines(table)

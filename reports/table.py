@@ -137,11 +137,12 @@ class ReportRow:
     params_m: float | None = None
     """Parameters x10^6."""
     delta_bleu: Stat | None = None
-    """BLEU minus the base's, per seed both completed (paired), or mean minus mean if no seed is shared."""
+    """BLEU of each of the row's seeds minus the base's mean over all its seeds (`_delta`): its mean is the effect
+    the tests use."""
     delta_ppl: Stat | None = None
-    """PPL minus the base's, paired like delta_bleu."""
+    """PPL, as delta_bleu."""
     delta_chrf: Stat | None = None
-    """chrF minus the base's, paired like delta_bleu."""
+    """chrF, as delta_bleu."""
     paper: PaperRow | None = None
     """The paper's numbers for a row of the same name."""
     wall_time_s: float | None = None
@@ -254,6 +255,15 @@ def _other_differences(config: dict[str, Any], base: dict[str, Any]) -> dict[str
             if mine.get(name) != theirs.get(name):
                 other[f"{section}.{name}"] = mine.get(name)
     return other
+
+
+def _delta(row: Stat | None, base: Stat | None) -> Stat | None:
+    """Each of the row's seeds minus the base's mean over all its seeds: the mean is the effect every test and verdict
+    uses (`reports.stats.compare`: rows are not paired by seed, and the base's extra seeds count), the spread is the
+    row's own. Paired by seed, the base's extra seeds were left out and the column disagreed with the intervals."""
+    if row is None or base is None:
+        return None
+    return Stat(values={s: v - base.mean for s, v in row.values.items()})
 
 
 def _paired_delta(row: Stat | None, base: Stat | None) -> Stat | None:
@@ -396,9 +406,9 @@ def _against_base(rows: list[ReportRow], base_row: ReportRow, base_records) -> l
     for row in rows:
         if row is base_row:
             continue
-        row.delta_bleu = _paired_delta(row.bleu, base_row.bleu)
-        row.delta_ppl = _paired_delta(row.ppl, base_row.ppl)
-        row.delta_chrf = _paired_delta(row.chrf, base_row.chrf)
+        row.delta_bleu = _delta(row.bleu, base_row.bleu)
+        row.delta_ppl = _delta(row.ppl, base_row.ppl)
+        row.delta_chrf = _delta(row.chrf, base_row.chrf)
     if not base_records:
         return [f"the base row '{base_row.name}' has no complete trial yet: no deltas, no significance"]
     return []

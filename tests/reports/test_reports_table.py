@@ -41,12 +41,13 @@ def test_mean_and_std_over_seeds_match_the_records(finished, row):
     assert got.devices == ["cpu"]
 
 
-def test_delta_is_paired_by_seed(finished):
+def test_delta_is_the_effect_the_test_uses_over_all_the_bases_seeds(finished):
     out, table = finished
     base, b1 = _metric(out, "base", "bleu"), _metric(out, "B1", "bleu")
     delta = table.row("B1").delta_bleu
-    assert delta.values == pytest.approx({s: b1[s] - base[s] for s in base})
-    assert delta.std == pytest.approx(statistics.stdev(b1[s] - base[s] for s in base))
+    assert delta.values == pytest.approx({s: b1[s] - statistics.fmean(base.values()) for s in b1})
+    assert delta.mean == pytest.approx(table.row("B1").tests["bleu"].effect)  # the column agrees with the interval
+    assert delta.std == pytest.approx(statistics.stdev(b1.values()))
     assert table.row("base").delta_bleu is None
 
 
