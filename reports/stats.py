@@ -329,21 +329,25 @@ class SeedCorrelation:
 
 
 def seed_correlation(scores: dict[str, dict[int, float]]) -> SeedCorrelation | None:
-    """The seed effect shared across rows (see `SeedCorrelation`), over the rows that have every seed the most rows
-    share; None with fewer than two such seeds or rows."""
+    """The seed effect shared across rows (see `SeedCorrelation`), over the complete block of rows x seeds with the
+    most residual degrees of freedom: the k seeds most rows have (for each k), and the rows that have all k (a study
+    still running, or one row short of a seed, still measures it). None with fewer than two such seeds or rows."""
     from scipy import stats
 
     counts: dict[int, int] = {}
     for by_seed in scores.values():
         for seed in by_seed:
             counts[seed] = counts.get(seed, 0) + 1
-    if not counts:
+    ranked = sorted(counts, key=lambda s: (-counts[s], s))
+    best, best_df = None, 0
+    for k in range(2, len(ranked) + 1):
+        seeds = sorted(ranked[:k])
+        rows = [by_seed for by_seed in scores.values() if all(s in by_seed for s in seeds)]
+        if len(rows) >= 2 and (len(rows) - 1) * (k - 1) > best_df:
+            best, best_df = np.array([[by_seed[s] for s in seeds] for by_seed in rows]), (len(rows) - 1) * (k - 1)
+    if best is None:
         return None
-    common = max(counts.values())
-    seeds = sorted(s for s, n in counts.items() if n == common)
-    x = np.array([[by_seed[s] for s in seeds] for by_seed in scores.values() if all(s in by_seed for s in seeds)])
-    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
-        return None
+    x = best
     r, k = x.shape
     resid = x - x.mean(axis=1, keepdims=True) - x.mean(axis=0, keepdims=True) + x.mean()
     ms_seed = r * float(np.sum((x.mean(axis=0) - x.mean()) ** 2)) / (k - 1)

@@ -173,3 +173,15 @@ def test_the_cheapest_design_grows_the_dev_set_only_when_seeds_cannot_get_under_
     assert factor > 1 and mde(n, factor) <= 0.45 < mde(n - 1, factor)
     assert mde(MAX_SEEDS, factor // 2) > 0.45  # the next smaller dev set would need more than MAX_SEEDS
     assert design_needed(test, -0.2) is None  # beyond reach: the paper's 0.2 at this seed noise
+
+
+def test_the_seed_correlation_is_measured_while_some_rows_still_lack_a_seed():
+    """A study still running (two rows with one seed so far) measures it on the rows that have both seeds."""
+    from ablate.reports.stats import seed_correlation
+
+    rng = np.random.default_rng(3)
+    shared = {s: rng.normal(0, 1) for s in (0, 1)}
+    scores = {f"R{i}": {s: 50 + shared[s] + rng.normal(0, 0.3) for s in (0, 1)} for i in range(19)}
+    scores |= {"A1": {0: 50.0}, "big": {0: 52.0}}
+    got = seed_correlation(scores)
+    assert (got.rows, got.seeds) == (19, 2) and got.rho > 0.5
