@@ -48,6 +48,9 @@ class Preset:
     """Training-recipe fields set outright at this preset (warmup, validation cadence, ...)."""
     data: dict[str, Any] = field(default_factory=dict)
     """Data fields set outright at this preset (vocabulary, token budget, corpus sizes)."""
+    seeds: int | None = None
+    """Seeds a row at this preset when the study asks for fewer (`ablate sweep` takes the larger; --seeds overrides
+    both): what this preset's seed noise needs for the report's intervals to resolve its effects. None: the study's."""
     pipeline_check: str | None = None
     """Set on a preset whose rows are too short to judge anything (smoke): the reason its reports give no verdict."""
     base_step_s: float | None = None
@@ -154,12 +157,13 @@ PRESETS: dict[str, Preset] = {
             # A smaller lexicon and shorter sentences than the default built-in corpus, and 5000 training pairs: a
             # data-limited regime where dropout has over-fitting to prevent (row D1). Sentences of at most 15 words
             # (25 before) learn in fewer steps: the base's dev BLEU at step 1600 is 54.4 against 38.8.
-            # A dev set of 4000 sentences (1000 before): the dev set's sentence noise, not the seeds, was the floor of
-            # every interval. A comparison's sentence SE was 0.73 BLEU at 1000 sentences and falls as 1/sqrt(sentences)
-            # (measured on the default study's trials: 1.08 at 500, 0.52 at 2000), against a seed SE of about 0.45
-            # with 2 seeds a row and 9 for the base; no seed count got the median 95% half-width under 1.5 BLEU.
-            # At 4000 it is projected at about 1.1; decoding it at T/2 and T adds about 30 s a trial (5%). The base
-            # still calibrates: dev BLEU 50.92 at T/2 and 63.18 at T, 81% (SCIENCE.md, section 10).
+            # Intervals (SCIENCE.md, section 10). Measured on the default study at 2 seeds a row and a 1000-sentence
+            # dev set: the seed SD 1.28 BLEU, a comparison's sentence SE 0.57, so a median 95% half-width of ΔBLEU at
+            # T of about 2.35 with the base's 9 seeds. Part of the seed variance is each model's luck on the sentences
+            # scored (1.28 at 1000 sentences, 1.14 at 2000), and the sentence SE falls as 1/sqrt(sentences). Cheapest
+            # design projected under 1.5 with a margin: 3 seeds a row (the base 13) and 8000 dev sentences, 1.38;
+            # 2 seeds cannot get there at any dev size (1.60 at 16000), 4000 sentences with 3 seeds is 1.49. The base
+            # still calibrates on 8000 (dev BLEU 51.19 at T/2, 63.02 at T, 81%); they add about 75 s a trial.
             data={
                 "vocab_size": 1000,
                 "tokens_per_batch": 4096,
@@ -167,14 +171,15 @@ PRESETS: dict[str, Preset] = {
                 "builtin_lexicon": 0.1,
                 "builtin_max_words": 15,
                 "builtin_train": 5000,
-                "builtin_valid": 4000,
+                "builtin_valid": 8000,
             },
+            seeds=3,
             # Measured 2026-11-24 (benchmarks/SCIENCE.md, section 5): the study's two base trials side by side, one
             # thread each, 2800 steps + the T/2 branch's 280, validations and test decoding: 471 and 477 s; plus
-            # about 32 s for the 4000-sentence dev set (2026-11-25: its two full validations took 63 s against 18 s
-            # at 1000, on a machine shared 3:2, so about 50 s unshared).
+            # about 75 s for the 8000-sentence dev set (2026-11-25: its full validations took 117 s against 18 s at
+            # 1000, on a machine shared 3:2, so about 90 s unshared).
             base_step_s=0.145,
-            base_trial_s=506.0,
+            base_trial_s=549.0,
         ),
         Preset(
             name="smoke",

@@ -121,6 +121,42 @@ class Plan:
             "created_at": now(),
         }
 
+    def check_same_design(self) -> None:
+        """A sweep resumed in an OUT whose study.json gave its rows another configuration (a preset that changed
+        between versions, a different --data or --train setting) would put trials of two designs in one table:
+        one line naming the row and the fields, and what to pass instead. More seeds are no change of design."""
+        path = Layout(self.out).study_file
+        if not path.is_file():
+            return
+        try:
+            before = {
+                row["name"]: row.get("config") or {} for row in json.loads(path.read_text(encoding="utf-8"))["rows"]
+            }
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # unreadable: the report says so; nothing to compare against
+        for row in self.rows():
+            now_ = json.loads(json.dumps(self.run_config(row, self.seeds[0]).to_dict(), default=str))
+            changed = [
+                (f"{section}.{key}", old[key], now_[section][key])
+                for section in ("model", "train", "data")
+                for old in [before.get(row.name, {}).get(section) or {}]
+                for key in sorted(old)
+                if key in now_.get(section, {})
+                and key not in _NOT_DESIGN.get(section, ())
+                and old[key] != now_[section][key]
+            ]
+            if changed:
+                said = ", ".join(f"{name} {old!r} (now {new!r})" for name, old, new in changed)
+                keep = " ".join(f"--{name} {old}" for name, old, _ in changed)
+                raise AblateError(
+                    f"{self.out} holds trials of another design: row {row.name} was run with {said}; "
+                    f"pass --out for a new study, or {keep} to continue this one"
+                )
+
+
+_NOT_DESIGN = {"model": ("kernels",), "train": ("seed", "compile"), "data": ("cache_dir", "num_workers")}
+"""Settings that change how a trial is computed or stored, not what it measures: they may differ on resume."""
+
 
 # --------------------------------------------------------------------------------------------------- bookkeeping
 def enqueue(plan: Plan, queue: Queue) -> int:

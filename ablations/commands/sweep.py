@@ -21,7 +21,9 @@ def build_parser(documented: bool = False):
     p = command_parser("ablate sweep", __doc__, sections=SECTIONS, documented=documented)
     p.add_argument("study", help="built-in study (table3) or a study YAML file")
     p.add_argument("--preset", choices=list(PRESETS), default=None, help="size preset (default: the study's, or tiny)")
-    p.add_argument("--seeds", type=int, default=None, help="seeds per row (default: the study's)")
+    p.add_argument(
+        "--seeds", type=int, default=None, help="seeds per row (default: the study's, or the preset's if more)"
+    )
     p.add_argument(
         "--control_seeds",
         type=int,
@@ -83,6 +85,17 @@ def _add_launcher_settings(p, found: dict, documented: bool) -> None:
         set_parsing_settings(docstring_parse_attribute_docstrings=False)
 
 
+def seeds_for(study, preset: str, given: int | None) -> int:
+    """Seeds a row: --seeds where given, else the study's or the preset's, whichever is more (`Preset.seeds`: what
+    the preset's seed noise needs)."""
+    from ablate.ablations.presets import PRESETS
+
+    if given is not None:
+        return given
+    known = PRESETS.get(preset)
+    return max(study.seeds, (known.seeds if known else None) or 0)
+
+
 def make_plan(ns):
     from ablate.ablations.storage.urls import storage_url
     from ablate.ablations.studies import load_study
@@ -90,7 +103,7 @@ def make_plan(ns):
 
     study = load_study(ns.study)
     preset = ns.preset or study.default_preset or "tiny"
-    seeds = study.seeds if ns.seeds is None else ns.seeds
+    seeds = seeds_for(study, preset, ns.seeds)
     if seeds < 1:
         raise AblateError(f"--seeds must be >= 1, got {seeds}")
     if ns.control_seeds is not None and ns.control_seeds < seeds:
@@ -114,6 +127,7 @@ def make_plan(ns):
             plan.run_config(row, 0)
         except AblateError as err:
             raise AblateError(f"{err} (with the command-line settings)") from None
+    plan.check_same_design()
     return plan
 
 

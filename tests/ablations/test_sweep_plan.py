@@ -145,3 +145,27 @@ def test_the_cost_line_names_what_the_base_s_extra_seeds_cost(tmp_path, monkeypa
                 storage="", name="t", only=["base", "B1"])  # fmt: skip
     line = cost_line(made, Eta.for_plan(made).work, workers=1, cores=1)
     assert line.startswith("cost: 7 trials, about ") and ", of which the controls' 3 extra seeds 3.0;" in line
+
+
+def test_a_sweep_resumed_under_another_design_stops_with_one_line(tmp_path):
+    """A preset that changed between versions (the tiny dev set grew from 1000 to 8000 sentences) must not mix the
+    trials of two designs in one OUT; more seeds are no change of design."""
+    import json
+
+    from ablate.data.errors import AblateError
+
+    first = plan(tmp_path)
+    first.check_same_design()  # nothing there yet
+    described = json.loads(json.dumps(first.describe(), default=str))
+    (tmp_path / "study.json").write_text(json.dumps(described), encoding="utf-8")
+    first.check_same_design()
+    replace(first, seeds=[0, 1, 2]).check_same_design()  # a third seed extends the same design
+    for row in described["rows"]:
+        row["config"]["data"]["builtin_valid"] = 123
+    (tmp_path / "study.json").write_text(json.dumps(described), encoding="utf-8")
+    with pytest.raises(AblateError) as err:
+        first.check_same_design()
+    message = str(err.value)
+    now_valid = first.run_config(first.rows()[0], 0).data.builtin_valid
+    assert "holds trials of another design" in message and f"data.builtin_valid 123 (now {now_valid})" in message
+    assert message.endswith("pass --out for a new study, or --data.builtin_valid 123 to continue this one")
