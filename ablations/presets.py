@@ -158,11 +158,11 @@ PRESETS: dict[str, Preset] = {
             # data-limited regime where dropout has over-fitting to prevent (row D1). Sentences of at most 15 words
             # (25 before) learn in fewer steps: the base's dev BLEU at step 1600 is 54.4 against 38.8.
             # Intervals (SCIENCE.md, section 10). Measured on the default study at 2 seeds a row and a 1000-sentence
-            # dev set: the seed SD 1.28 BLEU, a comparison's sentence SE 0.57, so a median 95% half-width of ΔBLEU at
-            # T of about 2.35 with the base's 9 seeds. Part of the seed variance is each model's luck on the sentences
-            # scored (1.28 at 1000 sentences, 1.14 at 2000), and the sentence SE falls as 1/sqrt(sentences). Cheapest
-            # design projected under 1.5 with a margin: 3 seeds a row (the base 13) and 8000 dev sentences, 1.38;
-            # 2 seeds cannot get there at any dev size (1.60 at 16000), 4000 sentences with 3 seeds is 1.49. The base
+            # dev set: the seed SD 1.22 BLEU, a comparison's sentence SE 0.52, so a median 95% half-width of ΔBLEU at
+            # T of 2.27 (measured, the base at 6 seeds). Part of the seed variance is each model's luck on the sentences
+            # scored (1.22 at 1000 sentences, 1.12 at 2000), and the sentence SE falls as 1/sqrt(sentences). Cheapest
+            # design projected under 1.5 with a margin: 3 seeds a row (the base 13) and 8000 dev sentences, 1.40;
+            # 2 seeds cannot get there at any dev size (1.64 at 16000), 4000 sentences with 3 seeds is 1.48. The base
             # still calibrates on 8000 (dev BLEU 51.19 at T/2, 63.02 at T, 81%); they add about 75 s a trial.
             data={
                 "vocab_size": 1000,
