@@ -383,17 +383,18 @@ def read_study_json(out: Path) -> dict[str, Any]:
     return meta
 
 
-def declared_seeds(meta: dict[str, Any]) -> dict[str, list[int]]:
+def declared_seeds(meta: dict[str, Any], rows: list[str] | None = None) -> dict[str, list[int]]:
     """Row -> the seeds study.json declares for it: a control row's own (the base, a claim's reference row: more
     than a row's, `Study.control_seeds`), every other row's the study's. An older study.json gave the base's as a
-    list (the row whose group is `base`), or none at all."""
+    list (the row whose group is `base`), or none at all. `rows`: the rows to answer for (default study.json's)."""
     seeds = [int(s) for s in meta.get("seeds") or []]
     controls = meta.get("control_seeds") or {}
     if isinstance(controls, list):
         base = next((r["name"] for r in meta.get("rows", []) if r.get("group") == "base"), None)
         controls = {base: controls} if base else {}
     controls = {str(name): [int(s) for s in row_seeds] for name, row_seeds in controls.items()}
-    return {row["name"]: controls.get(row["name"], seeds) for row in meta.get("rows", [])}
+    names = rows if rows is not None else [row["name"] for row in meta.get("rows", [])]
+    return {name: controls.get(name, seeds) for name in names}
 
 
 __all__ = [

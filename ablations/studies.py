@@ -102,6 +102,13 @@ class Study:
             for name, compared in self.controls().items()
         }
 
+    def seed_count(self, preset: str, given: int | None = None) -> int:
+        """Seeds a row trains: `given` (--seeds) where there is one, else the study's or the preset's, whichever is
+        more (`Preset.seeds`: what the preset's seed noise needs for the report's intervals)."""
+        if given is not None:
+            return given
+        return max(self.seeds, get_preset(preset).seeds or 0)
+
     def control_seed_count(self, seeds: int) -> int:
         """How many seeds the base trains when every other row trains `seeds` (`seeds` without a base row)."""
         base = next((r.name for r in self.rows if r.group == "base"), None)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import socket
 import sys
 import time
@@ -31,7 +30,7 @@ from typing import Any
 from ablate.ablations import environment, interrupt, ledger
 from ablate.ablations.claims import claims_to_data
 from ablate.ablations.presets import get_preset
-from ablate.ablations.record import Layout, Record, now
+from ablate.ablations.record import Layout, Record, now, read_study_json
 from ablate.ablations.storage.queue import Queue, recover_dead
 from ablate.ablations.storage.space import ParamSpace
 from ablate.ablations.storage.urls import redact, scrub
@@ -125,26 +124,23 @@ class Plan:
         """A sweep resumed in an OUT whose study.json gave its rows another configuration (a preset that changed
         between versions, a different --data or --train setting) would put trials of two designs in one table:
         one line naming the row and the fields, and what to pass instead. More seeds are no change of design."""
-        path = Layout(self.out).study_file
-        if not path.is_file():
+        if not Layout(self.out).study_file.is_file():
             return
         try:
-            before = {
-                row["name"]: row.get("config") or {} for row in json.loads(path.read_text(encoding="utf-8"))["rows"]
-            }
-        except (OSError, ValueError, KeyError, TypeError):
-            return  # unreadable: the report says so; nothing to compare against
+            before = {row["name"]: row.get("config") or {} for row in read_study_json(self.out)["rows"]}
+        except AblateError:
+            return  # unreadable: this sweep rewrites it, as before; nothing to compare against
         for row in self.rows():
+            if row.name not in before:
+                continue
+            # As study.json stores it (`ledger.write_json_atomic`: tuples become lists, other values their str).
             now_ = json.loads(json.dumps(self.run_config(row, self.seeds[0]).to_dict(), default=str))
-            changed = [
-                (f"{section}.{key}", old[key], now_[section][key])
-                for section in ("model", "train", "data")
-                for old in [before.get(row.name, {}).get(section) or {}]
-                for key in sorted(old)
-                if key in now_.get(section, {})
-                and key not in _NOT_DESIGN.get(section, ())
-                and old[key] != now_[section][key]
-            ]
+            changed = []
+            for section in ("model", "train", "data"):
+                old, new = before[row.name].get(section) or {}, now_.get(section, {})
+                for key in sorted(set(old) & set(new) - set(_NOT_DESIGN.get(section, ()))):
+                    if old[key] != new[key]:
+                        changed.append((f"{section}.{key}", old[key], new[key]))
             if changed:
                 said = ", ".join(f"{name} {old!r} (now {new!r})" for name, old, new in changed)
                 keep = " ".join(f"--{name} {old}" for name, old, _ in changed)
@@ -348,15 +344,13 @@ def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float
     )
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
 def _reason(err: BaseException) -> str:
     """The one-line reason a failed trial's record gives (a URL's password in the error text hidden, terminal colour
     codes, which torch puts in some messages, dropped: the reason goes into tables and web pages)."""
     from ablate.lightning_modules.module import TrainingDiverged
+    from rich.text import Text
 
-    text = scrub(" ".join(_ANSI.sub("", str(err)).split())) or type(err).__name__
+    text = scrub(" ".join(Text.from_ansi(str(err)).plain.split())) or type(err).__name__
     if isinstance(err, TrainingDiverged):
         return f"diverged: {text}"
     if isinstance(err, AblateError):

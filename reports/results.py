@@ -137,10 +137,11 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         if note:
             notes.append(note)
     notes += _add_undeclared_rows(rows, records, optuna)
-    declared = declared_seeds(meta)
-    study_seeds = [int(s) for s in meta.get("seeds") or []]
-    declared = {r.name: declared.get(r.name, study_seeds) for r in rows}  # rows found only in records: the study's
-    seeds = [*(seed for row_seeds in declared.values() for seed in row_seeds), *(study_seeds or [0])]
+    declared = declared_seeds(meta, [r.name for r in rows])  # rows found only in records get the study's seeds
+    seeds = [
+        *(seed for row_seeds in declared.values() for seed in row_seeds),
+        *(int(s) for s in meta.get("seeds") or [0]),
+    ]
     seeds = sorted(set(seeds) | {seed for _, seed in records} | {seed for _, seed in optuna})
     return StudyResults(
         out_dir=out_dir,

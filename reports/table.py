@@ -260,7 +260,7 @@ def _other_differences(config: dict[str, Any], base: dict[str, Any]) -> dict[str
 def _delta(row: Stat | None, base: Stat | None) -> Stat | None:
     """Each of the row's seeds minus the base's mean over all its seeds: the mean is the effect every test and verdict
     uses (`reports.stats.compare`: rows are not paired by seed, and the base's extra seeds count), the spread is the
-    row's own. Paired by seed, the base's extra seeds were left out and the column disagreed with the intervals."""
+    row's own."""
     if row is None or base is None:
         return None
     return Stat(values={s: v - base.mean for s, v in row.values.items()})

@@ -85,17 +85,6 @@ def _add_launcher_settings(p, found: dict, documented: bool) -> None:
         set_parsing_settings(docstring_parse_attribute_docstrings=False)
 
 
-def seeds_for(study, preset: str, given: int | None) -> int:
-    """Seeds a row: --seeds where given, else the study's or the preset's, whichever is more (`Preset.seeds`: what
-    the preset's seed noise needs)."""
-    from ablate.ablations.presets import PRESETS
-
-    if given is not None:
-        return given
-    known = PRESETS.get(preset)
-    return max(study.seeds, (known.seeds if known else None) or 0)
-
-
 def make_plan(ns):
     from ablate.ablations.storage.urls import storage_url
     from ablate.ablations.studies import load_study
@@ -103,7 +92,7 @@ def make_plan(ns):
 
     study = load_study(ns.study)
     preset = ns.preset or study.default_preset or "tiny"
-    seeds = seeds_for(study, preset, ns.seeds)
+    seeds = study.seed_count(preset, ns.seeds)
     if seeds < 1:
         raise AblateError(f"--seeds must be >= 1, got {seeds}")
     if ns.control_seeds is not None and ns.control_seeds < seeds:

@@ -169,3 +169,13 @@ def test_a_sweep_resumed_under_another_design_stops_with_one_line(tmp_path):
     now_valid = first.run_config(first.rows()[0], 0).data.builtin_valid
     assert "holds trials of another design" in message and f"data.builtin_valid 123 (now {now_valid})" in message
     assert message.endswith("pass --out for a new study, or --data.builtin_valid 123 to continue this one")
+
+
+def test_a_preset_that_needs_more_seeds_than_the_study_asks_gets_them():
+    """The tiny preset's seed noise needs 3 seeds a row for its intervals (SCIENCE.md, section 10); table3 asks 2."""
+    table3 = load_study("table3")
+    assert table3.seeds == 2 and PRESETS["tiny"].seeds == 3
+    assert table3.seed_count("tiny") == 3 and table3.control_seed_count(3) == 13  # round(3 sqrt(20))
+    assert table3.seed_count("smoke") == 2  # a preset without its own: the study's
+    assert replace(table3, seeds=5).seed_count("tiny") == 5  # a study asking for more keeps them
+    assert table3.seed_count("tiny", 1) == 1  # --seeds decides
