@@ -1,4 +1,5 @@
-"""The benchmark harness behind `ablate bench`: our training and decoding speed, side by side with the peers.
+"""The benchmark harness behind `ablate bench`: our training and decoding speed, side by side with the peers
+(other implementations, or our model as another row of the study builds it: `--vs row:NAME`).
 
 Everything is measured in one process on identical inputs, so machine load hits every system alike:
 - training: the first `warmup + repeats` batches of our token-budget sampler (epoch 0), collated once; at every
@@ -39,6 +40,7 @@ from ablate.benchmarks.timing import (
     step_breakdown,
     summarize,
 )
+from ablate.data.errors import AblateError
 from ablate.data.tokenizer import BOS_ID, EOS_ID
 
 __all__ = ["BenchConfig", "Setup", "format_report", "run_bench"]
@@ -92,16 +94,23 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     s = setup(bench)
     say("preparing data")
     batches, src, data = load_inputs(s.run, bench, s.device)
-    s = replace(s, run=replace(s.run, model=replace(s.cfg, vocab_size=data["vocab_size"])))
+    vocab = data["vocab_size"]
+    s = replace(
+        s,
+        run=replace(s.run, model=replace(s.cfg, vocab_size=vocab)),
+        rows={name: replace(cfg, vocab_size=vocab) for name, cfg in s.rows.items()},
+    )
 
     trainees = build_trainees(bench, s)
     names = ", ".join(t.name for t in trainees)
     say(f"training: {bench.warmup} + {bench.repeats} steps each for {names} on {s.device}")
     run_training(trainees, batches, bench, s)
-    figures = flop_figures(trainees[0].module, batches, s)
+    # A row peer's FLOPs are its own (a gated FFN, fewer K/V heads): counted on its module, like ours.
+    flops = {t.name: flop_figures(t.module, batches, s.of_row(t.name)) for t in trainees if t.name in s.rows}
+    figures = flops["ours"] = flop_figures(trainees[0].module, batches, s)
     measured = [figures[i] for i in trainees[0].batch_ids]
     info = device_info(s.device)
-    training = {t.name: training_figures(t, batches, figures, s, info) for t in trainees}
+    training = {t.name: training_figures(t, batches, flops.get(t.name, figures), s, info) for t in trainees}
     ours = trainees[0]
     breakdown = step_breakdown(ours, [batches[i] for i in ours.batch_ids[:10]], s)
     profile: dict[str, Any] = {"train_step_ms": {**breakdown, "collate": data["collate_ms"]["median"]}}
@@ -129,6 +138,10 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
         "config": {**asdict(bench), "precision": s.precision, "device": s.device.type},
         "device": info,
         "model": model_figures(s.cfg, training["ours"]["params"], measured),
+        "row_models": {
+            name: model_figures(cfg, training[name]["params"], [flops[name][i] for i in trainees[0].batch_ids])
+            for name, cfg in s.rows.items()
+        },
         "data": data,
         "training": training,
         "decoding": decoding,
@@ -150,7 +163,7 @@ def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
     torch.manual_seed(bench.seed)
     modules = {"ours": Transformer(s.cfg)}
     for name in bench.peers:
-        modules[name] = build_peer(name, s.cfg, BOS_ID, EOS_ID)
+        modules[name] = Transformer(s.rows[name]) if name in s.rows else build_peer(name, s.cfg, BOS_ID, EOS_ID)
     return [make_trainee(name, module, s.device, bench.compile) for name, module in modules.items()]
 
 
@@ -158,16 +171,28 @@ def setup(bench: BenchConfig) -> Setup:
     """The benchmarked run's config, device and precision; the peers are checked before any work."""
     import torch
     from ablate.ablations.studies import load_study
-    from ablate.benchmarks.peers import check_peer
+    from ablate.benchmarks.peers import check_peer, row_of
 
     extra = {"data": {"corpus": bench.corpus}} if bench.corpus else {}
-    run = load_study(bench.study).run_config(bench.row, bench.preset, seed=bench.seed, **extra)
+    study = load_study(bench.study)
+    run = study.run_config(bench.row, bench.preset, seed=bench.seed, **extra)
+    rows = {}
+    for name in bench.peers:
+        row = row_of(name)
+        if row is None:
+            check_peer(name, run.model)
+            continue
+        other = study.run_config(row, bench.preset, seed=bench.seed, **extra)
+        if other.data != run.data:
+            raise AblateError(
+                f"--vs {name}: row {row} of {study.name} changes data settings, so it cannot train on row "
+                f"{bench.row}'s batches: compare rows that differ in model settings only"
+            )
+        rows[name] = other.model
     device = resolve_device(bench.device)
     if bench.threads:
         torch.set_num_threads(bench.threads)
-    for name in bench.peers:
-        check_peer(name, run.model)
-    return Setup(run, device, resolve_precision(bench.precision, device))
+    return Setup(run, device, resolve_precision(bench.precision, device), rows)
 
 
 def training_figures(t: Trainee, batches, figures, s: Setup, info) -> dict[str, Any]:

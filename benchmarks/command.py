@@ -9,9 +9,10 @@ from ablate.ablations.commands.options import command_parser, options, parse, pr
 
 DESCRIPTION = """Measure one configuration's training throughput (target and source+target tokens/s), step time
 (median and IQR), peak memory, padding overhead, beam-4 and greedy decoding speed and per-trial overhead, and the
-same for peer implementations in the same run on identical batches: Hugging Face MarianMT ('hf', needs
-pip install 'ablate[bench]') and torch.nn.Transformer ('torch'). Prints the ratios ours/peer and the issue's
-targets. On CUDA: bf16 autocast, fused Adam, a check of the fused SDPA kernels, MFU against the GPU's bf16 peak."""
+same for peers in the same run on identical batches: Hugging Face MarianMT ('hf', needs pip install
+'ablate[bench]'), torch.nn.Transformer ('torch'), or our model as another row of the study builds it ('row:NAME':
+what a knob costs). Prints the ratios ours/peer and the issue's targets. On CUDA: bf16 autocast, fused Adam, a
+check of the fused SDPA kernels, MFU against the GPU's bf16 peak."""
 
 
 def build_parser():
@@ -19,7 +20,12 @@ def build_parser():
 
     parser = command_parser("ablate bench", DESCRIPTION)
     parser.add_class_arguments(BenchConfig, skip={"peers", "trial_args"}, as_group=False)
-    parser.add_argument("--vs", default="hf,torch", help="comma-separated peers: hf, torch; 'none' for ours only")
+    parser.add_argument(
+        "--vs",
+        default="hf,torch",
+        help="comma-separated peers: hf, torch, row:NAME (our model as another row of --study builds it, e.g. "
+        "--study modern --vs row:paper); 'none' for ours only",
+    )
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     return parser
 

@@ -72,8 +72,9 @@ def _max_len(run) -> tuple[float, int]:
     return run.train.max_len_a, run.train.max_len_b
 
 
-def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup) -> dict[str, dict]:
-    """Beam and greedy decoding of one source batch, ours and (if given) HF generate, interleaved."""
+def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict | None = None) -> dict[str, dict]:
+    """Beam and greedy decoding of one source batch, ours, the row peers' (`rows`: name -> our model built from
+    that row) and (if given) HF generate, interleaved."""
     import torch
     from ablate.lightning_modules.decoding import beam_search, greedy_search
 
@@ -83,6 +84,12 @@ def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup) -> dict[str, dict]
         "ours_beam": (ours.output, lambda: beam_search(ours, src, BOS_ID, EOS_ID, bench.beam_size, alpha, a, b)),
         "ours_greedy": (ours.output, lambda: greedy_search(ours, src, BOS_ID, EOS_ID, a, b)),
     }
+    for name, model in (rows or {}).items():
+        systems[f"{name}_beam"] = (
+            model.output,
+            lambda m=model: beam_search(m, src, BOS_ID, EOS_ID, bench.beam_size, alpha, a, b),
+        )
+        systems[f"{name}_greedy"] = (model.output, lambda m=model: greedy_search(m, src, BOS_ID, EOS_ID, a, b))
     if hf is not None:
         systems["hf_beam"] = (
             hf.hf.lm_head,
@@ -98,7 +105,9 @@ def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup) -> dict[str, dict]
     names = list(systems)
     with contextlib.ExitStack() as stack:
         if bench.full_length:
-            stack.enter_context(hold_back_eos(ours, hf))
+            for model in [ours, *(rows or {}).values()]:
+                stack.enter_context(hold_back_eos(model, None))
+            stack.enter_context(hold_back_eos(None, hf))
         for r in range(1 + bench.decode_repeats):
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 layer, decode = systems[name]
@@ -130,8 +139,10 @@ def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup) -> dict[str, dict]
 @contextlib.contextmanager
 def hold_back_eos(ours, hf):
     """Lower eos's logit by 1e4 in our model (a hook on the output layer) and in HF's (final_logits_bias), so every
-    hypothesis runs to the length limit, where both searches force eos."""
-    handle = ours.output.register_forward_hook(lambda module, args, out: out.index_fill(-1, _eos(out), -1e4))
+    hypothesis runs to the length limit, where both searches force eos. Either may be None."""
+    handle = None
+    if ours is not None:
+        handle = ours.output.register_forward_hook(lambda module, args, out: out.index_fill(-1, _eos(out), -1e4))
     saved = None
     if hf is not None:
         saved = hf.hf.final_logits_bias.clone()
@@ -139,7 +150,8 @@ def hold_back_eos(ours, hf):
     try:
         yield
     finally:
-        handle.remove()
+        if handle is not None:
+            handle.remove()
         if hf is not None:
             hf.hf.final_logits_bias.copy_(saved)
 
@@ -162,14 +174,16 @@ def _mean_length(out) -> float:
 
 
 def decoding_figures(trainees: list, src, bench: BenchConfig, s: Setup):
-    """Beam and greedy decoding speed of ours (and HF's), and where our beam search spends its time."""
+    """Beam and greedy decoding speed of ours (and HF's, and the row peers'), and where our beam search spends its
+    time."""
     import torch
 
     for t in trainees:
         t.module.eval()
     ours = trainees[0].module
     hf = next((t.module for t in trainees if t.name == "hf"), None)
-    decoding = run_decoding(ours, hf, src, bench, s)
+    rows = {t.name: t.module for t in trainees if t.name in s.rows}
+    decoding = run_decoding(ours, hf, src, bench, s, rows)
     with torch.inference_mode(), autocast(s.device, s.precision), contextlib.ExitStack() as stack:
         if bench.full_length:
             stack.enter_context(hold_back_eos(ours, None))

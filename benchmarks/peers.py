@@ -5,6 +5,9 @@
 - `torch`: `torch.nn.Transformer` plus what the paper adds around it (shared embeddings scaled by sqrt(d_model),
   sinusoidal positions, embedding dropout, tied pre-softmax projection). Train step only: it has no decoder cache.
 
+- `row:NAME`: our own model built from another row of the benchmarked study (`--vs row:paper` on the modern base),
+  trained on the same batches and decoded on the same sentences in the same run: what a knob costs, as a ratio.
+
 Every peer exposes `forward(src, tgt_in) -> logits (B, T, V)`, so the bench applies the same label-smoothed loss to
 all. Imports of torch and transformers stay inside functions: the module is imported by `ablate bench --help`.
 """
@@ -18,14 +21,23 @@ from ablate.data.errors import AblateError
 from ablate.lightning_modules.config import ModelConfig
 
 PEERS = ("hf", "torch")
-"""Peer names accepted by `ablate bench --vs`."""
+"""Peer implementations accepted by `ablate bench --vs`; besides them, `row:NAME` (`row_of`)."""
+ROW = "row:"
 INSTALL_HINT = "pip install 'ablate[bench]'"
 
 
+def row_of(name: str) -> str | None:
+    """The study row a `row:NAME` peer names, else None."""
+    return name[len(ROW) :] if name.startswith(ROW) else None
+
+
 def check_peer(name: str, cfg: ModelConfig) -> None:
-    """Raise AblateError if `name` is not a peer or cannot be built with exactly this configuration's shape."""
+    """Raise AblateError if `name` is not a peer implementation or cannot be built with exactly this configuration's
+    shape (a `row:NAME` peer is checked where the study is read, `benchmarks.bench.setup`)."""
     if name not in PEERS:
-        raise AblateError(f"unknown peer {name!r} in --vs: choose from {', '.join(PEERS)}")
+        raise AblateError(
+            f"unknown peer {name!r} in --vs: choose from {', '.join(PEERS)}, or row:NAME for another row of --study"
+        )
     if cfg.head_dim_k * cfg.n_heads != cfg.d_model or cfg.head_dim_v * cfg.n_heads != cfg.d_model:
         raise AblateError(
             f"peer {name!r} needs d_k = d_v = d_model / h, but this row has d_model={cfg.d_model}, h={cfg.n_heads}, "

@@ -3,7 +3,7 @@ the benchmarked run, its device and precision), passed as one object instead of 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ablate.data.errors import AblateError
@@ -20,7 +20,8 @@ class BenchConfig:
     preset: str = "tiny"
     """Size preset of the row (tiny, smoke, paper)."""
     peers: tuple[str, ...] = ("hf", "torch")
-    """Peers measured in the same run: 'hf' (MarianMT, needs the [bench] extra), 'torch' (nn.Transformer)."""
+    """Peers measured in the same run: 'hf' (MarianMT, needs the [bench] extra), 'torch' (nn.Transformer), and
+    'row:NAME' (our model as another row of the study builds it, e.g. 'row:paper' beside the modern base)."""
     warmup: int = 5
     """Untimed training steps per system before the timed ones (allocator, caches, torch.compile)."""
     repeats: int = 30
@@ -72,8 +73,14 @@ class Setup:
     """torch.device."""
     precision: str
     """'32-true' or 'bf16-mixed' (resolved from BenchConfig.precision)."""
+    rows: dict[str, Any] = field(default_factory=dict)
+    """The `row:NAME` peers' model configs (`ModelConfig`), by peer name."""
 
     @property
     def cfg(self):
         """The model's config (`ModelConfig`)."""
         return self.run.model
+
+    def of_row(self, peer: str) -> Setup:
+        """This setup with a `row:NAME` peer's model config in place of the benchmarked row's."""
+        return replace(self, run=replace(self.run, model=self.rows[peer]))

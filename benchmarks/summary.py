@@ -12,21 +12,19 @@ def ratios(result: dict[str, Any]) -> dict[str, float | None]:
     """ours / peer for training target tokens/s (model step, paired by batch; and through Lightning, a separate run
     compared by medians) and decoding sentences/s (paired by round)."""
     train, dec = result["training"], result["decoding"]
+    rows = result.get("row_models", {})
     out: dict[str, float | None] = {}
-    for peer in ("hf", "torch"):
-        if peer in train:
-            out[f"train_tok_s_ours_vs_{peer}"] = paired_speedup(
-                train["ours"]["step_times_s"], train[peer]["step_times_s"]
-            )
-            if "ours_lightning" in train:
-                lightning = train["ours_lightning"]["tgt_tokens_per_s"]
-                out[f"train_tok_s_lightning_vs_{peer}"] = ratio(lightning, train[peer]["tgt_tokens_per_s"])
-            out[f"peak_memory_ours_vs_{peer}"] = ratio(
-                train["ours"]["memory"]["peak_mb"], train[peer]["memory"]["peak_mb"]
-            )
-    if "hf_beam" in dec:
-        out["beam_sent_s_ours_vs_hf"] = paired_speedup(dec["ours_beam"]["times_s"], dec["hf_beam"]["times_s"])
-        out["greedy_sent_s_ours_vs_hf"] = paired_speedup(dec["ours_greedy"]["times_s"], dec["hf_greedy"]["times_s"])
+    for peer in (name for name in train if name not in ("ours", "ours_lightning")):
+        out[f"train_tok_s_ours_vs_{peer}"] = paired_speedup(train["ours"]["step_times_s"], train[peer]["step_times_s"])
+        if "ours_lightning" in train and peer not in rows:  # a row peer is timed as a bare step only
+            lightning = train["ours_lightning"]["tgt_tokens_per_s"]
+            out[f"train_tok_s_lightning_vs_{peer}"] = ratio(lightning, train[peer]["tgt_tokens_per_s"])
+        out[f"peak_memory_ours_vs_{peer}"] = ratio(train["ours"]["memory"]["peak_mb"], train[peer]["memory"]["peak_mb"])
+        if f"{peer}_beam" in dec:
+            for search in ("beam", "greedy"):
+                out[f"{search}_sent_s_ours_vs_{peer}"] = paired_speedup(
+                    dec[f"ours_{search}"]["times_s"], dec[f"{peer}_{search}"]["times_s"]
+                )
     return out
 
 
@@ -64,6 +62,11 @@ def format_report(result: dict[str, Any]) -> str:
         f"model: {model['params'] / 1e6:.2f}M params, {model['train_flops_per_tgt_token'] / 1e6:.1f} MFLOP per "
         f"target token (train step); batches of {result['data']['pairs_per_batch']:.0f} pairs, "
         f"{model['tgt_tokens_per_batch']:.0f} target tokens",
+        *(
+            f"{name}: {m['params'] / 1e6:.2f}M params, {m['train_flops_per_tgt_token'] / 1e6:.1f} MFLOP per target "
+            "token (train step)"
+            for name, m in result.get("row_models", {}).items()
+        ),
         "",
         f"{'training':<16} {'tgt tok/s':>10} {'tok/s':>10} {'step ms':>8} {'IQR ms':>7} {'peak MB':>8} {'GFLOP/s':>8}",
     ]

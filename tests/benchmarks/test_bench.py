@@ -49,6 +49,7 @@ def _fields(result: dict, peers: list[str]) -> None:
         assert 0 <= result["data"][key] < 1
     assert result["data"]["padding_ours"] < result["data"]["padding_random"]
     decoders = ["ours_beam", "ours_greedy"] + (["hf_beam", "hf_greedy"] if "hf" in peers else [])
+    decoders += [f"{peer}_{search}" for peer in peers if peer.startswith("row:") for search in ("beam", "greedy")]
     assert set(result["decoding"]) == set(decoders)
     steps = {d["decoder_steps"] for d in result["decoding"].values()}
     assert len(steps) == 1  # eos held back: every system decodes to the same length limit
@@ -105,6 +106,38 @@ def test_harness_with_every_peer_lightning_and_trial_overhead():
     assert all(targets[k]["met"] is not None for k in targets if "overhead" in k)
     for key in ("train_tok_s_lightning_vs_hf", "beam_sent_s_ours_vs_hf", "greedy_sent_s_ours_vs_hf"):
         assert result["ratios"][key] > 0
+
+
+def test_another_row_of_the_study_is_a_peer_on_the_same_batches_and_sentences(capsys):
+    """`--vs row:paper` on the modern base: the paper's block trained and decoded beside it, its own FLOPs counted."""
+    assert main([*MINUTE, "--study", "modern", "--vs", "row:paper", "--overhead", "false", "--lightning", "false",
+                 "--json"]) == 0  # fmt: skip
+    result = json.loads(capsys.readouterr().out)
+    _fields(result, ["row:paper"])
+    ours, paper = result["model"], result["row_models"]["row:paper"]
+    assert (ours["norm_type"], ours["activation"], ours["positions"]) == ("rmsnorm", "swiglu", "rope")
+    assert (paper["norm_type"], paper["activation"], paper["positions"]) == ("layernorm", "relu", "sinusoidal")
+    assert paper["params"] == result["training"]["row:paper"]["params"] != ours["params"]
+    # FLOPs counted on each module: the gated FFN's third matrix and the missing biases show in the count.
+    assert paper["train_flops_per_tgt_token"] != ours["train_flops_per_tgt_token"]
+    dec = result["decoding"]
+    expected = statistics.median(
+        p / o for o, p in zip(dec["ours_greedy"]["times_s"], dec["row:paper_greedy"]["times_s"], strict=True)
+    )
+    assert result["ratios"]["greedy_sent_s_ours_vs_row:paper"] == pytest.approx(expected)
+    assert "train_tok_s_lightning_vs_row:paper" not in result["ratios"]
+
+
+def test_row_peer_must_exist_and_share_the_data(tmp_path):
+    with pytest.raises(AblateError, match="has no row 'nope'"):
+        main(["--vs", "row:nope"])
+    study = tmp_path / "vocab.yaml"
+    study.write_text(
+        "name: vocab\nbase: {model: {n_layers: 2}}\nrows:\n  - {name: base, group: base}\n"
+        "  - {name: small, group: V, data: {vocab_size: 500}}\n"
+    )
+    with pytest.raises(AblateError, match="row small of vocab changes data settings"):
+        main(["--study", str(study), "--vs", "row:small"])
 
 
 def test_unknown_peer_is_one_line_error():
