@@ -45,12 +45,17 @@ def start(plan: Plan) -> tuple[Queue, int]:
 
 
 def saved_summary(plan: Plan, keys: list[tuple[str, int]]) -> str:
-    """What an interrupted sweep leaves: finished trials (records) and running ones (checkpoints to resume from)."""
-    done = sum(ledger.record_path(plan.out, row, seed).is_file() for row, seed in keys)
+    """What an interrupted sweep leaves: finished trials (records) and running ones (checkpoints to resume from).
+    Under --retry_failed a failed trial's record is not finished: the rerun trains it again (as `sweep.run_one`)."""
+
+    def finished(row: str, seed: int) -> bool:
+        record = ledger.read_record(plan.out, row, seed)
+        return record is not None and (record.state == "complete" or not plan.retry_failed)
+
+    done = sum(finished(*key) for key in keys)
     started = [
         key for key in keys
-        if not ledger.record_path(plan.out, *key).is_file()
-        and (Layout(plan.out).trial_dir(*key) / "checkpoints" / "last.ckpt").is_file()
+        if not finished(*key) and (Layout(plan.out).trial_dir(*key) / "checkpoints" / "last.ckpt").is_file()
     ]  # fmt: skip
     text = f"{done} of {len(keys)} trials finished (records in {plan.out / 'records'})"
     if started:

@@ -5,10 +5,13 @@ view writes where there is no terminal (CI logs, pipes)."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
+from ablate.ablations import ledger
 from ablate.ablations.launchers.local import default_workers
-from ablate.ablations.runner import live_view
+from ablate.ablations.record import Layout, Record
+from ablate.ablations.runner import live_view, saved_summary
 from ablate.ablations.studies import load_study
 from ablate.ablations.sweep import Plan
 
@@ -60,3 +63,23 @@ def test_without_a_terminal_the_live_view_writes_a_line_per_state_change_and_a_m
         "[sweep] 1/2 done, 1 running, 0 pending, 0 failed, ETA 20s",
         "[sweep] 2/2 done, 0 running, 0 pending, 0 failed",
     ]
+
+
+def test_an_interrupted_retry_of_failed_trials_does_not_count_their_old_records_as_finished(tmp_path):
+    """Ctrl-C's line says what was saved: under --retry_failed a failed record is a trial still to train (its
+    checkpoint, if any, is what resumes), not a finished one."""
+    for row, seed, state in (("base", 0, "complete"), ("A1", 0, "failed")):
+        record = Record.started(
+            study="table3", preset="smoke", row=row, group=row[0], seed=seed, overrides={}, optuna={}
+        )
+        ledger.write_record(tmp_path, record if state == "complete" else record.failed("NaN loss"))
+    checkpoint = Layout(tmp_path).trial_dir("A1", 0) / "checkpoints" / "last.ckpt"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"")
+    keys = [("base", 0), ("A1", 0), ("B1", 0)]
+    assert saved_summary(plan(tmp_path), keys).startswith("2 of 3 trials finished")
+    retry = replace(plan(tmp_path), retry_failed=True)
+    assert saved_summary(retry, keys) == (
+        f"1 of 3 trials finished (records in {tmp_path / 'records'}); 1 unfinished trial(s) resume from their "
+        f"checkpoints in {tmp_path / 'trials'}"
+    )
