@@ -288,9 +288,15 @@ def _mean(records: list[Record], metric: str) -> float | None:
     return stat.mean if stat else None
 
 
-def _row_tests(results: StudyResults, rows: list[ReportRow], base: str, n_samples: int) -> Tests:
-    """Every row against the base on every metric, counting seed and sentence noise, Holm-corrected per metric."""
+def _row_tests(
+    results: StudyResults, rows: list[ReportRow], base: str, n_samples: int, claimed: list[tuple[str, str]]
+) -> Tests:
+    """Every row against the base on every metric, and each (row, reference) pair a claim names with `against`
+    (the modern study's components against the `paper` row), counting seed and sentence noise; Holm-corrected per
+    metric over the pairs that share a reference (`stats.compare_rows`)."""
     pairs = [(r.name, base) for r in rows if r.name != base]
+    names = {r.name for r in rows}
+    pairs += [p for p in dict.fromkeys(claimed) if p not in pairs and p[0] != p[1] and set(p) <= names]
     tests: Tests = {}
     for metric in METRICS:
         systems = {
@@ -417,16 +423,22 @@ def _against_base(rows: list[ReportRow], base_row: ReportRow, base_records) -> l
 def _verdicts(results: StudyResults, table: ReportTable, base_row: ReportRow, claims) -> list[ClaimVerdict]:
     """Every row tested against the base on every metric at every budget (seed and sentence noise), the table's
     marks and precision from those tests, then each claim judged on them."""
-    tests = {f: _row_tests(results.at_budget(f), table.rows, base_row.name, table.n_samples) for f in table.fractions}
+    study_claims = claims if claims is not None else _study_claims(results)
+    claimed = [(c.row, c.against) for claim in study_claims for c in claim.compare if c.against]
+    tests = {
+        f: _row_tests(results.at_budget(f), table.rows, base_row.name, table.n_samples, claimed)
+        for f in table.fractions
+    }
     excluded = _excluded(table)
     for row in table.rows:
         if row is not base_row:
             row.tests = {metric: tests[FULL][(row.name, base_row.name, metric)] for metric in METRICS}
             silent = table.withheld or any(row.name in excluded[f] for f in table.fractions)
             row.mark = "" if silent else _mark([tests[f].get((row.name, base_row.name, "bleu")) for f in tests])
-    table.precision = {f: width for f, by_key in tests.items() if (width := _median_half_width(by_key)) is not None}
+    table.precision = {
+        f: width for f, by_key in tests.items() if (width := _median_half_width(by_key, base_row.name)) is not None
+    }
     table.seed_correlation = seed_correlation({r.name: r.bleu.values for r in table.rows if r.bleu is not None})
-    study_claims = claims if claims is not None else _study_claims(results)
     paper = _paper_numbers(table.rows)
     verdicts = judge(study_claims, tests, base_row.name, paper, excluded=excluded, withheld=table.withheld)
     return [_with_advice(cv, table) for cv in verdicts]
@@ -474,10 +486,12 @@ def _mark(tests: list[RowTest | None]) -> str:
     return "†" if "†" in marks else marks[0]
 
 
-def _median_half_width(tests: Tests) -> float | None:
+def _median_half_width(tests: Tests, base: str) -> float | None:
     """The median over the rows of the half-width of the 95% interval of their BLEU difference from the base."""
     widths = [
-        (t.ci[1] - t.ci[0]) / 2 for (_, _, metric), t in tests.items() if metric == "bleu" and t.effect is not None
+        (t.ci[1] - t.ci[0]) / 2
+        for (_, against, metric), t in tests.items()
+        if against == base and metric == "bleu" and t.effect is not None
     ]
     widths = [w for w in widths if math.isfinite(w)]
     return statistics.median(widths) if widths else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import reports_fixtures as fx
 from ablate.ablations.cli import main as ablate
 from ablate.reports.api import load
@@ -55,3 +56,22 @@ def test_the_command_prints_both_verdicts_per_claim_and_writes_tex_and_html(tmp_
         target = tmp_path / f"claims.{fmt}"
         assert ablate(["compare", str(a), str(b), "--claims", "--samples", "200", "--out", str(target)]) == 0
         assert marker in target.read_text(encoding="utf-8")
+
+
+def test_a_claim_against_another_row_is_tested_on_that_pair_and_leaves_the_base_precision_alone(tmp_path):
+    """The modern study's components are judged against its `paper` row, not the base: each `against` pair gets its
+    own test (Holm over the pairs sharing that reference). It used to find no test and read 'untested'."""
+    claims = [
+        {"id": "c1-vs-a1", "text": "C1 is worse than A1", "compare": [{"row": "C1", "against": "A1", "metric": "bleu",
+                                                                        "expect": "lower"}]},
+    ]  # fmt: skip
+    plain = load(fx.make_study(tmp_path / "plain", rows=ROWS, storage=None)).table(n_samples=200)
+    study = fx.make_study(tmp_path / "against", rows=ROWS, storage=None, meta={"claims": claims})
+    table = load(study).table(n_samples=200)
+    (cv,) = table.claims
+    (comp,) = cv.comparisons
+    assert comp.verdict == "reproduced", comp  # C1 corrupts 60% of the words, A1 45%
+    assert comp.test.against == "A1"
+    c1, a1 = table.row("C1").bleu.mean, table.row("A1").bleu.mean
+    assert comp.test.effect == pytest.approx(c1 - a1)
+    assert table.precision == plain.precision  # the median half-width is over the rows against the base only
