@@ -1,7 +1,8 @@
 """Claims as data: a claims file (ablations/studies/table3.claims.yaml, or a user's) read and checked.
 
 A claims file lists claims; each claim is one or more comparisons of a row against a reference row (the base by
-default) on one metric, with the direction the claim expects (`higher`, `lower`) or an equivalence margin (`same`).
+default) on one metric, with the direction the claim expects (`higher`, `lower`), an equivalence margin (`same`), or a
+non-inferiority margin (`no_worse`: not worse than the reference by more than the margin, better by any amount).
 Studies carry their claims (`ablations.studies`) into study.json; `reports.claims` judges them on the results.
 """
 
@@ -15,15 +16,18 @@ import yaml
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.metrics import METRICS, MetricSpec  # noqa: F401 - the metrics a claim can name
 
-Expect = Literal["higher", "lower", "same"]
-EXPECTS = ("higher", "lower", "same")
+Expect = Literal["higher", "lower", "same", "no_worse"]
+EXPECTS = ("higher", "lower", "same", "no_worse")
+MARGINED = ("same", "no_worse")
+"""The expectations judged against a margin rather than a sign."""
 CLAIM_KEYS = {"id", "text", "section", "compare"}
 COMPARE_KEYS = {"row", "metric", "expect", "against", "margin"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
-    """One testable statement: `row`'s `metric` is higher / lower than `against`'s, or the same within `margin`."""
+    """One testable statement: `row`'s `metric` is higher / lower than `against`'s, the same within `margin`, or no
+    worse than it by more than `margin` (the metric's own direction says which way is worse)."""
 
     row: str
     metric: str
@@ -32,7 +36,7 @@ class Comparison:
     against: str | None = None
     """Reference row; None: the study's base."""
     margin: float | None = None
-    """Equivalence margin in the metric's units (expect: same only)."""
+    """Equivalence or non-inferiority margin in the metric's units (expect: same or no_worse only)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,10 +109,10 @@ def _comparison(raw: Any, where: str, rows: list[str] | None, base: str | None) 
     if expect not in EXPECTS:
         raise AblateError(f"{where}: expect must be one of {', '.join(EXPECTS)}, got {expect!r}")
     margin = raw.get("margin")
-    if expect == "same" and not (isinstance(margin, int | float) and margin > 0):
-        raise AblateError(f"{where}: expect: same needs a positive 'margin' in {metric} units, e.g. margin: 1.0")
-    if expect != "same" and margin is not None:
-        raise AblateError(f"{where}: 'margin' only applies to expect: same")
+    if expect in MARGINED and not (isinstance(margin, int | float) and margin > 0):
+        raise AblateError(f"{where}: expect: {expect} needs a positive 'margin' in {metric} units, e.g. margin: 1.0")
+    if expect not in MARGINED and margin is not None:
+        raise AblateError(f"{where}: 'margin' only applies to expect: same or no_worse")
     against = raw.get("against")
     if against is None and rows is not None and base is None:
         raise AblateError(f"{where}: the study has no base row: name the reference row with 'against'")

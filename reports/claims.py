@@ -1,13 +1,16 @@
 """The paper's claims (or a user's) as data, and a verdict for each from the study's results.
 
 A claims file lists claims; each claim is one or more comparisons of a row against a reference row (the base by
-default) on one metric, with the direction the claim expects (`higher`, `lower`) or an equivalence margin (`same`).
-`reports.stats` tests every row against the base; this module reads those tests and turns them into verdicts:
+default) on one metric, with the direction the claim expects (`higher`, `lower`), an equivalence margin (`same`) or
+a non-inferiority margin (`no_worse`). `reports.stats` tests every row against the base (and each pair a claim
+names); this module reads those tests and turns them into verdicts:
 
 - a difference comparison is *reproduced* when the Holm-corrected p-value is below ALPHA and the difference has the
   expected sign, *contradicted* when it is below ALPHA with the other sign, *inconclusive* otherwise;
 - an equivalence comparison is *reproduced* when the whole 95% confidence interval lies inside +-margin,
   *contradicted* when it lies wholly outside, *inconclusive* when it straddles a bound;
+- a non-inferiority comparison (`no_worse`) is *reproduced* when the interval's worse end is better than -margin (a
+  large gain passes), *contradicted* when its better end is at -margin or worse, *inconclusive* otherwise;
 - a claim is contradicted when any comparison is, reproduced when all are, inconclusive otherwise.
 
 Every comparison is tested at every training budget the study scored (T, and shorter ones such as T/2: branches of
@@ -97,10 +100,24 @@ def comparison_verdict(comparison: Comparison, test: RowTest | None) -> Verdict:
         if lo >= margin or hi <= -margin:
             return "contradicted"
         return "inconclusive"
+    if comparison.expect == "no_worse":  # non-inferiority: the interval's worse end inside the margin
+        margin = comparison.margin or 0.0
+        worse, better = _worse_and_better_ends(comparison, test)
+        if worse > -margin:
+            return "reproduced"
+        if better <= -margin:
+            return "contradicted"
+        return "inconclusive"
     if test.p_holm is None or test.p_holm >= ALPHA:
         return "inconclusive"
     agrees = test.effect > 0 if comparison.expect == "higher" else test.effect < 0
     return "reproduced" if agrees else "contradicted"
+
+
+def _worse_and_better_ends(comparison: Comparison, test: RowTest) -> tuple[float, float]:
+    """The interval's ends in the direction of better (PPL flipped): (worse end, better end); 0 is no difference."""
+    lo, hi = test.ci
+    return (lo, hi) if METRICS[comparison.metric].higher_is_better else (-hi, -lo)
 
 
 def claim_verdict(verdicts: list[Verdict]) -> Verdict:
@@ -198,8 +215,8 @@ def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | Non
         return ""
     spec = METRICS[comp.metric]
     detectable = f"{mde:.{spec.digits}f} {spec.label}"
-    if comp.expect == "same":
-        margin = f"±{comp.margin:g}"
+    if comp.expect in ("same", "no_worse"):
+        margin = f"±{comp.margin:g}" if comp.expect == "same" else f"of {comp.margin:g} (no worse)"
         if mde >= (comp.margin or 0.0):
             return f"too noisy to tell (detectable: {detectable}, wider than the margin {margin})"
         return f"the interval crosses the margin {margin} (detectable: {detectable})"
@@ -250,6 +267,9 @@ def _budget_text(comp: Comparison, budget: BudgetVerdict, several: bool) -> str:
     text = f"{test.effect:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
     if comp.expect == "same":
         p = f"margin ±{comp.margin:g}, p(TOST) {p_text(test.p_tost(comp.margin or 0.0))}"
+    elif comp.expect == "no_worse":
+        sign = "-" if METRICS[comp.metric].higher_is_better else "+"
+        p = f"margin {sign}{comp.margin:g} (no worse)"
     else:
         p = f"p(Holm) {p_text(test.p_holm)}" if several else f"p {p_text(test.p)}, p(Holm) {p_text(test.p_holm)}"
     return f"{budget_label(budget.fraction)} {text} {p}" if several else f"{text}, {p}"

@@ -265,6 +265,12 @@ def _claim_panel(ax, comparisons: list[ComparisonVerdict], table: ReportTable) -
         margin = cv.comparison.margin
         if cv.comparison.expect == "same" and margin:
             ax.fill_betweenx([y - 0.4, y + 0.4], -margin, margin, color="#2ca02c", alpha=0.15, label="margin")
+        elif cv.comparison.expect == "no_worse" and margin:  # everything better than -margin passes
+            sign = 1.0 if METRICS[cv.comparison.metric].higher_is_better else -1.0
+            ends = [abs(v) for b in cv.budgets if b.test is not None for v in b.test.ci if math.isfinite(v)]
+            far = 1.2 * max([margin, *ends])
+            ax.fill_betweenx([y - 0.4, y + 0.4], -sign * margin, sign * far, color="#2ca02c", alpha=0.15,
+                             label="margin")  # fmt: skip
     ax.axvline(0.0, color="#444", linewidth=0.8)
     against = [c.comparison.against or table.base for c in comparisons]
     ax.set_yticks(ys, [f"{c.comparison.row} vs {a}" for c, a in zip(comparisons, against, strict=True)])

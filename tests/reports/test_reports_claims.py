@@ -338,3 +338,33 @@ def test_a_user_study_with_its_own_claims_validates_and_rejects_bad_rows(tmp_pat
     claims.write_text("claims: [{id: h, text: t, compare: [{row: h2, metric: chrf, expect: lower}]}]\n")
     done = _run("studies", str(study), cwd=Path.cwd())
     assert done.returncode == 2 and "unknown row 'h2'" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("metric", "ci", "verdict"),
+    [
+        ("bleu", (4.4, 6.1), "reproduced"),  # RoPE at tiny: far better passes a no-worse claim (it failed 'same')
+        ("bleu", (-0.8, 0.3), "reproduced"),  # worse end inside the margin
+        ("bleu", (-1.6, 0.2), "inconclusive"),  # worse end past the margin, better end inside
+        ("bleu", (-3.5, -1.0), "contradicted"),  # worse than the margin throughout
+        ("ppl", (-2.0, -0.5), "reproduced"),  # lower perplexity is better
+        ("ppl", (1.2, 2.0), "contradicted"),
+        ("ppl", (-0.2, 1.4), "inconclusive"),
+    ],
+)
+def test_no_worse_is_non_inferiority_in_the_metrics_own_direction(metric, ci, verdict):
+    from ablate.reports.stats import RowTest
+
+    test = RowTest(row="R", against="ref", metric=metric, n_row=2, n_against=2, effect=sum(ci) / 2, se=0.3, ci=ci)
+    comparison = Comparison(row="R", against="ref", metric=metric, expect="no_worse", margin=1.0)
+    assert comparison_verdict(comparison, test) == verdict
+    same = Comparison(row="R", against="ref", metric=metric, expect="same", margin=1.0)
+    if ci == (4.4, 6.1):
+        assert comparison_verdict(same, test) == "contradicted"  # the equivalence it used to be stated as
+
+
+def test_no_worse_needs_a_margin(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text("claims:\n  - {id: x, text: t, compare: [{row: A1, metric: bleu, expect: no_worse}]}\n")
+    with pytest.raises(AblateError, match="expect: no_worse needs a positive 'margin'"):
+        load_claims(path, rows=["base", "A1"], base="base")
