@@ -105,9 +105,7 @@ def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict | None 
     names = list(systems)
     with contextlib.ExitStack() as stack:
         if bench.full_length:
-            for model in [ours, *(rows or {}).values()]:
-                stack.enter_context(hold_back_eos(model, None))
-            stack.enter_context(hold_back_eos(None, hf))
+            stack.enter_context(hold_back_eos([ours, *(rows or {}).values()], hf))
         for r in range(1 + bench.decode_repeats):
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 layer, decode = systems[name]
@@ -137,12 +135,13 @@ def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict | None 
 
 
 @contextlib.contextmanager
-def hold_back_eos(ours, hf):
-    """Lower eos's logit by 1e4 in our model (a hook on the output layer) and in HF's (final_logits_bias), so every
-    hypothesis runs to the length limit, where both searches force eos. Either may be None."""
-    handle = None
-    if ours is not None:
-        handle = ours.output.register_forward_hook(lambda module, args, out: out.index_fill(-1, _eos(out), -1e4))
+def hold_back_eos(ours: list, hf=None):
+    """Lower eos's logit by 1e4 in each of our models (a hook on the output layer) and in HF's (final_logits_bias),
+    so every hypothesis runs to the length limit, where both searches force eos."""
+    handles = [
+        model.output.register_forward_hook(lambda module, args, out: out.index_fill(-1, _eos(out), -1e4))
+        for model in ours
+    ]
     saved = None
     if hf is not None:
         saved = hf.hf.final_logits_bias.clone()
@@ -150,7 +149,7 @@ def hold_back_eos(ours, hf):
     try:
         yield
     finally:
-        if handle is not None:
+        for handle in handles:
             handle.remove()
         if hf is not None:
             hf.hf.final_logits_bias.copy_(saved)
@@ -186,5 +185,5 @@ def decoding_figures(trainees: list, src, bench: BenchConfig, s: Setup):
     decoding = run_decoding(ours, hf, src, bench, s, rows)
     with torch.inference_mode(), autocast(s.device, s.precision), contextlib.ExitStack() as stack:
         if bench.full_length:
-            stack.enter_context(hold_back_eos(ours, None))
+            stack.enter_context(hold_back_eos([ours]))
         return decoding, beam_bookkeeping(ours, src, bench, s)
