@@ -376,7 +376,8 @@ def _tell(queue: Queue, trial, record: Record, out: Path) -> None:
 
 # -------------------------------------------------------------------------------------------------------- worker
 def work(plan: Plan, *, poll_s: float = 2.0, max_trials: int | None = None, on_trial_end=None) -> dict[str, int]:
-    """Claim and run trials until the study has none left (waiting for running ones that might be retried).
+    """Claim and run trials until the study has none left (waiting for running ones that might be retried); under
+    --rows (`plan.only`), only those rows' trials: another sweep's queued rows stay queued for it.
     Returns counts of trial outcomes run by this worker."""
     queue = Queue.open(plan.storage, plan.name)
     with interrupt.graceful():
@@ -390,9 +391,10 @@ def _work(plan: Plan, queue: Queue, poll_s: float, max_trials: int | None, on_tr
         if interrupt.requested():  # Ctrl-C between two trials
             raise interrupt.Interrupted()
         recover_dead(queue)
-        trial = queue.claim()
+        trial = queue.claim(plan.only)
         if trial is None:
-            if not queue.trials("RUNNING", "WAITING"):
+            live = queue.trials("RUNNING", "WAITING")
+            if not any(plan.only is None or t.user_attrs.get("row") in plan.only for t in live):
                 break
             time.sleep(poll_s)
             continue

@@ -18,6 +18,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,8 +123,10 @@ class Queue:
             create_trial(state=TrialState.WAITING, params=params, distributions=distributions, user_attrs=user_attrs)
         )
 
-    def claim(self) -> Any | None:
-        """Atomically move one queued trial to RUNNING for this worker (the storage arbitrates between workers)."""
+    def claim(self, rows: Collection[str] | None = None) -> Any | None:
+        """Atomically move one queued trial to RUNNING for this worker (the storage arbitrates between workers);
+        with `rows` (a sweep's --rows), only a trial of one of those rows: the others stay queued for a sweep that
+        names them."""
         from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
@@ -131,6 +134,8 @@ class Queue:
         # before new ones start, so a resumed sweep finishes what it had begun.
         waiting = sorted(self.trials("WAITING"), key=lambda t: ("retry_of" not in t.user_attrs, t.number))
         for trial in waiting:
+            if rows is not None and trial.user_attrs.get("row") not in rows:
+                continue
             trial_id = self.trial_id(trial)
             try:
                 if self.storage.set_trial_state_values(trial_id, state=TrialState.RUNNING):

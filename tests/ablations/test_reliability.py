@@ -272,6 +272,29 @@ def test_a_stopped_trial_is_claimed_before_trials_that_have_not_started(tmp_path
     assert claimed == ["base", "A", "B"]
 
 
+def test_a_sweep_under_rows_claims_only_its_rows_and_stops_when_they_are_done(tmp_path):
+    """--rows limits what a sweep's workers train, not only what it queues: another sweep's queued rows stay queued
+    (a worker of `--rows B` once trained base seeds an earlier `--rows base` sweep had left), and a worker whose rows
+    are done stops instead of waiting for them."""
+    from ablate.ablations.storage.queue import Queue
+    from ablate.ablations.studies import load_study
+    from ablate.ablations.sweep import Plan, work
+    from optuna.trial import TrialState
+
+    storage = f"journal:{tmp_path / 'optuna.journal'}"
+    queue = Queue.open(storage, "rows")
+    for row in ("base", "A1", "B1"):
+        queue.enqueue(row, 0, row)
+    assert queue.claim(rows={"B1"}).user_attrs["row"] == "B1"
+    assert queue.claim(rows={"B1"}) is None
+    assert [t.user_attrs["row"] for t in queue.trials("WAITING")] == ["base", "A1"]
+    plan = Plan(study=load_study("table3"), preset="smoke", seeds=[0], out=tmp_path / "out", storage=storage,
+                name="rows", only=["B1"])  # fmt: skip
+    queue.study.tell(queue.trials("RUNNING")[0].number, state=TrialState.FAIL)  # B1 finished (its outcome aside)
+    assert work(plan, poll_s=0.01) == {}  # B1 done: base and A1 are not this sweep's to train
+    assert [t.user_attrs["row"] for t in queue.trials("WAITING")] == ["base", "A1"]
+
+
 def _epoch_batches(sweeps, monkeypatch) -> int:
     from ablate.ablations.studies import load_study
     from ablate.data.batching import TokenBudgetBatchSampler
