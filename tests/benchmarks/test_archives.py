@@ -1,0 +1,45 @@
+"""The studies' finished trials kept in the repository (`benchmarks/runs/*.tar.xz`, benchmarks/SCIENCE.md section 11):
+a long study goes on from them in a fresh clone, so each must be committed, whole, and of the design a sweep of the
+same study and preset runs today. (A `.gitignore` line once kept them out of every commit while SCIENCE.md told
+readers to extract them.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ARCHIVES = sorted((REPO / "benchmarks" / "runs").glob("*.tar.xz"))
+
+
+def test_the_archives_science_md_names_are_there():
+    named = {"table3-tiny.tar.xz", "modern-tiny.tar.xz"}
+    assert named <= {path.name for path in ARCHIVES}
+    if (REPO / ".git").exists():
+        ignored = subprocess.run(["git", "check-ignore", *map(str, ARCHIVES)], cwd=REPO, capture_output=True, text=True)
+        assert ignored.stdout == "", f"ignored by git, so never committed: {ignored.stdout}"
+
+
+@pytest.mark.parametrize("archive", ARCHIVES, ids=[path.name for path in ARCHIVES])
+def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
+    from ablate.ablations.studies import load_study
+    from ablate.ablations.sweep import Plan
+
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (out,) = [path.parent for path in tmp_path.glob("*/study.json")]
+    study = json.loads((out / "study.json").read_text())
+    names = {row["name"] for row in study["rows"]}
+    records = sorted((out / "records").glob("*.json"))
+    assert records
+    for path in records:
+        record = json.loads(path.read_text())
+        assert record["row"] in names and record["state"] == "complete", path.name
+        assert (out / "hyps" / f"{path.stem}.txt").is_file(), path.name  # the report's bootstrap reads them
+    plan = Plan(study=load_study(study["study"]), preset=study["preset"], seeds=study["seeds"], out=out, storage="",
+                name=study["optuna_study"], control_seeds=study.get("control_seeds"))  # fmt: skip
+    plan.check_same_design()  # raises, naming the row and fields, if the preset has moved on since the trials ran
