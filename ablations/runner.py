@@ -147,6 +147,8 @@ def worker_argv(plan: Plan, **sections: dict[str, Any]) -> list[str]:
         args.append("--retry_failed")
     if plan.only is not None:
         args += ["--rows", ",".join(plan.only)]
+    if plan.stop_at is not None:  # the coordinator's end, not a fresh --timeout from when the worker starts
+        args += ["--stop_at", repr(plan.stop_at)]
     for section in {**plan.extra, **sections}:
         for field, value in {**plan.extra.get(section, {}), **sections.get(section, {})}.items():
             args += ["--set", f"{section}.{field}={json.dumps(value)}"]  # JSON is YAML, which --set reads

@@ -56,12 +56,18 @@ class Plan:
     only: list[str] | None = None
     """Rows this sweep trains (--rows); None: all. The study keeps every row: the others stay pending, and a later
     sweep of the same study without --rows trains them."""
+    stop_at: float | None = None
+    """--timeout's end as a Unix time: no trial starts after it, and running ones finish (Optuna's
+    `optimize(timeout=...)`); None: no limit. The rest stay queued for the same command later."""
     control_seeds: dict[str, list[int]] | None = None
     """Control row -> its seeds (`Study.control_seeds`): the base and any row claims compare others against train
     more seeds than a row, since several comparisons use them. None: the same as every row's."""
 
     def rows(self) -> list[Row]:
         return list(self.study.rows)
+
+    def timed_out(self) -> bool:
+        return self.stop_at is not None and time.time() >= self.stop_at
 
     def seeds_of(self, row: Row) -> list[int]:
         """The seeds `row` trains: a control's own (`control_seeds`), the plan's seeds for every other row."""
@@ -390,6 +396,8 @@ def _work(plan: Plan, queue: Queue, poll_s: float, max_trials: int | None, on_tr
     while max_trials is None or done < max_trials:
         if interrupt.requested():  # Ctrl-C between two trials
             raise interrupt.Interrupted()
+        if plan.timed_out():
+            break
         recover_dead(queue)
         trial = queue.claim(plan.only)
         if trial is None:

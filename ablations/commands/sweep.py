@@ -6,7 +6,9 @@ checkpoint). Run it on another machine with the same --storage postgresql://... 
 
 from __future__ import annotations
 
+import re
 import sys
+import time
 from argparse import SUPPRESS
 from pathlib import Path
 
@@ -52,6 +54,12 @@ def build_parser(documented: bool = False):
         help="train only these rows, comma-separated (e.g. base,B1,C1); the others stay pending, and the same "
         "command without --rows trains them later",
     )
+    p.add_argument(
+        "--timeout",
+        default=None,
+        help="start no trial after this long (e.g. 2h30m, 90m, 3600s); running trials finish and the rest stay "
+        "queued: the same command without it goes on (Optuna's optimize(timeout=...))",
+    )
     p.add_argument("--retry_failed", action="store_true", help="run failed trials again (default: keep their result)")
     p.add_argument("--no_report", action="store_true", help="do not build the report at the end")
     found = launchers.available()
@@ -69,6 +77,7 @@ def build_parser(documented: bool = False):
     )
     _add_launcher_settings(p, found, documented)
     p.add_argument("--worker", action="store_true", help=SUPPRESS)
+    p.add_argument("--stop_at", type=float, default=None, help=SUPPRESS)  # --timeout's end, passed to workers
     return p
 
 
@@ -110,6 +119,7 @@ def make_plan(ns):
         extra=overrides(ns),
         retry_failed=ns.retry_failed,
         only=_rows(ns.rows, study),
+        stop_at=ns.stop_at if ns.stop_at is not None else _stop_at(ns.timeout),
     )
     for row in study.rows:  # every row with the command-line settings must build before anything runs
         try:
@@ -132,6 +142,17 @@ def _rows(text: str | None, study) -> list[str] | None:
             f"--rows: no row {', '.join(unknown) or '(empty)'} in study {study.name}: choose from {', '.join(known)}"
         )
     return names
+
+
+def _stop_at(text: str | None) -> float | None:
+    """--timeout (2h30m, 90m, 45s, or seconds) as the Unix time it ends; one line saying what it takes otherwise."""
+    if text is None:
+        return None
+    found = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text)
+    if not text.strip() or found is None or not any(found.groups()):
+        raise AblateError(f"--timeout: {text!r} is not a duration: give hours, minutes or seconds (2h30m, 90m, 3600)")
+    hours, minutes, seconds = (float(g or 0) for g in found.groups())
+    return time.time() + 3600 * hours + 60 * minutes + seconds
 
 
 def _first_line(text: str | None) -> str | None:

@@ -191,13 +191,21 @@ def print_table(table) -> None:
     Console(stderr=True, width=140).print(table)
 
 
+def _ended(plan: Plan, seconds: float) -> str:
+    done, planned = _recorded(plan), len(plan.keys())
+    if plan.stop_at is None or done >= planned:
+        return f"sweep finished in {seconds / 60:.1f} min"
+    return (f"sweep stopped at its --timeout after {seconds / 60:.1f} min, {done} of {planned} trials finished; the "
+            f"same command goes on with the rest")  # fmt: skip
+
+
 def print_next_steps(plan: Plan, seconds: float) -> None:
     runs = f"{plan.out}/trials/*/wandb/offline-run-*"
     if (plan.out / "wandb").is_dir():  # the report's run
         runs += f" {plan.out}/wandb/offline-run-*"
     dashboard = redact(plan.storage.removeprefix("journal:"))
     print(
-        f"sweep finished in {seconds / 60:.1f} min. Next:\n"
+        f"{_ended(plan, seconds)}. Next:\n"
         f"  ablate report {plan.out}                       # rebuild the table (ablate report --help: formats)\n"
         f"  wandb sync {runs}    # upload the offline W&B runs\n"
         f"  optuna-dashboard {dashboard}  # browse the study",

@@ -43,6 +43,7 @@ def test_help_lists_every_command_without_importing_torch():
         (["params", "table3", "--preset", "paper", "--data.vocab_size", "0"], "vocab_size"),
         (["data", "prepare", "--data.corpus", "/nonexistent/dir"], "/nonexistent/dir"),
         (["report", "/nonexistent/out"], "/nonexistent/out"),
+        (["sweep", "table3", "--timeout", "2 weeks"], "--timeout: '2 weeks' is not a duration"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(args, message, capsys):

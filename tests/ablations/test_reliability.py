@@ -295,6 +295,31 @@ def test_a_sweep_under_rows_claims_only_its_rows_and_stops_when_they_are_done(tm
     assert [t.user_attrs["row"] for t in queue.trials("WAITING")] == ["base", "A1"]
 
 
+@pytest.mark.parametrize(("text", "seconds"), [("2h30m", 9000), ("90m", 5400), ("45s", 45), ("3600", 3600)])
+def test_after_its_timeout_a_worker_starts_no_trial_and_leaves_the_rest_queued(tmp_path, text, seconds):
+    """--timeout (Optuna's optimize(timeout=...)): the coordinator's end travels to its workers as a time, so a
+    worker started later does not get a fresh allowance; past it a worker claims nothing and stops."""
+    import time
+
+    from ablate.ablations.commands.sweep import build_parser, make_plan
+    from ablate.ablations.runner import worker_argv
+    from ablate.ablations.storage.queue import Queue
+    from ablate.ablations.sweep import work
+
+    out = tmp_path / "out"
+    ns = build_parser().parse_args(["table3", "--preset", "smoke", "--timeout", text, "--out", str(out)])
+    plan = make_plan(ns)
+    assert plan.stop_at - time.time() == pytest.approx(seconds, abs=5)
+    argv = worker_argv(plan)
+    assert float(argv[argv.index("--stop_at") + 1]) == plan.stop_at
+    assert make_plan(build_parser().parse_args(["table3", "--preset", "smoke", *argv[1:]])).stop_at == plan.stop_at
+    queue = Queue.open(plan.storage, plan.name)
+    queue.enqueue("base", 0, "base")
+    plan.stop_at = time.time() - 1
+    assert work(plan, poll_s=0.01) == {}
+    assert [t.user_attrs["row"] for t in queue.trials("WAITING")] == ["base"]
+
+
 def _epoch_batches(sweeps, monkeypatch) -> int:
     from ablate.ablations.studies import load_study
     from ablate.data.batching import TokenBudgetBatchSampler
