@@ -22,7 +22,7 @@ from typing import Any
 from ablate.ablations import environment, interrupt, ledger
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue, recover_dead
-from ablate.ablations.sweep import Plan, TrialSpec, enqueue, sync_records, work
+from ablate.ablations.sweep import Plan, TrialSpec, close_recorded, enqueue, sync_records, work
 from ablate.data.errors import AblateError
 
 
@@ -41,6 +41,7 @@ def start(plan: Plan) -> tuple[Queue, int]:
     recover_dead(queue)
     queued = enqueue(plan, queue)
     sync_records(plan, queue)
+    close_recorded(plan, queue)
     return queue, queued
 
 

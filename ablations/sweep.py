@@ -248,6 +248,23 @@ class TrialSpec:
         return None
 
 
+def close_recorded(plan: Plan, queue: Queue) -> int:
+    """Close every queued trial whose result OUT's records already hold: a study resumed from its records into a
+    fresh storage (benchmarks/runs/*.tar.xz), or a worker that died between writing a record and telling Optuna. The
+    counts and the ETA are right from the start, and no worker spends a claim on them. Returns how many."""
+    closed = 0
+    for trial in queue.trials("WAITING"):
+        key = ledger.trial_key(trial)
+        record = None if key is None else ledger.read_record(plan.out, *key)
+        if record is None or (record.state != "complete" and plan.retry_failed):
+            continue
+        claimed = queue.claim_trial(trial)
+        if claimed is not None:  # run_one closes it from the record (or as a duplicate of a live trial)
+            run_one(plan, queue, claimed)
+            closed += 1
+    return closed
+
+
 # -------------------------------------------------------------------------------------------------------- trials
 def run_one(plan: Plan, queue: Queue, trial) -> str:
     """Run (or close) one claimed trial. Never raises for a failed training: the sweep goes on."""

@@ -127,28 +127,35 @@ class Queue:
         """Atomically move one queued trial to RUNNING for this worker (the storage arbitrates between workers);
         with `rows` (a sweep's --rows), only a trial of one of those rows: the others stay queued for a sweep that
         names them."""
-        from optuna.exceptions import UpdateFinishedTrialError
-        from optuna.trial import TrialState
-
         # Retries first: a trial stopped mid-run (Ctrl-C, preemption, a dead worker) continues from its checkpoint
         # before new ones start, so a resumed sweep finishes what it had begun.
         waiting = sorted(self.trials("WAITING"), key=lambda t: ("retry_of" not in t.user_attrs, t.number))
         for trial in waiting:
             if rows is not None and trial.user_attrs.get("row") not in rows:
                 continue
-            trial_id = self.trial_id(trial)
-            try:
-                if self.storage.set_trial_state_values(trial_id, state=TrialState.RUNNING):
-                    owner = {"host": socket.gethostname(), "pid": os.getpid(), "heartbeat": time.time()}
-                    job = environment.here().slurm_job
-                    if job:  # `ablate status` shows the trial's SLURM job and its state
-                        owner["slurm_job"] = job
-                    for key, value in owner.items():
-                        self.storage.set_trial_user_attr(trial_id, key, value)
-                    return self.storage.get_trial(trial_id)
-            except UpdateFinishedTrialError:
-                continue
+            claimed = self.claim_trial(trial)
+            if claimed is not None:
+                return claimed
         return None
+
+    def claim_trial(self, trial: Any) -> Any | None:
+        """Move this queued trial to RUNNING for this worker; None if another worker took it first."""
+        from optuna.exceptions import UpdateFinishedTrialError
+        from optuna.trial import TrialState
+
+        trial_id = self.trial_id(trial)
+        try:
+            if not self.storage.set_trial_state_values(trial_id, state=TrialState.RUNNING):
+                return None
+        except UpdateFinishedTrialError:
+            return None
+        owner = {"host": socket.gethostname(), "pid": os.getpid(), "heartbeat": time.time()}
+        job = environment.here().slurm_job
+        if job:  # `ablate status` shows the trial's SLURM job and its state
+            owner["slurm_job"] = job
+        for key, value in owner.items():
+            self.storage.set_trial_user_attr(trial_id, key, value)
+        return self.storage.get_trial(trial_id)
 
     def retry(self, trial: Any, reason: str = ledger.RETRIED_REASON) -> bool:
         """Fail a RUNNING trial as superseded (`reason`, 'retried') and, for a sweep trial, queue it again; its

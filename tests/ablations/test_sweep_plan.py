@@ -81,6 +81,29 @@ def test_a_resumed_sweeps_cost_leaves_out_the_trials_already_recorded(tmp_path, 
     )
 
 
+def test_trials_already_recorded_are_closed_when_the_sweep_starts_not_when_a_worker_reaches_them(tmp_path):
+    """A study resumed from its records into a fresh storage (the archives in benchmarks/runs): the records' trials
+    are finished before any worker runs, so the live counts and the ETA start right ("15 of 73 done", not "0")."""
+    from ablate.ablations import ledger
+    from ablate.ablations.record import Record
+    from ablate.ablations.storage.queue import Queue
+    from ablate.ablations.sweep import close_recorded, enqueue
+
+    the_plan = replace(plan(tmp_path), storage=f"journal:{tmp_path / 'optuna.journal'}")
+    queue = Queue.open(the_plan.storage, the_plan.name)
+    assert enqueue(the_plan, queue) == 6
+    ledger.write_record(
+        the_plan.out, Record(row="ok1", group="ok1", seed=1, state="complete", metrics={"bleu": 1.0, "ppl": 2.0})
+    )
+    ledger.write_record(the_plan.out, Record(row="nan", group="nan", seed=0, state="failed", reason="NaN loss"))
+    assert close_recorded(the_plan, queue) == 2
+    finished = {(t.user_attrs["row"], t.user_attrs["seed"]): t.state.name for t in queue.trials("COMPLETE", "FAIL")}
+    assert finished == {("ok1", 1): "COMPLETE", ("nan", 0): "FAIL"}
+    assert len(queue.trials("WAITING")) == 4 and close_recorded(the_plan, queue) == 0
+    the_plan.retry_failed = True  # --retry_failed: a failed record is trained again, so it is not closed
+    assert enqueue(the_plan, queue) == 1 and close_recorded(the_plan, queue) == 0
+
+
 # --------------------------------------------------------------------------------------- the base's extra seeds
 def test_the_base_gets_dunnetts_sqrt_k_seeds_by_default_and_a_study_can_set_them(tmp_path):
     study = load_study("table3")
