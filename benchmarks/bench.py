@@ -201,6 +201,7 @@ def training_figures(t: Trainee, batches, figures, s: Setup, info) -> dict[str, 
         "params": sum(p.numel() for p in t.module.parameters()),
         **throughput(t.times, [figures[i] for i in t.batch_ids], info["peak_bf16_flops"]),
         "first_step_s": t.first_step_s,
+        "cold_step_time_s": summarize(t.cold_times),  # the untimed pass: each batch's shape seen for the first time
         "step_times_s": t.times,  # in batch order, the same batches for every system: ratios pair them
         "memory": memory_profile(t, batches[t.batch_ids[0]], s),
     }

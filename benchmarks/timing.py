@@ -59,6 +59,8 @@ class Trainee:
     batch_ids: list[int] = field(default_factory=list)
     """Which batch each timed step trained on."""
     first_step_s: float = 0.0
+    cold_times: list[float] = field(default_factory=list)
+    """Seconds of each step of the untimed pass: the first time each timed batch's shape was seen."""
 
 
 def make_trainee(name: str, module, device, compile_model: bool, lr: float = 1e-4, fused: bool = True) -> Trainee:
@@ -94,10 +96,21 @@ def train_step(t: Trainee, batch: dict, s: Setup, mark=None):
 
 
 def run_training(trainees: list[Trainee], batches: list[dict], bench: BenchConfig, s: Setup):
-    """Warm-up, then `repeats` rounds; in each round every system steps once on the same batch (rotating order)."""
-    for r in range(bench.warmup + bench.repeats):
-        batch = batches[r % len(batches)]
-        for t in trainees[r % len(trainees) :] + trainees[: r % len(trainees)]:
+    """Warm-up, one untimed pass over the timed batches, then `repeats` rounds; in each round every system steps once
+    on the same batch (rotating order).
+
+    The untimed pass makes the timed steps the steady state that every epoch after the first is: each batch's shape
+    has been seen once. On a GPU the first step at a new shape pays for cuDNN's attention plans and the caching
+    allocator's new blocks; measured on an H200 (2026-11-26, paper base, first steps at each shape) that put the
+    median at 267 ms against 52 ms at best, and the same batches again took 77 ms. Those cold steps are kept apart
+    (`cold_times`), since they are what a run's first epoch costs."""
+    timed = batches[bench.warmup :] or batches
+    rounds = [(r, False) for r in range(min(bench.warmup, len(batches)))]
+    rounds += [(bench.warmup + i, False) for i in range(len(timed)) if bench.warmup + i < len(batches)]
+    rounds += [(bench.warmup + i % len(timed), True) for i in range(bench.repeats)]
+    for n, (index, timing) in enumerate(rounds):
+        batch = batches[index % len(batches)]
+        for t in trainees[n % len(trainees) :] + trainees[: n % len(trainees)]:
             synchronize(s.device)
             start = time.perf_counter()
             loss = train_step(t, batch, s)
@@ -105,11 +118,13 @@ def run_training(trainees: list[Trainee], batches: list[dict], bench: BenchConfi
             elapsed = time.perf_counter() - start
             if loss_value != loss_value:
                 raise AblateError(f"{t.name}: training loss became NaN in the benchmark")
-            if r == 0:
+            if n == 0:
                 t.first_step_s = elapsed
-            if r >= bench.warmup:
+            if timing:
                 t.times.append(elapsed)
-                t.batch_ids.append(r % len(batches))
+                t.batch_ids.append(index % len(batches))
+            elif n >= bench.warmup:
+                t.cold_times.append(elapsed)
 
 
 def memory_profile(t: Trainee, batch: dict, s: Setup) -> dict[str, Any]:

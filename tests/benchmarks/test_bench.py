@@ -43,6 +43,7 @@ def _fields(result: dict, peers: list[str]) -> None:
             assert train[key] > 0, (name, key)
         assert {"median", "iqr", "min", "max", "n"} <= set(train["step_time_s"])
         assert train["step_time_s"]["n"] == 2
+        assert train["cold_step_time_s"]["n"] == 2  # the untimed pass over the same two batches
         assert train["memory"]["peak_mb"] > 0
         assert train["mfu"] is None  # CPU: no peak FLOP/s
     for key in ("padding_ours", "padding_random", "padding_measured_batches"):
@@ -179,3 +180,29 @@ def test_counted_flops_agree_with_the_analytic_count_on_the_papers_base():
     counted = counted_flops(model, (b, s), (b, t), cfg)
     analytic = train_flops(cfg, b * s, b * t, s, t)
     assert counted == pytest.approx(analytic, rel=0.05)
+
+
+def test_every_timed_step_is_on_a_batch_each_system_has_already_trained_on(monkeypatch):
+    """The timed steps are the steady state of an epoch after the first: a shape's first step (cuDNN plans, new
+    allocator blocks; 5x the warm step on an H200) lands in the untimed pass, kept apart as `cold_times`."""
+    import torch
+    from ablate.benchmarks import timing
+    from ablate.benchmarks.settings import Setup
+
+    seen: dict[str, list[int]] = {}
+
+    def step(t, batch, s, mark=None):
+        seen.setdefault(t.name, []).append(batch["id"])
+        return torch.tensor(1.0)
+
+    monkeypatch.setattr(timing, "train_step", step)
+    trainees = [timing.Trainee(name, None, None, None) for name in ("ours", "peer")]
+    batches = [{"id": i} for i in range(6)]
+    setup = Setup(None, torch.device("cpu"), "32-true")
+    timing.run_training(trainees, batches, BenchConfig(warmup=2, repeats=4), setup)
+    for t in trainees:
+        assert len(t.times) == 4 and len(t.cold_times) == 4
+        assert t.batch_ids == [2, 3, 4, 5]  # the same batches for every system, so ratios pair them
+        calls = seen[t.name]
+        timed = calls[len(calls) - len(t.times) :]
+        assert all(b in calls[: len(calls) - len(t.times)] for b in timed)
