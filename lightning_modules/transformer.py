@@ -314,6 +314,10 @@ class Transformer(nn.Module):
     def padding_mask(self, src: Tensor) -> Tensor | None:
         """(B, S) ids -> (B, 1, 1, S) True where a key may be attended; None when nothing is padded (fast path)."""
         keep = src != self.cfg.pad_id
+        if torch.compiler.is_compiling():
+            # No data-dependent branch in a compiled graph (it broke the graph in three, on an H200 and here): an
+            # all-True mask gives the same attention, by a kernel that takes a mask.
+            return keep[:, None, None, :]
         return None if bool(keep.all()) else keep[:, None, None, :]
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor | None]:

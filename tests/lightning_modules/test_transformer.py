@@ -355,3 +355,19 @@ def test_kernels_are_chosen_once_when_the_model_is_built():
     assert cpu.kernels.name == "cpu" and type(cpu.src_embed.dropout) is Dropout
     assert Transformer(tiny()).kernels.name == ("reference" if torch.cuda.is_available() else "cpu")
     cpu.load_state_dict(reference.state_dict())  # same parameters: only the computation differs
+
+
+@pytest.mark.parametrize("kernels", ["reference", "cpu"])
+def test_the_model_compiles_to_one_graph_and_computes_what_eager_does(kernels):
+    """`train.compile`: no graph break (a data-dependent branch on padding broke it in three, and dynamo recompiled
+    at every batch shape on an H200), and the compiled forward is the eager one, padded batch or not."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=300, n_layers=2, d_model=64, d_ff=128, n_heads=4, p_drop=0.0, kernels=kernels)
+    model = Transformer(cfg).eval()
+    compiled = torch.compile(model, backend="eager", fullgraph=True)  # fullgraph: any graph break raises
+    src, tgt = torch.randint(4, 300, (3, 11)), torch.randint(4, 300, (3, 9))
+    padded = src.clone()
+    padded[0, -3:] = 0
+    with torch.no_grad():
+        for batch in (src, padded):
+            torch.testing.assert_close(compiled(batch, tgt), model(batch, tgt))
