@@ -129,13 +129,19 @@ def prepare_data(plan: Plan) -> None:
             write_text_atomic(refs, "\n".join(corpus.references("valid")) + "\n")
 
 
+def cpu_cores() -> int:
+    """The CPU cores this process may run on: its affinity (taskset, a SLURM job's or a container's cpuset), not every
+    core of the machine that os.cpu_count() counts."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def set_threads(workers: int) -> None:
     """Share the CPU cores between local workers (each trial otherwise starts one thread per core)."""
     if workers <= 1:
         return
     import torch
 
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    torch.set_num_threads(max(1, cpu_cores() // workers))
 
 
 def worker_argv(plan: Plan, **sections: dict[str, Any]) -> list[str]:

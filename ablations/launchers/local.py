@@ -8,7 +8,6 @@ every trial has ended, with the report and the next steps.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -57,10 +56,11 @@ def coordinate(plan: Plan, workers: int | None) -> None:
     rows = len(plan.study.rows) if plan.only is None else f"{len(plan.only)} of {len(plan.study.rows)}"
     more = {name: len(seeds) for name, seeds in (plan.control_seeds or {}).items() if len(seeds) > len(plan.seeds)}
     control = f" ({', '.join(f'{n} {k}' for n, k in more.items())}: controls, in several comparisons)" if more else ""
+    cost = progress.cost_line(plan, eta.work, workers, None if _gpus() else runner.cpu_cores(), done=_recorded(plan))
     print(
         f"sweep {plan.study.name} at preset {plan.preset}: {rows} rows x {len(plan.seeds)} seeds{control} = "
         f"{len(keys)} trials ({queued} newly queued), {workers} worker(s) here\n"
-        f"  {progress.cost_line(plan, eta.work, workers, None if _gpus() else _cpu_cores(), done=_recorded(plan))}\n"
+        f"  {cost}\n"
         f"  storage {storage}\n"
         f"  output  {plan.out}",
         file=sys.stderr,
@@ -96,18 +96,13 @@ def default_workers(plan: Plan) -> int:
     if gpus:
         return gpus if gpus > 1 and run.hardware.devices in (1, "1") else 1
     single_process = run.hardware.devices in (1, "1", "auto") and run.hardware.num_nodes == 1
-    return max(1, min(_cpu_cores(), len(plan.keys()))) if single_process else 1
+    return max(1, min(runner.cpu_cores(), len(plan.keys()))) if single_process else 1
 
 
 def _gpus() -> int:
     import torch
 
     return torch.cuda.device_count()
-
-
-def _cpu_cores() -> int:
-    """The CPU cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str, eta: progress.Eta | None = None) -> None:

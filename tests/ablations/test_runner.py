@@ -83,3 +83,19 @@ def test_an_interrupted_retry_of_failed_trials_does_not_count_their_old_records_
         f"1 of 3 trials finished (records in {tmp_path / 'records'}); 1 unfinished trial(s) resume from their "
         f"checkpoints in {tmp_path / 'trials'}"
     )
+
+
+def test_workers_share_the_cores_this_process_may_run_on_not_the_machines(monkeypatch):
+    """Under taskset, a container's or a SLURM job's cpuset, os.cpu_count() counts every core of the machine:
+    8 workers on a 64-core node's 8-core job would start 8 threads each, 64 threads on 8 cores."""
+    import torch
+    from ablate.ablations.runner import set_threads
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    before = torch.get_num_threads()
+    try:
+        set_threads(4)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
