@@ -58,9 +58,11 @@ def fit_to_tokenizer(model: ModelConfig, tokenizer) -> ModelConfig:
 
 def build_module(run: RunConfig, tokenizer) -> TranslationModule:
     """The run's LightningModule, its model sized to the tokenizer."""
-    return TranslationModule(
-        fit_to_tokenizer(run.model, tokenizer), run.train, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id
-    )
+    model = fit_to_tokenizer(run.model, tokenizer)
+    if model.kernels == "auto" and run.hardware.accelerator == "cpu":
+        # 'auto' is CUDA's kernels wherever a GPU is visible; a run told to train on the CPU takes the CPU's.
+        model = replace(model, kernels="cpu")
+    return TranslationModule(model, run.train, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
 
 
 def resolve_precision(run: RunConfig) -> str:

@@ -190,6 +190,9 @@ def setup(bench: BenchConfig) -> Setup:
             )
         rows[name] = other.model
     device = resolve_device(bench.device)
+    if device.type == "cpu" and run.model.kernels == "auto":  # 'auto' is CUDA's kernels wherever a GPU is visible
+        run = replace(run, model=replace(run.model, kernels="cpu"))
+        rows = {name: replace(cfg, kernels="cpu") if cfg.kernels == "auto" else cfg for name, cfg in rows.items()}
     if bench.threads:
         torch.set_num_threads(bench.threads)
     return Setup(run, device, resolve_precision(bench.precision, device), rows)

@@ -93,7 +93,8 @@ class ModelConfig:
     kernels: Literal["auto", "reference", "cpu"] = "auto"
     """How attention and dropout are computed (same functions, different speed; `lightning_modules/kernels.py`):
     'reference' = PyTorch's SDPA and nn.Dropout, 'cpu' = the routes measured faster on CPUs, 'auto' = 'reference'
-    where CUDA is available, else 'cpu'. Not a departure from the paper: results differ only in rounding."""
+    where CUDA is available, else 'cpu' ('cpu' also for a run whose hardware.accelerator is 'cpu'). Not a departure
+    from the paper: results differ only in rounding."""
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layers", "d_model", "d_ff", "n_heads", "max_len"):

@@ -206,3 +206,13 @@ def test_every_timed_step_is_on_a_batch_each_system_has_already_trained_on(monke
         calls = seen[t.name]
         timed = calls[len(calls) - len(t.times) :]
         assert all(b in calls[: len(calls) - len(t.times)] for b in timed)
+
+
+def test_a_cpu_bench_on_a_machine_with_a_gpu_measures_the_cpu_kernels(monkeypatch):
+    """`--device cpu` where CUDA is visible: 'auto' kernels would be CUDA's, and the CPU figures would not be ours."""
+    import torch
+    from ablate.benchmarks.bench import setup
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    s = setup(BenchConfig(device="cpu", peers=("row:B1",), preset="smoke"))
+    assert s.run.model.kernels == "cpu" and s.rows["row:B1"].kernels == "cpu"
