@@ -21,7 +21,7 @@ from ablate.ablations import checkpoints, environment, interrupt
 from ablate.ablations.config import RunConfig
 from ablate.ablations.recorder import Recorder
 from ablate.ablations.trial_files import TrainResult
-from ablate.lightning_modules.config import ModelConfig
+from ablate.lightning_modules.config import ModelConfig, on_cpu
 from ablate.lightning_modules.config import resolve_precision as precision_for
 from ablate.lightning_modules.module import CheckpointAveraging, TranslationModule
 
@@ -59,9 +59,8 @@ def fit_to_tokenizer(model: ModelConfig, tokenizer) -> ModelConfig:
 def build_module(run: RunConfig, tokenizer) -> TranslationModule:
     """The run's LightningModule, its model sized to the tokenizer."""
     model = fit_to_tokenizer(run.model, tokenizer)
-    if model.kernels == "auto" and run.hardware.accelerator == "cpu":
-        # 'auto' is CUDA's kernels wherever a GPU is visible; a run told to train on the CPU takes the CPU's.
-        model = replace(model, kernels="cpu")
+    if run.hardware.accelerator == "cpu":
+        model = on_cpu(model)
     return TranslationModule(model, run.train, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
 
 

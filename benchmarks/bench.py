@@ -42,6 +42,7 @@ from ablate.benchmarks.timing import (
 )
 from ablate.data.errors import AblateError
 from ablate.data.tokenizer import BOS_ID, EOS_ID
+from ablate.lightning_modules.config import on_cpu
 
 __all__ = ["BenchConfig", "Setup", "format_report", "run_bench"]
 
@@ -190,9 +191,9 @@ def setup(bench: BenchConfig) -> Setup:
             )
         rows[name] = other.model
     device = resolve_device(bench.device)
-    if device.type == "cpu" and run.model.kernels == "auto":  # 'auto' is CUDA's kernels wherever a GPU is visible
-        run = replace(run, model=replace(run.model, kernels="cpu"))
-        rows = {name: replace(cfg, kernels="cpu") if cfg.kernels == "auto" else cfg for name, cfg in rows.items()}
+    if device.type == "cpu":
+        run = replace(run, model=on_cpu(run.model))
+        rows = {name: on_cpu(cfg) for name, cfg in rows.items()}
     if bench.threads:
         torch.set_num_threads(bench.threads)
     return Setup(run, device, resolve_precision(bench.precision, device), rows)

@@ -104,12 +104,12 @@ def run_training(trainees: list[Trainee], batches: list[dict], bench: BenchConfi
     allocator's new blocks; measured on an H200 (2026-11-26, paper base, first steps at each shape) that put the
     median at 267 ms against 52 ms at best, and the same batches again took 77 ms. Those cold steps are kept apart
     (`cold_times`), since they are what a run's first epoch costs."""
-    timed = batches[bench.warmup :] or batches
-    rounds = [(r, False) for r in range(min(bench.warmup, len(batches)))]
-    rounds += [(bench.warmup + i, False) for i in range(len(timed)) if bench.warmup + i < len(batches)]
-    rounds += [(bench.warmup + i % len(timed), True) for i in range(bench.repeats)]
-    for n, (index, timing) in enumerate(rounds):
-        batch = batches[index % len(batches)]
+    warmup = min(bench.warmup, len(batches) - 1)
+    timed = range(warmup, len(batches))
+    rounds = [(i, "warmup") for i in range(warmup)] + [(i, "cold") for i in timed]
+    rounds += [(timed[i % len(timed)], "timed") for i in range(bench.repeats)]
+    for n, (index, phase) in enumerate(rounds):
+        batch = batches[index]
         for t in trainees[n % len(trainees) :] + trainees[: n % len(trainees)]:
             synchronize(s.device)
             start = time.perf_counter()
@@ -120,10 +120,10 @@ def run_training(trainees: list[Trainee], batches: list[dict], bench: BenchConfi
                 raise AblateError(f"{t.name}: training loss became NaN in the benchmark")
             if n == 0:
                 t.first_step_s = elapsed
-            if timing:
+            if phase == "timed":
                 t.times.append(elapsed)
-                t.batch_ids.append(index % len(batches))
-            elif n >= bench.warmup:
+                t.batch_ids.append(index)
+            elif phase == "cold":
                 t.cold_times.append(elapsed)
 
 

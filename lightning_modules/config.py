@@ -9,7 +9,7 @@ including the later components of a "modern" block (`norm_type`, `activation`, `
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Literal, get_args, get_type_hints
 
 from ablate.data.errors import ConfigError
@@ -305,6 +305,12 @@ __all__ = [
     "fork_step",
     "paper_lr",
 ]
+
+
+def on_cpu(model: ModelConfig) -> ModelConfig:
+    """The model as it runs on a CPU: 'auto' kernels are CUDA's wherever a GPU is visible, so a run or a bench told
+    to use the CPU takes the CPU's; kernels asked for by name are kept."""
+    return replace(model, kernels="cpu") if model.kernels == "auto" else model
 
 
 def resolve_precision(choice: str, *, cuda_bf16: bool) -> str:
