@@ -154,6 +154,9 @@ def sweeps(tmp_path_factory) -> Sweeps:
         PYTHONUNBUFFERED="1",
         # Tiny models on a shared 2-core machine: one thread per process keeps concurrent workers from thrashing.
         OMP_NUM_THREADS="1",
+        # These tests time signals and kills against training steps, which assumes CPU speed: on a GPU a smoke trial
+        # ends before a Ctrl-C lands (seen on an H200). The GPU path has its own tests (`-m gpu`).
+        CUDA_VISIBLE_DEVICES="",
     )
     helper = Sweeps(env=env)
     yield helper

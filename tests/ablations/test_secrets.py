@@ -8,6 +8,7 @@ copies its study into the server that ABLATE_TEST_POSTGRES_URL names (.ci/run st
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import uuid
@@ -21,6 +22,10 @@ STUDY = "sweep_rows.yaml"
 OPTUNA_NAME = "sweep-rows-smoke"
 SECRET = "PLANTEDSECRET"
 UNREACHABLE = f"postgresql://ablate:{SECRET}@127.0.0.1:1/nodb"  # nothing listens on port 1
+SHOWN = "postgresql+psycopg2://ablate:***@127.0.0.1:1/nodb"
+# Why opening it fails: nothing listens, or, where psycopg2 is not installed (the `postgres` extra; the lent GPU
+# machines lack it), the driver is missing. The password stays hidden either way.
+OPEN_FAILED = "cannot open storage" if importlib.util.find_spec("psycopg2") else "a driver is missing"
 
 
 @pytest.fixture
@@ -95,12 +100,12 @@ def test_no_command_shows_the_password_of_an_unreachable_storage(out, tmp_path, 
     assert cli.main(argv) == 0
     printed = capsys.readouterr()
     md = next(report_dir.glob("*.md")).read_text(encoding="utf-8")
-    assert "postgresql+psycopg2://ablate:***@127.0.0.1:1/nodb could not be opened" in md
+    assert f"{SHOWN} could not be opened" in md
     assert sorted(p.suffix for p in report_dir.glob("*.*")) == [".csv", ".html", ".json", ".md", ".tex"]
 
     assert cli.main(["status", str(out), "--storage", UNREACHABLE]) == 2
     status = capsys.readouterr()
-    assert len(status.err.strip().splitlines()) == 1 and "cannot open storage" in status.err
+    assert len(status.err.strip().splitlines()) == 1 and OPEN_FAILED in status.err and SHOWN in status.err
     monkeypatch.setenv(ENV_VAR, UNREACHABLE)
     assert cli.main(["status", str(out)]) == 2
     from_env = capsys.readouterr()
@@ -115,7 +120,7 @@ def test_a_sweep_on_an_unreachable_storage_shows_no_password(sweeps, tmp_path):
     out = tmp_path / "out"
     failed = sweeps.run(STUDY, out, "--storage", UNREACHABLE, timeout=120)
     assert failed.returncode == 2 and "Traceback" not in failed.stderr
-    assert "cannot open storage postgresql+psycopg2://ablate:***@127.0.0.1:1/nodb" in failed.stderr
+    assert OPEN_FAILED in failed.stderr and SHOWN in failed.stderr
     assert SECRET not in failed.stdout + failed.stderr
     assert not out.exists() or files_holding(SECRET, out) == []
 
