@@ -174,12 +174,11 @@ PRESETS: dict[str, Preset] = {
                 "builtin_valid": 8000,
             },
             seeds=3,
-            # Measured 2026-11-24 (benchmarks/SCIENCE.md, section 5): the study's two base trials side by side, one
-            # thread each, 2800 steps + the T/2 branch's 280, validations and test decoding: 471 and 477 s; plus
-            # about 75 s for the 8000-sentence dev set (2026-11-25: its full validations took 117 s against 18 s at
-            # 1000, on a machine shared 3:2, so about 90 s unshared).
-            base_step_s=0.145,
-            base_trial_s=549.0,
+            # base_step_s measured 2026-11-24 (benchmarks/SCIENCE.md, section 5). base_trial_s: the median of the
+            # default study's 13 base trials, each alone on its core with one thread (2800 steps + the T/2 branch's
+            # 280, validations on the 8000 dev sentences, test decoding), 2026-11-25/26 (section 11): 590 s, range
+            # 582-632. With it the cost line said 15.1 core-hours for the study's 73 trials; they took 15.2.
+            base_trial_s=590.0,
         ),
         Preset(
             name="smoke",
