@@ -40,6 +40,9 @@ def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
         record = json.loads(path.read_text())
         assert record["row"] in names and record["state"] == "complete", path.name
         assert (out / "hyps" / f"{path.stem}.txt").is_file(), path.name  # the report's bootstrap reads them
+    # The corpus is the one setting our archived sweeps gave on the command line (--data.corpus gettext:de)
+    corpus = {row["name"]: row["config"]["data"]["corpus"] for row in study["rows"]}[study.get("base", "base")]
     plan = Plan(study=load_study(study["study"]), preset=study["preset"], seeds=study["seeds"], out=out, storage="",
-                name=study["optuna_study"], control_seeds=study.get("control_seeds"))  # fmt: skip
+                name=study["optuna_study"], control_seeds=study.get("control_seeds"),
+                extra={"data": {"corpus": corpus}})  # fmt: skip
     plan.check_same_design()  # raises, naming the row and fields, if the preset has moved on since the trials ran
