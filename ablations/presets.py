@@ -178,6 +178,7 @@ PRESETS: dict[str, Preset] = {
             # default study's 13 base trials, each alone on its core with one thread (2800 steps + the T/2 branch's
             # 280, validations on the 8000 dev sentences, test decoding), 2026-11-25/26 (section 11): 590 s, range
             # 582-632. With it the cost line said 15.1 core-hours for the study's 73 trials; they took 15.2.
+            base_step_s=0.145,
             base_trial_s=590.0,
         ),
         Preset(

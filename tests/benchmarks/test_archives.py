@@ -41,7 +41,7 @@ def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
         assert record["row"] in names and record["state"] == "complete", path.name
         assert (out / "hyps" / f"{path.stem}.txt").is_file(), path.name  # the report's bootstrap reads them
     # The corpus is the one setting our archived sweeps gave on the command line (--data.corpus gettext:de)
-    corpus = {row["name"]: row["config"]["data"]["corpus"] for row in study["rows"]}[study.get("base", "base")]
+    corpus = study["rows"][0]["config"]["data"]["corpus"]
     plan = Plan(study=load_study(study["study"]), preset=study["preset"], seeds=study["seeds"], out=out, storage="",
                 name=study["optuna_study"], control_seeds=study.get("control_seeds"),
                 extra={"data": {"corpus": corpus}})  # fmt: skip
