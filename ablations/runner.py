@@ -1,5 +1,6 @@
 """What every launcher shares: data prepared and rows queued once (`start`), the worker's command line
-(`worker_argv`), what a worker process does (`work_here`), and the live view.
+(`worker_argv`), what a worker process does (`work_here`), the live view, and the sweep's last lines
+(`print_next_steps`).
 
 `ablate sweep` parses its arguments into a `Plan` (commands/sweep.py) and hands it to its launcher
 (`ablations.launchers`); a worker process (`--worker`), whichever launcher started it, calls `work_here`; a rank
@@ -22,6 +23,7 @@ from typing import Any
 from ablate.ablations import environment, interrupt, ledger
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue, recover_dead
+from ablate.ablations.storage.urls import redact
 from ablate.ablations.sweep import Plan, TrialSpec, close_recorded, enqueue, sync_records, work
 from ablate.data.errors import AblateError
 
@@ -207,3 +209,32 @@ def ddp_rank(out: Path) -> int | None:
     run = build_run_config(spec.run)
     train(run, Path(spec.trial_dir), name=spec.name, group=spec.group, wandb_id=spec.wandb_id)
     return 0
+
+
+def recorded(plan: Plan) -> int:
+    """The plan's trials that already have a record (a resumed sweep)."""
+    return sum(ledger.record_path(plan.out, row.name, seed).exists() for row, seed in plan.keys())
+
+
+def _ended(plan: Plan, seconds: float) -> str:
+    done, planned = recorded(plan), len(plan.keys())
+    if plan.stop_at is None or done >= planned:
+        return f"sweep finished in {seconds / 60:.1f} min"
+    return (f"sweep stopped at its --timeout after {seconds / 60:.1f} min, {done} of {planned} trials finished; the "
+            f"same command goes on with the rest")  # fmt: skip
+
+
+def print_next_steps(plan: Plan, seconds: float) -> None:
+    """The sweep's last lines, whichever launcher followed it: how it ended (finished, or stopped at --timeout with
+    the rest queued) and what to run next."""
+    runs = f"{plan.out}/trials/*/wandb/offline-run-*"
+    if (plan.out / "wandb").is_dir():  # the report's run
+        runs += f" {plan.out}/wandb/offline-run-*"
+    dashboard = redact(plan.storage.removeprefix("journal:"))
+    print(
+        f"{_ended(plan, seconds)}. Next:\n"
+        f"  ablate report {plan.out}                       # rebuild the table (ablate report --help: formats)\n"
+        f"  wandb sync {runs}    # upload the offline W&B runs\n"
+        f"  optuna-dashboard {dashboard}  # browse the study",
+        file=sys.stderr,
+    )

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from ablate.ablations import environment, interrupt, ledger, progress, runner
+from ablate.ablations import environment, interrupt, progress, runner
 from ablate.ablations.launchers import Launch
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue, recover_dead
@@ -34,7 +34,7 @@ class LocalLauncher:
         started = time.time()
         coordinate(plan, launch.workers)
         launch.finish()
-        print_next_steps(plan, time.time() - started)
+        runner.print_next_steps(plan, time.time() - started)
         return 0
 
 
@@ -56,7 +56,8 @@ def coordinate(plan: Plan, workers: int | None) -> None:
     rows = len(plan.study.rows) if plan.only is None else f"{len(plan.only)} of {len(plan.study.rows)}"
     more = {name: len(seeds) for name, seeds in (plan.control_seeds or {}).items() if len(seeds) > len(plan.seeds)}
     control = f" ({', '.join(f'{n} {k}' for n, k in more.items())}: controls, in several comparisons)" if more else ""
-    cost = progress.cost_line(plan, eta.work, workers, None if _gpus() else runner.cpu_cores(), done=_recorded(plan))
+    cores = None if _gpus() else runner.cpu_cores()
+    cost = progress.cost_line(plan, eta.work, workers, cores, done=runner.recorded(plan))
     print(
         f"sweep {plan.study.name} at preset {plan.preset}: {rows} rows x {len(plan.seeds)} seeds{control} = "
         f"{len(keys)} trials ({queued} newly queued), {workers} worker(s) here\n"
@@ -81,11 +82,6 @@ def coordinate(plan: Plan, workers: int | None) -> None:
     print_table(progress.render(progress.collect(queue.trials(), keys), workers, title, eta))
     if synced:
         print(f"{synced} record(s) from other machines written to {plan.out / 'records'}", file=sys.stderr)
-
-
-def _recorded(plan: Plan) -> int:
-    """The plan's trials that already have a record (a resumed sweep)."""
-    return sum(ledger.record_path(plan.out, row.name, seed).exists() for row, seed in plan.keys())
 
 
 def default_workers(plan: Plan) -> int:
@@ -184,25 +180,3 @@ def print_table(table) -> None:
     from rich.console import Console
 
     Console(stderr=True, width=140).print(table)
-
-
-def _ended(plan: Plan, seconds: float) -> str:
-    done, planned = _recorded(plan), len(plan.keys())
-    if plan.stop_at is None or done >= planned:
-        return f"sweep finished in {seconds / 60:.1f} min"
-    return (f"sweep stopped at its --timeout after {seconds / 60:.1f} min, {done} of {planned} trials finished; the "
-            f"same command goes on with the rest")  # fmt: skip
-
-
-def print_next_steps(plan: Plan, seconds: float) -> None:
-    runs = f"{plan.out}/trials/*/wandb/offline-run-*"
-    if (plan.out / "wandb").is_dir():  # the report's run
-        runs += f" {plan.out}/wandb/offline-run-*"
-    dashboard = redact(plan.storage.removeprefix("journal:"))
-    print(
-        f"{_ended(plan, seconds)}. Next:\n"
-        f"  ablate report {plan.out}                       # rebuild the table (ablate report --help: formats)\n"
-        f"  wandb sync {runs}    # upload the offline W&B runs\n"
-        f"  optuna-dashboard {dashboard}  # browse the study",
-        file=sys.stderr,
-    )

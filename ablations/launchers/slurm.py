@@ -165,10 +165,12 @@ class SlurmLauncher:
                 file=sys.stderr,
             )
         if launch.wait:
+            started = time.time()
             keys = [(row.name, seed) for row, seed in plan.keys()]
             wait(plan, keys, ids, f"{plan.study.name} ({plan.preset}) on SLURM")
             sync_records(plan, queue)
             launch.finish()
+            runner.print_next_steps(plan, time.time() - started)
         return 0
 
 
@@ -340,6 +342,8 @@ def wait(plan, keys, ids: list[str], title: str, poll_s: float = 3.0) -> None:
                  f"{progress.summary_line(rows, len(ids))}; {len(alive)} job(s) alive")  # fmt: skip
             if not counts["pending"] and not counts["running"]:
                 return
+            if not alive and not counts["running"] and plan.timed_out():
+                return  # the workers stopped at --timeout (they start no trial after it): the rest stay queued
             idle = 0 if alive else idle + 1
             if idle >= 3:  # a few polls, as a job just submitted may not show yet
                 raise AblateError(f"no worker job is alive and {counts['pending'] + counts['running']} trial(s) "

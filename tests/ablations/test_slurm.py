@@ -1,7 +1,8 @@
 """`ablate sweep --launcher slurm` on a real SLURM cluster (.ci/run starts a single-node one): a job array of two
-workers finishes every row once, a worker warned with USR2 (what preemption and the time limit send) is requeued
-and its trial resumes from its checkpoint, a worker cancelled outright has its trial run by the other, a two-task
-job trains one DDP trial over srun, `--dry_run` prints a script sbatch accepts, bad settings are one line.
+workers finishes every row once, `--wait` past `--timeout` ends with the rest queued, a worker warned with USR2
+(what preemption and the time limit send) is requeued and its trial resumes from its checkpoint, a worker cancelled
+outright has its trial run by the other, a two-task job trains one DDP trial over srun, `--dry_run` prints a script
+sbatch accepts, bad settings are one line.
 
 Skipped where no cluster answers `sinfo`. Nothing of SLURM or submitit is mocked.
 """
@@ -114,6 +115,24 @@ def test_a_job_array_of_two_workers_runs_every_row_once(sweeps, tmp_path):
     assert sweeps.wait_for(lambda: _queue_empty(ids), 60)  # --wait returns with the study; the jobs then exit
     status = _ablate(sweeps, "status", str(out))
     assert status.returncode == 0 and "SLURM job" in status.stdout and "COMPLETED" in status.stdout, status.stdout
+
+
+@slurm
+@needs_cluster
+def test_wait_past_its_timeout_returns_with_the_rest_queued_and_says_so(sweeps, tmp_path):
+    """--timeout reaches the SLURM workers as a time: past it they claim nothing and end. `--wait` then ends as the
+    local launcher does, exit 0 with the same command to go on, not as if the jobs had died."""
+    from ablate.ablations.storage.queue import Queue
+
+    out = tmp_path / "out"
+    run = _sweep(sweeps, "sweep_split.yaml", out, "--workers", "1", "--timeout", "1s", "--wait")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "sweep stopped at its --timeout" in run.stderr and "0 of 4 trials finished" in run.stderr, run.stderr
+    assert "no worker job is alive" not in run.stderr
+    queue = Queue.open(f"journal:{out / 'optuna.journal'}", "sweep-split-smoke")
+    assert len(queue.trials("WAITING")) == 4 and not list((out / "records").glob("*.json"))
+    assert sweeps.wait_for(lambda: _queue_empty(_jobs(out)), 120)  # the job ends without claiming a trial
+    assert not queue.trials("RUNNING") and not queue.trials("COMPLETE")
 
 
 @slurm
