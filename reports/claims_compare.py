@@ -10,6 +10,7 @@ turn them into text.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ablate.ablations.record import budget_label
 from ablate.reports.claims import ClaimVerdict, ComparisonVerdict, paper_ratio
@@ -118,15 +119,26 @@ def compare_claims(a: ReportTable, b: ReportTable) -> ClaimsComparison:
                 b=_side(by_b.get(claim_id), b.base),
             )
         )
+    label_a, label_b = _labels(a, b)
     return ClaimsComparison(
-        a=f"{a.study} ({a.preset})",
-        b=f"{b.study} ({b.preset})",
+        a=label_a,
+        b=label_b,
         rows=tuple(rows),
         only_a=tuple(i for i in ids if i not in by_b),
         only_b=tuple(i for i in ids if i not in by_a),
         budgets_a=tuple(budget_label(f) for f in a.fractions),
         budgets_b=tuple(budget_label(f) for f in b.fractions),
     )
+
+
+def _labels(a: ReportTable, b: ReportTable) -> tuple[str, str]:
+    """'table3 (tiny)' for each side; where both read the same (one study rerun on another corpus, say), each
+    side's results directory instead, so the two columns can be told apart."""
+    label_a, label_b = f"{a.study} ({a.preset})", f"{b.study} ({b.preset})"
+    if label_a != label_b:
+        return label_a, label_b
+    name_a, name_b = Path(a.out_dir).name, Path(b.out_dir).name
+    return (name_a, name_b) if name_a != name_b else (str(a.out_dir), str(b.out_dir))
 
 
 def effect_text(effect: Effect) -> str:
@@ -146,14 +158,18 @@ def side_text(side: Side | None) -> str:
 
 
 def summary_line(cmp: ClaimsComparison) -> str:
-    """How many shared claims agree, differ, or cannot be compared (an inconclusive side)."""
+    """How many shared claims agree, differ, or cannot be compared: untested on a side (a subset of the rows ran
+    there), else inconclusive on a side."""
     shared = [r for r in cmp.rows if r.a is not None and r.b is not None]
     agree = sum(r.agree is True for r in shared)
     differ = sum(r.agree is False for r in shared)
+    untested = sum(r.agree is None and "untested" in (r.a.verdict, r.b.verdict) for r in shared)  # type: ignore[union-attr]
     text = (
         f"{len(shared)} claims in both: {agree} with the same verdict, {differ} with opposite verdicts, "
-        f"{len(shared) - agree - differ} inconclusive in at least one study"
+        f"{len(shared) - agree - differ - untested} inconclusive in at least one study"
     )
+    if untested:
+        text += f", {untested} untested in at least one (its rows did not run there)"
     if cmp.only_a:
         text += f"; only in {cmp.a}: {', '.join(cmp.only_a)}"
     if cmp.only_b:

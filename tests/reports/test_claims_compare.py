@@ -6,7 +6,7 @@ import pytest
 import reports_fixtures as fx
 from ablate.ablations.cli import main as ablate
 from ablate.reports.api import load
-from ablate.reports.claims_compare import compare_claims
+from ablate.reports.claims_compare import compare_claims, summary_line
 
 ROWS = fx.TABLE3_ROWS[:5]  # base, A1, A3, B1, C1
 
@@ -75,3 +75,21 @@ def test_a_claim_against_another_row_is_tested_on_that_pair_and_leaves_the_base_
     c1, a1 = table.row("C1").bleu.mean, table.row("A1").bleu.mean
     assert comp.test.effect == pytest.approx(c1 - a1)
     assert table.precision == plain.precision  # the median half-width is over the rows against the base only
+
+
+def test_one_study_on_two_corpora_gets_columns_by_directory_and_counts_untested_claims_apart(tmp_path):
+    """`ablate compare runs/table3-tiny runs/table3-tiny-gettext --claims`: the same study and preset on both sides
+    (headed by their directories, not twice 'table3 (smoke)'), and a claim whose row the subset did not run is
+    untested there, not 'inconclusive'."""
+    claims = _claims(("A-single-head", "A1", "lower"), ("C-bigger-better", "C1", "lower"))
+    a = fx.make_study(tmp_path / "table3-smoke", rows=ROWS, storage=None, meta={"claims": claims})
+    subset = [r for r in ROWS if r[0] != "A1"]
+    b = fx.make_study(tmp_path / "table3-smoke-gettext", rows=subset, storage=None, meta={"claims": claims})
+    cmp = compare_claims(load(a).table(n_samples=200), load(b).table(n_samples=200))
+    assert (cmp.a, cmp.b) == ("table3-smoke", "table3-smoke-gettext")
+    rows = {r.id: r for r in cmp.rows}
+    assert rows["A-single-head"].b.verdict == "untested" and rows["C-bigger-better"].agree is True
+    assert summary_line(cmp).startswith(
+        "2 claims in both: 1 with the same verdict, 0 with opposite verdicts, 0 inconclusive in at least one study, "
+        "1 untested in at least one"
+    )
