@@ -10,6 +10,7 @@ Skipped where no cluster answers `sinfo`. Nothing of SLURM or submitit is mocked
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -127,12 +128,17 @@ def test_wait_past_its_timeout_returns_with_the_rest_queued_and_says_so(sweeps, 
     out = tmp_path / "out"
     run = _sweep(sweeps, "sweep_split.yaml", out, "--workers", "1", "--timeout", "1s", "--wait")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "sweep stopped at its --timeout" in run.stderr and "0 of 4 trials finished" in run.stderr, run.stderr
     assert "no worker job is alive" not in run.stderr
+    # A job that starts within the second may claim one trial before the deadline (the CLI imports torch only to
+    # train); it finishes that one and claims no other.
+    ended = re.search(r"sweep stopped at its --timeout after [\d.]+ min, (\d) of 4 trials finished; the same command "
+                      r"goes on with the rest", run.stderr)  # fmt: skip
+    assert ended is not None, run.stderr
+    finished = int(ended.group(1))
+    assert finished <= 1 and len(list((out / "records").glob("*.json"))) == finished
+    assert sweeps.wait_for(lambda: _queue_empty(_jobs(out)), 120)  # the job ends without claiming another
     queue = Queue.open(f"journal:{out / 'optuna.journal'}", "sweep-split-smoke")
-    assert len(queue.trials("WAITING")) == 4 and not list((out / "records").glob("*.json"))
-    assert sweeps.wait_for(lambda: _queue_empty(_jobs(out)), 120)  # the job ends without claiming a trial
-    assert not queue.trials("RUNNING") and not queue.trials("COMPLETE")
+    assert len(queue.trials("WAITING")) == 4 - finished and not queue.trials("RUNNING")
 
 
 @slurm
