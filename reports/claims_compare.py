@@ -160,10 +160,10 @@ def side_text(side: Side | None) -> str:
 def summary_line(cmp: ClaimsComparison) -> str:
     """How many shared claims agree, differ, or cannot be compared: untested on a side (a subset of the rows ran
     there), else inconclusive on a side."""
-    shared = [r for r in cmp.rows if r.a is not None and r.b is not None]
-    agree = sum(r.agree is True for r in shared)
-    differ = sum(r.agree is False for r in shared)
-    untested = sum(r.agree is None and "untested" in (r.a.verdict, r.b.verdict) for r in shared)  # type: ignore[union-attr]
+    shared = [(r, (r.a.verdict, r.b.verdict)) for r in cmp.rows if r.a is not None and r.b is not None]
+    agree = sum(r.agree is True for r, _ in shared)
+    differ = sum(r.agree is False for r, _ in shared)
+    untested = sum(r.agree is None and "untested" in verdicts for r, verdicts in shared)
     text = (
         f"{len(shared)} claims in both: {agree} with the same verdict, {differ} with opposite verdicts, "
         f"{len(shared) - agree - differ - untested} inconclusive in at least one study"
