@@ -4,13 +4,21 @@ The paper (Section 5.1) batches "by approximate sequence length", each batch hol
 target tokens. Here the budget counts source plus target positions of the padded batch, bos/eos included:
 B * (S + T) <= tokens_per_batch, with S = longest source + 1 (eos) and T = longest target + 1 (bos or eos).
 
+With `data.buckets` set, batches take one of a few fixed shapes instead (`plan_buckets`): each pair belongs to one
+length bucket, a batch holds pairs of one bucket padded to that bucket's lengths, so a whole run sees at most two
+(batch, source, target) shapes a bucket, the same set every epoch and on every machine. A GPU pays for every new shape
+(cuDNN builds an attention plan, torch.compile a graph); greedy cuts see a new one almost every batch (139 in a tiny
+trial). The trade is padding, measured at 8 buckets (`ablate data prepare` prints both): 11.4% against the greedy
+cut's 10.8% on the tiny preset's corpus, 12.0% against 15.2% at the paper preset's budget on the built-in corpus.
+
 Pure numpy (no torch), so `ablate data prepare` can report padding without importing torch. DataLoader accepts any
 iterable of index lists with a length as `batch_sampler`, so the samplers need not subclass torch's Sampler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,6 +57,102 @@ def padding_overhead(src_len: np.ndarray, tgt_len: np.ndarray, batches: list[np.
     return 1.0 - real / padded if padded else 0.0
 
 
+@dataclass(frozen=True, eq=False)
+class ShapeBuckets:
+    """Fixed batch shapes (`data.buckets`): a bucket per range of lengths, its padded lengths and batch size.
+
+    Built once from a split's lengths by `plan_buckets`; the sampler cuts each bucket's pairs into batches of `size`
+    and the collate function pads a batch to its bucket's `src` and `tgt` lengths, so every batch is
+    (size[k] or the bucket's last remainder, src[k], tgt[k])."""
+
+    of_pair: np.ndarray
+    """(n,) the bucket of each pair."""
+    src: np.ndarray
+    """(K,) padded source length of each bucket (eos included): the longest source among its pairs."""
+    tgt: np.ndarray
+    """(K,) padded target length of each bucket (bos or eos included)."""
+    size: np.ndarray
+    """(K,) pairs of a full batch: the token budget over src + tgt."""
+
+    def members(self, bucket: int) -> np.ndarray:
+        """The pairs of one bucket, in index order."""
+        return np.flatnonzero(self.of_pair == bucket)
+
+    def shape_of(self, pairs: Iterable[int]) -> tuple[int, int]:
+        """(source, target) padded lengths of a batch of these pairs (all of one bucket)."""
+        bucket = self.of_pair[next(iter(pairs))]
+        return int(self.src[bucket]), int(self.tgt[bucket])
+
+    def batches(self, rng: np.random.Generator | None) -> list[np.ndarray]:
+        """Every pair once, bucket by bucket, cut into batches of the bucket's size (the last one shorter); with
+        `rng` each bucket's pairs are shuffled first, else kept in length order."""
+        out = []
+        for bucket, size in enumerate(self.size.tolist()):
+            pairs = self.members(bucket)
+            pairs = pairs[rng.permutation(len(pairs))] if rng is not None else pairs
+            out += [pairs[i : i + size] for i in range(0, len(pairs), size)]
+        return out
+
+    def padding(self, src_len: np.ndarray, tgt_len: np.ndarray) -> float:
+        """Share of the padded batch positions (source + target) that are padding, over the whole split."""
+        padded = int(self.src[self.of_pair].sum() + self.tgt[self.of_pair].sum())
+        return 1.0 - int(src_len.sum() + tgt_len.sum()) / padded if padded else 0.0
+
+    def shapes(self) -> set[tuple[int, int, int]]:
+        """Every (batch, source, target) shape a split's batches can take (before a DDP shard drops any)."""
+        counts = np.bincount(self.of_pair, minlength=len(self.size))
+        out = set()
+        for count, size, s, t in zip(counts.tolist(), self.size.tolist(), self.src.tolist(), self.tgt.tolist()):
+            out |= {(min(size, count), s, t)} | ({(count % size, s, t)} if count % size and count > size else set())
+        return out
+
+
+def plan_buckets(src_len: np.ndarray, tgt_len: np.ndarray, buckets: int, budget: int) -> ShapeBuckets:
+    """The `buckets` length ranges that pad least, for padded lengths `src_len`, `tgt_len` (tokens + 1).
+
+    Pairs are ordered by one length, max(source, target x mean source / mean target): the longer side of a pair, in
+    source units. The ranges are the contiguous cuts of that order with the fewest padded positions, found exactly by
+    dynamic programming over its distinct values (a few hundred; milliseconds). A range pads every pair to the range's
+    longest source and longest target. Other keys measured at 8 buckets at the paper preset's budget on the built-in
+    corpus: the target length alone 23.5%, source + target 19.6%, the plain max 14.6%, this 12.0%.
+
+    Why not a library: tensor2tensor's `bucket_by_sequence_length` and torchtext's bucket iterators take fixed,
+    hand-set boundaries on one length and pad both sides to it; fairseq's batches are greedy like ours (no fixed
+    shapes). None chooses the boundaries for a corpus."""
+    src_len, tgt_len = np.asarray(src_len, dtype=np.int64), np.asarray(tgt_len, dtype=np.int64)
+    ratio = src_len.mean() / max(tgt_len.mean(), 1e-9) if len(src_len) else 1.0
+    key = np.maximum(src_len, np.rint(tgt_len * ratio).astype(np.int64))
+    values, group = np.unique(key, return_inverse=True)
+    n = len(values)
+    longest_src, longest_tgt = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    np.maximum.at(longest_src, group, src_len)
+    np.maximum.at(longest_tgt, group, tgt_len)
+    pairs = np.bincount(group, minlength=n)
+    cost = np.full((n, n), np.inf)  # cost[i, j]: padded positions of one bucket holding groups i..j
+    for i in range(n):
+        reach = np.maximum.accumulate(longest_src[i:]) + np.maximum.accumulate(longest_tgt[i:])
+        cost[i, i:] = np.cumsum(pairs[i:]) * reach
+    k = max(1, min(buckets, n))
+    best = np.full((k + 1, n + 1), np.inf)  # best[b, j]: the cheapest cut of groups 0..j-1 into b buckets
+    best[0, 0] = 0.0
+    start = np.zeros((k + 1, n + 1), np.int64)
+    for b in range(1, k + 1):
+        for j in range(1, n + 1):
+            total = best[b - 1, :j] + cost[:j, j - 1]
+            start[b, j] = int(np.argmin(total))
+            best[b, j] = total[start[b, j]]
+    bucket_of_group, end = np.zeros(n, np.int64), n
+    for b in range(k, 0, -1):
+        bucket_of_group[start[b, end] : end] = b - 1
+        end = int(start[b, end])
+    used, of_group = np.unique(bucket_of_group, return_inverse=True)  # drop empty buckets (fewer groups than k)
+    of_pair = of_group[group]
+    src, tgt = np.zeros(len(used), np.int64), np.zeros(len(used), np.int64)
+    np.maximum.at(src, of_pair, src_len)
+    np.maximum.at(tgt, of_pair, tgt_len)
+    return ShapeBuckets(of_pair, src, tgt, np.maximum(1, budget // (src + tgt)))
+
+
 class TokenBudgetBatchSampler:
     """Training batches: bucketed by length, shuffled per (seed, epoch), a disjoint equal shard per rank.
 
@@ -65,11 +169,14 @@ class TokenBudgetBatchSampler:
         seed: int,
         rank: int = 0,
         world_size: int = 1,
+        shapes: ShapeBuckets | None = None,
     ) -> None:
+        """`shapes`: fixed batch shapes (`plan_buckets` over these lengths + 1); None cuts batches greedily."""
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is outside world size {world_size}")
         self.src_len, self.tgt_len = np.asarray(src_len) + 1, np.asarray(tgt_len) + 1  # + eos / + bos-or-eos
         self.tokens_per_batch, self.seed, self.rank, self.world_size = tokens_per_batch, seed, rank, world_size
+        self.shapes = shapes
         self.epoch = 0
         self._resume: tuple[int, int] | None = None
         self._cache: tuple[int, list[np.ndarray]] | None = None
@@ -94,9 +201,11 @@ class TokenBudgetBatchSampler:
     def _all_batches(self) -> list[np.ndarray]:
         if self._cache is None or self._cache[0] != self.epoch:
             rng = np.random.default_rng([self.seed, self.epoch])
-            batches = plan_batches(
-                self.src_len, self.tgt_len, length_order(self.src_len, self.tgt_len, rng), self.tokens_per_batch
-            )
+            if self.shapes is not None:
+                batches = self.shapes.batches(rng)
+            else:
+                order = length_order(self.src_len, self.tgt_len, rng)
+                batches = plan_batches(self.src_len, self.tgt_len, order, self.tokens_per_batch)
             batches = [batches[i] for i in rng.permutation(len(batches))]
             self._cache = (self.epoch, batches[: len(batches) - len(batches) % self.world_size])
         return self._cache[1]
@@ -119,14 +228,25 @@ class EvalBatchSampler:
     """
 
     def __init__(
-        self, src_len: np.ndarray, tgt_len: np.ndarray, tokens_per_batch: int, *, rank: int = 0, world_size: int = 1
+        self,
+        src_len: np.ndarray,
+        tgt_len: np.ndarray,
+        tokens_per_batch: int,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        shapes: ShapeBuckets | None = None,
     ) -> None:
+        """`shapes`: fixed batch shapes (`plan_buckets` over these lengths + 1), batches in bucket order."""
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is outside world size {world_size}")
         src_len, tgt_len = np.asarray(src_len) + 1, np.asarray(tgt_len) + 1
-        batches = plan_batches(src_len, tgt_len, length_order(src_len, tgt_len, None), tokens_per_batch)
+        if shapes is not None:
+            batches = shapes.batches(None)
+        else:
+            batches = plan_batches(src_len, tgt_len, length_order(src_len, tgt_len, None), tokens_per_batch)
         batches += [batches[0]] * (-len(batches) % world_size) if batches else []
-        self.batches = batches[rank::world_size]
+        self.batches, self.shapes = batches[rank::world_size], shapes
 
     def __iter__(self) -> Iterator[list[int]]:
         for batch in self.batches:

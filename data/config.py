@@ -33,6 +33,12 @@ class DataConfig:
     """Truncate pairs longer than max_len instead of dropping them."""
     tokens_per_batch: int = 4096
     """Token budget of one batch: source plus target tokens, padding included (the paper: about 25000 + 25000)."""
+    buckets: int = 0
+    """Fixed batch shapes: the training (and dev) pairs fall into this many length buckets, each batch holds one
+    bucket's pairs padded to its lengths, so a run sees at most 2 x buckets (batch, source, target) shapes, the same
+    every epoch (data/batching.py: plan_buckets). A GPU builds attention plans and compiled graphs per shape. 0: cut
+    batches greedily by length (fewer padded tokens, a new shape almost every batch; the tiny preset's studies ran so).
+    The paper preset uses 8."""
     seed: int = 0
     """Seed of the built-in corpus and of the batch shuffle (reseeded every epoch)."""
     builtin_train: int = 40000
@@ -68,6 +74,10 @@ class DataConfig:
             raise ConfigError(
                 f"data.builtin_max_words must be >= 5, got {self.builtin_max_words}: built-in sentences have at least "
                 "3 words and most need more; use 25 (the CPU presets) or 40 (the default)"
+            )
+        if not 0 <= self.buckets <= 64:
+            raise ConfigError(
+                f"data.buckets must be between 0 (off) and 64, got {self.buckets}: 8 keeps a run to 16 batch shapes"
             )
         if self.num_workers < 0:
             raise ConfigError(f"data.num_workers must be >= 0, got {self.num_workers}")

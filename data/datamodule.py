@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from ablate.data.batching import EvalBatchSampler, TokenBudgetBatchSampler
+from ablate.data.batching import EvalBatchSampler, ShapeBuckets, TokenBudgetBatchSampler, plan_buckets
 from ablate.data.config import DataConfig
 from ablate.data.prepare import EncodedSplit, PreparedCorpus, prepare
 from ablate.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
@@ -33,11 +33,12 @@ class PadCollate:
     """Index lists -> {'src', 'tgt_in', 'tgt_out', 'index'}: src = x + eos, tgt_in = bos + y, tgt_out = y + eos.
 
     Holds the cache directory rather than the arrays, so DataLoader workers open their own memory maps instead of
-    receiving a pickled copy of the split.
+    receiving a pickled copy of the split. With `shapes` (data.buckets) a batch is padded to its bucket's lengths,
+    else to its longest pair's.
     """
 
-    def __init__(self, corpus: PreparedCorpus, split: str) -> None:
-        self.directory, self.split_name = corpus.directory, split
+    def __init__(self, corpus: PreparedCorpus, split: str, shapes: ShapeBuckets | None = None) -> None:
+        self.directory, self.split_name, self.shapes = corpus.directory, split, shapes
         self._split: EncodedSplit | None = corpus.split(split)
 
     def __getstate__(self) -> dict:
@@ -48,8 +49,12 @@ class PadCollate:
             self._split = EncodedSplit(self.directory, self.split_name)
         split = self._split
         index = np.asarray(indices, dtype=np.int64)
-        src = np.full((len(index), int(split.src_len[index].max()) + 1), PAD_ID, dtype=np.int64)  # (B, S)
-        tgt_in = np.full((len(index), int(split.tgt_len[index].max()) + 1), PAD_ID, dtype=np.int64)  # (B, T)
+        if self.shapes is not None:
+            length_s, length_t = self.shapes.shape_of(indices)
+        else:
+            length_s, length_t = int(split.src_len[index].max()) + 1, int(split.tgt_len[index].max()) + 1
+        src = np.full((len(index), length_s), PAD_ID, dtype=np.int64)  # (B, S)
+        tgt_in = np.full((len(index), length_t), PAD_ID, dtype=np.int64)  # (B, T)
         tgt_out = tgt_in.copy()
         for row, i in enumerate(indices):
             x, y = split.pair(i)
@@ -117,12 +122,20 @@ class TranslationDataModule(pl.LightningDataModule):
         rank, world_size = self.rank_and_world_size()
         sampler = TokenBudgetBatchSampler(
             split.src_len, split.tgt_len, self.cfg.tokens_per_batch, seed=self.cfg.seed, rank=rank,
-            world_size=world_size,
+            world_size=world_size, shapes=self.shapes("train"),
         )  # fmt: skip
         if self.resume_at is not None:  # set from a checkpoint by ablations.checkpoints.ResumeState
             sampler.resume(*self.resume_at)
             self.resume_at = None
         return self._loader("train", sampler)
+
+    def shapes(self, split: str) -> ShapeBuckets | None:
+        """A split's fixed batch shapes (data.buckets), None when batches are cut greedily. The same lengths give the
+        same buckets: planned again for each loader (milliseconds), never stored."""
+        if not self.cfg.buckets:
+            return None
+        lengths = self.corpus.split(split)
+        return plan_buckets(lengths.src_len + 1, lengths.tgt_len + 1, self.cfg.buckets, self.cfg.tokens_per_batch)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("valid")
@@ -134,15 +147,16 @@ class TranslationDataModule(pl.LightningDataModule):
         split = self.corpus.split(name)
         rank, world_size = self.rank_and_world_size()
         sampler = EvalBatchSampler(
-            split.src_len, split.tgt_len, self.cfg.tokens_per_batch, rank=rank, world_size=world_size
-        )
+            split.src_len, split.tgt_len, self.cfg.tokens_per_batch, rank=rank, world_size=world_size,
+            shapes=self.shapes(name),
+        )  # fmt: skip
         return self._loader(name, sampler)
 
     def _loader(self, name: str, sampler: TokenBudgetBatchSampler | EvalBatchSampler) -> DataLoader:
         return DataLoader(
             _Positions(len(self.corpus.split(name))),
             batch_sampler=sampler,
-            collate_fn=PadCollate(self.corpus, name),
+            collate_fn=PadCollate(self.corpus, name, sampler.shapes),
             num_workers=self.cfg.num_workers,
             persistent_workers=self.cfg.num_workers > 0,
             # Its own generator: a DataLoader otherwise draws its workers' base seed from the global RNG at every

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 from ablate.data import sources, tokenizer
-from ablate.data.batching import length_order, padding_overhead, plan_batches
+from ablate.data.batching import length_order, padding_overhead, plan_batches, plan_buckets
 from ablate.data.cache import AtomicDir, cache_root, make_key, read_manifest, write_atomic
 from ablate.data.config import DataConfig
 from ablate.data.errors import AblateError, ConfigError
@@ -96,24 +96,36 @@ class PreparedCorpus:
             self._text[split, lang] = json.loads((self.directory / f"{split}.{lang}.json").read_text("utf-8"))
         return self._text[split, lang]
 
-    def padding(self, tokens_per_batch: int, seed: int = 0) -> dict:
-        """Padding share of the training batches (epoch 0) under our bucketing and under random batching."""
+    def padding(self, tokens_per_batch: int, seed: int = 0, buckets: int = 0) -> dict:
+        """Padding share of the training batches (epoch 0) under our greedy length bucketing, under random batching,
+        and with fixed shapes (`buckets` length buckets, or 8 when 0: what data.buckets would give), with the
+        (batch, source, target) shapes each sees in that epoch."""
         train = self.split("train")
         src, tgt = train.src_len + 1, train.tgt_len + 1
         rng = np.random.default_rng([seed, 0])
-        out = {"tokens_per_batch": tokens_per_batch}
+        out: dict = {"tokens_per_batch": tokens_per_batch}
         for name, order in (("bucketed", length_order(src, tgt, rng)), ("random", rng.permutation(len(src)))):
             batches = plan_batches(src, tgt, order, tokens_per_batch)
             out[name] = {
                 "overhead": round(padding_overhead(src, tgt, batches), 4),
                 "batches": len(batches),
                 "pairs_per_batch": round(len(src) / max(1, len(batches)), 1),
+                "shapes": len({(len(b), int(src[b].max()), int(tgt[b].max())) for b in batches}),
             }
+        fixed = plan_buckets(src, tgt, buckets or 8, tokens_per_batch)
+        count = len(fixed.batches(None))
+        out["fixed"] = {
+            "buckets": len(fixed.size),
+            "overhead": round(fixed.padding(src, tgt), 4),
+            "batches": count,
+            "pairs_per_batch": round(len(src) / max(1, count), 1),
+            "shapes": len(fixed.shapes()),
+        }
         return out
 
-    def statistics(self, tokens_per_batch: int, seed: int = 0) -> dict:
+    def statistics(self, tokens_per_batch: int, seed: int = 0, buckets: int = 0) -> dict:
         """Everything `ablate data prepare` prints: the build-time statistics plus padding at this budget."""
-        return {**self.manifest["stats"], "padding": self.padding(tokens_per_batch, seed)}
+        return {**self.manifest["stats"], "padding": self.padding(tokens_per_batch, seed, buckets)}
 
 
 def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedCorpus:

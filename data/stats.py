@@ -70,12 +70,20 @@ def format_text(stats: dict) -> str:
     pad = stats["padding"]
     lines += [
         "",
-        f"padding at {pad['tokens_per_batch']} tokens per batch (train, source + target, bos/eos included):",
-        f"  length-bucketed (ours): {pad['bucketed']['overhead']:.1%} in {pad['bucketed']['batches']} batches "
-        f"({pad['bucketed']['pairs_per_batch']} pairs each)",
-        f"  random batching:        {pad['random']['overhead']:.1%} in {pad['random']['batches']} batches "
-        f"({pad['random']['pairs_per_batch']} pairs each)",
+        f"padding at {pad['tokens_per_batch']} tokens per batch (train, source + target, bos/eos included; "
+        "shapes: distinct (batch, source, target) in one epoch):",
     ]
+    for name, label in (
+        ("bucketed", "length-bucketed (ours):"),
+        ("fixed", f"fixed shapes, {pad['fixed']['buckets']} buckets:" if "fixed" in pad else ""),
+        ("random", "random batching:"),
+    ):
+        if name in pad:
+            p = pad[name]
+            lines.append(
+                f"  {label:<28}{p['overhead']:>6.1%} in {p['batches']} batches ({p['pairs_per_batch']} pairs each, "
+                f"{p['shapes']} shapes)"
+            )
     if "prepare_seconds" in stats:
         lines.append(f"prepared in {stats['prepare_seconds']:.2f}s ({'cache hit' if stats['warm'] else 'built'})")
     return "\n".join(lines)

@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     stats = {
         "cache_key": corpus.cache_key,
         "cache_dir": str(cache_root(cfg.cache_dir)),
-        **corpus.statistics(cfg.tokens_per_batch, cfg.seed),
+        **corpus.statistics(cfg.tokens_per_batch, cfg.seed, cfg.buckets),
         "prepare_seconds": round(elapsed, 3),
         "warm": corpus.cached,
     }

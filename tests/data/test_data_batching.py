@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ablate.data.batching import EvalBatchSampler, TokenBudgetBatchSampler, padding_overhead, plan_batches
+from ablate.data.batching import (
+    EvalBatchSampler,
+    TokenBudgetBatchSampler,
+    padding_overhead,
+    plan_batches,
+    plan_buckets,
+)
 
 BUDGET = 512
 
@@ -80,3 +86,56 @@ def test_bucketing_pads_far_less_than_random_batching(lengths):
 def test_rank_outside_world_is_refused(lengths):
     with pytest.raises(ValueError):
         TokenBudgetBatchSampler(*lengths, BUDGET, seed=0, rank=2, world_size=2)
+
+
+# ------------------------------------------------------------------------------------ fixed shapes (data.buckets)
+@pytest.mark.parametrize("buckets", [1, 4, 8])
+def test_fixed_shapes_cap_a_whole_runs_shapes_and_cover_every_pair_each_epoch(lengths, buckets):
+    src, tgt = lengths
+    shapes = plan_buckets(src + 1, tgt + 1, buckets, BUDGET)
+    sampler = TokenBudgetBatchSampler(src, tgt, BUDGET, seed=0, shapes=shapes)
+    seen = set()
+    for epoch in range(6):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        assert sorted(i for b in batches for i in b) == list(range(len(src)))
+        for b in batches:
+            s, t = shapes.shape_of(b)
+            assert s >= src[b].max() + 1 and t >= tgt[b].max() + 1  # the bucket's lengths hold every pair
+            assert len(b) * (s + t) <= BUDGET
+            seen.add((len(b), s, t))
+    assert seen == shapes.shapes() and len(seen) <= 2 * buckets
+
+
+def test_fixed_shapes_pad_about_as_little_as_greedy_cuts_and_far_less_than_one_bucket(lengths):
+    src, tgt = lengths
+    greedy = padding_overhead(
+        src + 1, tgt + 1, [np.asarray(b) for b in TokenBudgetBatchSampler(src, tgt, 2048, seed=0)]
+    )
+    padding = {k: plan_buckets(src + 1, tgt + 1, k, 2048).padding(src + 1, tgt + 1) for k in (1, 2, 8, 16)}
+    assert padding[1] > padding[2] > padding[8] > padding[16]  # the cuts are optimal for each count: more pad less
+    assert padding[8] <= 0.15 and padding[16] < greedy + 0.05 and padding[1] > 0.3  # 0.15: the cap of issue 41
+
+
+def test_fixed_shape_batches_depend_on_seed_and_epoch_only_and_a_resumed_epoch_goes_on_where_it_stopped(lengths):
+    src, tgt = lengths
+
+    def sampler(epoch: int, seed: int = 5) -> TokenBudgetBatchSampler:
+        made = TokenBudgetBatchSampler(src, tgt, BUDGET, seed=seed, shapes=plan_buckets(src + 1, tgt + 1, 6, BUDGET))
+        made.set_epoch(epoch)
+        return made
+
+    whole = list(sampler(2))
+    assert whole == list(sampler(2)) and whole != list(sampler(3)) and whole != list(sampler(2, seed=6))
+    resumed = sampler(2)
+    resumed.resume(2, 7)
+    assert list(resumed) == whole[7:]
+    assert list(resumed) == whole  # the skip applies to the interrupted epoch's first iteration only
+
+
+def test_eval_batches_with_fixed_shapes_cover_each_pair_once_in_few_shapes(lengths):
+    src, tgt = lengths
+    shapes = plan_buckets(src + 1, tgt + 1, 4, BUDGET)
+    batches = list(EvalBatchSampler(src, tgt, BUDGET, shapes=shapes))
+    assert sorted(i for b in batches for i in b) == list(range(len(src)))
+    assert {(len(b), *shapes.shape_of(b)) for b in batches} == shapes.shapes()

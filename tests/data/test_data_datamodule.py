@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -13,9 +14,9 @@ from ablate.data.datamodule import TranslationDataModule  # noqa: E402
 from ablate.data.tokenizer import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 
 
-@pytest.fixture()
-def datamodule(shared_cache, small_config):
-    dm = TranslationDataModule(small_config(shared_cache))
+@pytest.fixture(params=[0, 4], ids=["greedy", "fixed-shapes"])
+def datamodule(request, shared_cache, small_config):
+    dm = TranslationDataModule(replace(small_config(shared_cache), buckets=request.param))
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -34,6 +35,8 @@ def test_batch_layout_and_index_match_references(datamodule):
         assert ((tgt_in != PAD_ID).sum(1) == (tgt_out != PAD_ID).sum(1)).all()
         assert ((src == EOS_ID).sum(1) == 1).all() and ((tgt_out == EOS_ID).sum(1) == 1).all()
         assert src.shape[0] * (src.shape[1] + tgt_in.shape[1]) <= datamodule.cfg.tokens_per_batch
+        if datamodule.cfg.buckets:  # padded to the bucket's lengths, which its longest pair may not reach
+            assert (src.shape[1], tgt_in.shape[1]) == datamodule.shapes("valid").shape_of(index.tolist())
         decoded = datamodule.tokenizer.decode(tgt_out.tolist())
         assert decoded == [refs[i] for i in index.tolist()]
         seen += index.tolist()
