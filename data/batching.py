@@ -102,7 +102,8 @@ class ShapeBuckets:
         """Every (batch, source, target) shape a split's batches can take (before a DDP shard drops any)."""
         counts = np.bincount(self.of_pair, minlength=len(self.size))
         out = set()
-        for count, size, s, t in zip(counts.tolist(), self.size.tolist(), self.src.tolist(), self.tgt.tolist()):
+        columns = (counts.tolist(), self.size.tolist(), self.src.tolist(), self.tgt.tolist())
+        for count, size, s, t in zip(*columns, strict=True):
             out |= {(min(size, count), s, t)} | ({(count % size, s, t)} if count % size and count > size else set())
         return out
 
