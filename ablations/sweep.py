@@ -156,7 +156,11 @@ class Plan:
                 )
 
 
-_NOT_DESIGN = {"model": ("kernels",), "train": ("seed", "compile"), "data": ("cache_dir", "num_workers")}
+_NOT_DESIGN = {
+    "model": ("kernels",),
+    "train": ("seed", "compile", "fused_loss"),
+    "data": ("cache_dir", "num_workers"),
+}
 """Settings that change how a trial is computed or stored, not what it measures: they may differ on resume."""
 
 

@@ -21,6 +21,7 @@ from ablate.ablations import checkpoints, environment, interrupt
 from ablate.ablations.config import RunConfig
 from ablate.ablations.recorder import Recorder
 from ablate.ablations.trial_files import TrainResult
+from ablate.data.cache import cache_root
 from ablate.lightning_modules.config import ModelConfig, on_cpu
 from ablate.lightning_modules.config import resolve_precision as precision_for
 from ablate.lightning_modules.module import CheckpointAveraging, TranslationModule
@@ -59,7 +60,7 @@ def fit_to_tokenizer(model: ModelConfig, tokenizer) -> ModelConfig:
 def build_module(run: RunConfig, tokenizer) -> TranslationModule:
     """The run's LightningModule, its model sized to the tokenizer."""
     model = fit_to_tokenizer(run.model, tokenizer)
-    if run.hardware.accelerator == "cpu":
+    if run.hardware.accelerator == "cpu" and not run.train.compile:  # compiled: the reference kernels (for_compile)
         model = on_cpu(model)
     return TranslationModule(model, run.train, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
 
@@ -104,6 +105,8 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
     if run.train.average_last > 1:
         cbs.append(CheckpointAveraging(run.train.average_last))
     accum = accumulation(run, world_size(run))
+    if run.train.compile:  # compiled graphs persist beside the data cache: the next trial of this model starts warm
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root(run.data.cache_dir) / "inductor"))
     return pl.Trainer(
         accelerator=run.hardware.accelerator,
         devices=run.hardware.devices,

@@ -17,7 +17,9 @@ before attention, keys before they are cached) are computed in the model's own m
 either route; grouped-query attention (model.n_kv_heads) caches n_kv_heads heads, which `gather_rows` reorders
 whatever their number, and repeats them to h heads just before `attention` (`modern.RepeatKV`).
 `ablate bench` (benchmarks/bench.py: `cpu_choices`) measures the "cpu" route against the reference one.
-The label-smoothed loss (`LabelSmoothedNLL`) saves memory on every device and is chosen in `module.py`.
+The label-smoothed loss (`LabelSmoothedNLL`) saves memory on every device and is chosen in `module.py`; with
+`train.fused_loss` the output projection joins it (`FusedLinearLabelSmoothedNLL`), and `train.compile` goes through
+`compile_for_training`.
 """
 
 from __future__ import annotations
@@ -194,6 +196,21 @@ def _gather_into(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
     torch.index_select(prefix, 0, rows, out=out)
 
 
+# ------------------------------------------------------------------------------------------------------- compile
+def compile_for_training(model: nn.Module, backend: str = "inductor") -> nn.Module:
+    """`train.compile`: the model compiled once for every batch shape (`torch.compile(dynamic=True)`).
+
+    Dynamic shapes, not a graph per shape: with data.buckets a run sees up to 16 shapes, and each static graph costs a
+    full compile (about 20-40 s for the tiny model on one CPU core, minutes for the paper's on a GPU), which a tiny
+    trial would spend more on than on training. One symbolic graph compiles once (a batch of a single pair may add a
+    second: dynamo specialises sizes 0 and 1) and the batch shapes change nothing after. Inductor writes its own fused
+    dropout and attention, so a compiled model takes the reference kernels (`lightning_modules.config.for_compile`):
+    the CPU kernels' `random_` draws break its graph. Compiled graphs persist in TORCHINDUCTOR_CACHE_DIR (the
+    trainer points it into the data cache), so the next trial of the same model starts warm. `backend`: 'eager'
+    traces and guards the same way without generating code (tests count recompiles with it)."""
+    return torch.compile(model, dynamic=True, backend=backend)
+
+
 # ------------------------------------------------------------------------------------------- label-smoothed loss
 class LabelSmoothedNLL(torch.autograd.Function):
     """Per-token label-smoothed cross-entropy and unsmoothed NLL with a hand-written backward that never
@@ -257,4 +274,70 @@ class LabelSmoothedNLL(torch.autograd.Function):
         return grad, None, None, None
 
 
-__all__ = ["KernelChoice", "Kernels", "kernels_for", "LabelSmoothedNLL", "MatmulAttention", "CpuDropout"]
+class FusedLinearLabelSmoothedNLL(torch.autograd.Function):
+    """The output projection and the label-smoothed loss together, chunk by chunk of rows: the (N, V) logits never
+    exist whole, in any dtype (`train.fused_loss`).
+
+    Forward takes the decoder's final states x (N, d) and the pre-softmax weights W (V, d, shared with the
+    embeddings), and for each chunk of rows computes z = x W^T, the per-row loss and NLL in float32 (as
+    `LabelSmoothedNLL`), and at once the gradient of the chunk's summed loss: dz = softmax(z) - eps / V -
+    (1 - eps) onehot(y) on kept rows, dx = dz W, dW += dz^T x. Backward only scales the stored dx and dW by the
+    upstream gradient of the sum, so the step does the same three matrix products as the unfused one and no
+    recomputation. Only the summed loss carries a gradient; the per-row loss and NLL come back detached (for logging
+    and perplexity), as training uses them. Equals `LabelSmoothedNLL` over `x W^T` within float rounding (tested).
+
+    Why our own and not Liger Kernel's `LigerFusedLinearCrossEntropyLoss` (the same algorithm, in Triton): Liger runs
+    on CUDA only, and this runs on every device (and under autocast) with PyTorch's own operators; one code path,
+    tested on the CPU that CI has. The chunk loop's element-wise work is what a Triton kernel would fuse further.
+    """
+
+    CHUNK = 1 << 25
+    """Elements of (rows x V) per chunk of float32 temporaries (128 MB): about 900 rows at the paper's V = 37000."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int) -> tuple[Tensor, ...]:
+        device = x.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
+        acc = torch.promote_types(dtype, torch.float32)  # float32 sums for bf16 products
+        xc, wc = x.to(dtype), weight.to(dtype)
+        (n, _), vocab = x.shape, weight.size(0)
+        loss, nll = (torch.empty(n, dtype=acc, device=x.device) for _ in range(2))
+        grad_x = torch.empty_like(xc)
+        grad_w = torch.zeros(weight.shape, dtype=acc, device=x.device)
+        rows = max(1, FusedLinearLabelSmoothedNLL.CHUNK // max(vocab, 1))
+        for i in range(0, n, rows):
+            part, y = slice(i, i + rows), target[i : i + rows, None]
+            z = (xc[part] @ wc.t()).to(acc)  # (r, V) logits of this chunk
+            keep = (y != pad_id).to(acc)  # (r, 1)
+            lse = torch.logsumexp(z, dim=-1, keepdim=True)
+            nll_part = (lse - z.gather(-1, y)) * keep
+            nll[part] = nll_part.squeeze(-1)
+            loss[part] = ((1.0 - eps) * nll_part + eps * (lse - z.mean(-1, keepdim=True)) * keep).squeeze(-1)
+            dz = z.sub_(lse).exp_().sub_(eps / vocab)  # in place: z is not needed again
+            dz.scatter_add_(-1, y, torch.full_like(keep, eps - 1.0)).mul_(keep)
+            dz = dz.to(dtype)
+            grad_x[part] = dz @ wc
+            grad_w += (dz.t() @ xc[part]).to(acc)
+        ctx.save_for_backward(grad_x, grad_w)
+        ctx.dtypes = (x.dtype, weight.dtype)
+        ctx.mark_non_differentiable(loss, nll)
+        return loss.sum(), loss, nll
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_sum: Tensor, *_unused):
+        grad_x, grad_w = ctx.saved_tensors
+        x_dtype, w_dtype = ctx.dtypes
+        return (grad_x * grad_sum).to(x_dtype), (grad_w * grad_sum).to(w_dtype), None, None, None
+
+
+__all__ = [
+    "FusedLinearLabelSmoothedNLL",
+    "KernelChoice",
+    "Kernels",
+    "kernels_for",
+    "compile_for_training",
+    "LabelSmoothedNLL",
+    "MatmulAttention",
+    "CpuDropout",
+]

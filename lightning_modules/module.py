@@ -13,9 +13,9 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from ablate.lightning_modules.config import ModelConfig, TrainConfig, cooldown_factor, paper_lr
+from ablate.lightning_modules.config import ModelConfig, TrainConfig, cooldown_factor, for_compile, paper_lr
 from ablate.lightning_modules.decoding import beam_search, greedy_search
-from ablate.lightning_modules.kernels import LabelSmoothedNLL
+from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL, LabelSmoothedNLL, compile_for_training
 from ablate.lightning_modules.metrics import bleu_metric, chrf_metric, corpus_score, perplexity
 from ablate.lightning_modules.transformer import Transformer
 from torch import Tensor
@@ -66,7 +66,7 @@ class TranslationModule(pl.LightningModule):
         self.save_hyperparameters(logger=False)  # the W&B config is the resolved RunConfig, logged by ablations
         self.model_config, self.train_config = model, train
         self.bos_id, self.eos_id = bos_id, eos_id
-        self.model = Transformer(model)
+        self.model = Transformer(for_compile(model) if train.compile else model)
         self.bleu_limit: int | None = train.val_max_sentences
         self.final_validation = False
         """Set for the run's last validation (at max_steps), which also checks that the model uses its source."""
@@ -87,25 +87,40 @@ class TranslationModule(pl.LightningModule):
 
     # ----------------------------------------------------------------------------------------------- training
     def configure_model(self) -> None:
-        """torch.compile the training forward when asked (decoding stays eager: its shapes change every step)."""
+        """torch.compile the training forward when asked (decoding stays eager: its shapes change every step). With
+        train.fused_loss the training forward is `features` (the projection happens in the loss)."""
         if self.train_config.compile and "_compiled" not in self.__dict__:
-            self.__dict__["_compiled"] = torch.compile(self.model)  # not a submodule: no duplicate state_dict keys
+            # Not a submodule: no duplicate state_dict keys.
+            net = self.model.features if self.train_config.fused_loss else self.model
+            self.__dict__["_compiled"] = compile_for_training(net)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        net = self.__dict__.get("_compiled") if self.training else None
+        net = self.__dict__.get("_compiled") if self.training and not self.train_config.fused_loss else None
         return (net or self.model)(src, tgt_in)
+
+    def _losses(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """(summed loss with its gradient, per-token loss (N,), per-token NLL (N,)) of a batch; in training with
+        train.fused_loss the logits are never built whole (`FusedLinearLabelSmoothedNLL`)."""
+        cfg, target = self.model_config, batch["tgt_out"].flatten()
+        if self.training and self.train_config.fused_loss:
+            hidden = (self.__dict__.get("_compiled") or self.model.features)(batch["src"], batch["tgt_in"])
+            weight = self.model.output.weight
+            return FusedLinearLabelSmoothedNLL.apply(
+                hidden.flatten(0, 1), weight, target, cfg.label_smoothing, cfg.pad_id
+            )
+        logits = self(batch["src"], batch["tgt_in"])  # (B, T, V)
+        loss, nll = label_smoothed_nll(logits.flatten(0, 1), target, cfg.label_smoothing, cfg.pad_id)
+        return loss.sum(), loss, nll
 
     def _shared_step(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """Forward and loss on one batch. Logs f"{stage}/loss" (per target token) during training; returns the
         mean loss and per-sentence sums (smoothed loss, unsmoothed NLL, target tokens) for exact dev aggregates."""
         cfg = self.model_config
-        logits = self(batch["src"], batch["tgt_in"])  # (B, T, V)
-        target = batch["tgt_out"].flatten()
-        loss, nll = label_smoothed_nll(logits.flatten(0, 1), target, cfg.label_smoothing, cfg.pad_id)
+        total, loss, nll = self._losses(batch)
         bsz = batch["src"].size(0)
         ntok = (batch["tgt_out"] != cfg.pad_id).sum(1)  # (B,)
         out = {
-            "loss": loss.sum() / ntok.sum().clamp(min=1),
+            "loss": total / ntok.sum().clamp(min=1),
             "loss_sum": loss.view(bsz, -1).sum(1),
             "nll_sum": nll.view(bsz, -1).sum(1),
             "ntok": ntok,

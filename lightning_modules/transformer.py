@@ -333,15 +333,27 @@ class Transformer(nn.Module):
     ) -> Tensor:
         """(B, T) target ids (shifted right) -> logits (B, T, vocab). With a cache, tgt_in holds only the new
         positions, starting at position `start`."""
+        return self.output(self.decoder_states(tgt_in, memory, src_mask, cache, start))
+
+    def decoder_states(
+        self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None = None, start: int = 0
+    ) -> Tensor:
+        """`decode` before the pre-softmax projection: the decoder's final states (B, T, d_model)."""
         y = self.tgt_embed(tgt_in, start)
         for i, layer in enumerate(self.decoder):
             y = layer(y, memory, src_mask, cache[i] if cache is not None else None, start)
-        return self.output(self.decoder_norm(y))
+        return self.decoder_norm(y)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, vocab) for source (B, S) and right-shifted target (B, T)."""
         memory, src_mask = self.encode(src)
         return self.decode(tgt_in, memory, src_mask)
+
+    def features(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """The decoder's final states (B, T, d_model), before the pre-softmax projection `output` (`forward` without
+        its last matrix product): train.fused_loss applies that projection inside the loss."""
+        memory, src_mask = self.encode(src)
+        return self.decoder_states(tgt_in, memory, src_mask)
 
     def new_cache(self) -> KVCache:
         """An empty key/value cache for incremental decoding."""

@@ -1,0 +1,133 @@
+"""The GPU path's three CPU-testable parts: the fused projection + loss, compiling once for every batch shape, and
+the module's training step through both. Real batches from the data module (data.buckets), real torch.compile
+tracing (`backend='eager'` runs dynamo's tracing and guards, the part that decides recompiles, without codegen)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from ablate.lightning_modules.config import ModelConfig, TrainConfig
+from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL, compile_for_training
+from ablate.lightning_modules.module import TranslationModule, label_smoothed_nll
+from ablate.lightning_modules.transformer import Transformer
+
+
+def _projection_and_loss(x, weight, target, eps):
+    loss, nll = label_smoothed_nll(x @ weight.t(), target, eps, 0)
+    return loss.sum(), loss, nll
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("chunk_rows", [1000, 3])  # one chunk; several, the last one short
+def test_fused_loss_equals_projection_then_loss_in_value_and_gradient(monkeypatch, eps, chunk_rows):
+    torch.manual_seed(0)
+    vocab = 37
+    monkeypatch.setattr(FusedLinearLabelSmoothedNLL, "CHUNK", chunk_rows * vocab)
+    x = torch.randn(20, 16, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(vocab, 16, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(1, vocab, (20,))
+    target[[2, 9]] = 0  # padding
+    fused = FusedLinearLabelSmoothedNLL.apply(x, weight, target, eps, 0)
+    reference = _projection_and_loss(x, weight, target, eps)
+    for ours, theirs in zip(fused, reference, strict=True):
+        torch.testing.assert_close(ours, theirs.detach())
+    assert not fused[1].requires_grad and not fused[2].requires_grad  # only the sum trains
+    scale = torch.tensor(0.37, dtype=torch.float64)  # the 1 / target-tokens the module divides by
+    grads = [torch.autograd.grad(out[0] * scale, (x, weight)) for out in (fused, reference)]
+    for ours, theirs in zip(*grads, strict=True):
+        torch.testing.assert_close(ours, theirs)
+    assert (grads[0][0][[2, 9]] == 0).all()  # padding rows get no gradient
+
+
+def test_fused_loss_under_bf16_autocast_matches_float32_within_bf16_rounding():
+    torch.manual_seed(0)
+    x = torch.randn(64, 32, requires_grad=True)
+    weight = torch.randn(500, 32, requires_grad=True)
+    target = torch.randint(1, 500, (64,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        total, loss, _ = FusedLinearLabelSmoothedNLL.apply(x, weight, target, 0.1, 0)
+    assert loss.dtype == torch.float32 and total.dtype == torch.float32
+    total.backward()
+    assert x.grad.dtype == weight.grad.dtype == torch.float32  # the parameters' dtype, as autograd expects
+    reference = _projection_and_loss(x.detach(), weight.detach(), target, 0.1)
+    torch.testing.assert_close(loss, reference[1], atol=0.3, rtol=0.02)
+
+
+def _module(fused: bool, compiled: bool = False) -> TranslationModule:
+    torch.manual_seed(0)
+    model = ModelConfig(vocab_size=120, n_layers=2, d_model=32, d_ff=64, n_heads=4, p_drop=0.0)
+    train = TrainConfig(max_steps=10, warmup_steps=2, fused_loss=fused, compile=compiled)
+    return TranslationModule(model, train, bos_id=2, eos_id=3).train()
+
+
+def test_the_modules_training_loss_and_gradients_are_the_same_fused_or_not():
+    src, tgt = torch.randint(4, 120, (6, 9)), torch.randint(4, 120, (6, 8))
+    src[0, -3:], tgt[1, -2:] = 0, 0
+    batch = {"src": src, "tgt_in": tgt, "tgt_out": torch.roll(tgt, -1, 1), "index": torch.arange(6)}
+    outs, grads = [], []
+    for fused in (False, True):
+        module = _module(fused)
+        out = module._shared_step(batch, "val")  # 'val': no logging outside a trainer
+        out["loss"].backward()
+        outs.append(out)
+        grads.append({n: p.grad for n, p in module.named_parameters()})
+    for key in ("loss", "loss_sum", "nll_sum"):
+        torch.testing.assert_close(outs[0][key], outs[1][key].detach())
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grad, grads[1][name], atol=1e-6, rtol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def bucketed_batches(tmp_path_factory):
+    """Two epochs of a small built-in corpus's training batches at 3 buckets: at most 6 shapes."""
+    from ablate.data.config import DataConfig
+    from ablate.data.datamodule import TranslationDataModule
+
+    cfg = DataConfig(
+        vocab_size=120, builtin_train=600, builtin_valid=20, builtin_test=20, builtin_lexicon=0.1,
+        builtin_max_words=12, max_len=40, tokens_per_batch=600, buckets=3,
+        cache_dir=str(tmp_path_factory.mktemp("cache")),
+    )  # fmt: skip
+    datamodule = TranslationDataModule(cfg)
+    loader = datamodule.train_dataloader()
+    epochs = []
+    for epoch in range(2):
+        loader.batch_sampler.set_epoch(epoch)
+        epochs.append(list(loader))
+    return datamodule.vocab_size, epochs
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_training_compiles_once_and_never_again_in_the_second_epoch(bucketed_batches, fused):
+    """What train.compile compiles (the model, or its `features` under fused_loss), over real bucketed batches:
+    the first epoch may compile (one graph for every shape; a one-pair batch may add one), the second compiles
+    nothing, and the compiled step computes the eager one's loss."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    vocab, epochs = bucketed_batches
+    shapes = {tuple(b["src"].shape) + (b["tgt_in"].size(1),) for b in epochs[0]}
+    assert 2 <= len(shapes) <= 6
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=vocab, n_layers=1, d_model=16, d_ff=32, n_heads=2, p_drop=0.0))
+    net = compile_for_training(model.features if fused else model, backend="eager")
+    torch._dynamo.reset()
+    counters.clear()
+    graphs = []
+    for batches in epochs:
+        for batch in batches:
+            net(batch["src"], batch["tgt_in"]).sum().backward()
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert 1 <= graphs[0] <= 2, f"compiled {graphs[0]} graphs for {len(shapes)} shapes"
+    assert graphs[1] == graphs[0], "the second epoch recompiled"
+    batch = epochs[1][0]
+    with torch.no_grad():
+        eager = model.features if fused else model
+        torch.testing.assert_close(net(batch["src"], batch["tgt_in"]), eager(batch["src"], batch["tgt_in"]))
+
+
+def test_a_compiled_module_takes_the_reference_kernels_where_auto():
+    """The CPU kernels' random draws break inductor's graph; compiled, 'auto' resolves to the reference kernels."""
+    assert _module(False, compiled=True).model.kernels.name == "reference"
+    named = ModelConfig(vocab_size=120, n_layers=1, d_model=16, d_ff=32, n_heads=2, kernels="cpu")
+    assert TranslationModule(named, TrainConfig(compile=True), bos_id=2, eos_id=3).model.kernels.name == "cpu"
