@@ -8,6 +8,7 @@ every trial has ended, with the report and the next steps.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -86,7 +87,8 @@ def coordinate(plan: Plan, workers: int | None) -> None:
 
 def default_workers(plan: Plan) -> int:
     """One worker per GPU; on a CPU, one single-thread worker per core. Measured on the 2-core machine (tiny
-    preset): two 1-thread workers train 42k tokens/s together, one 2-thread process 30k."""
+    preset): two 1-thread workers train 42k tokens/s together, one 2-thread process 30k. More workers than GPUs
+    (`--workers N`) share the cards round-robin (`placement`): what small presets need to fill a GPU."""
     run = plan.run_config(plan.study.rows[0], 0)
     gpus = _gpus()
     if gpus:
@@ -134,16 +136,40 @@ def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str, eta: progres
     _outcome(procs, logs)
 
 
+def placement(workers: int, gpus: list[str], cores: int) -> list[dict[str, str]]:
+    """Where each of `workers` local workers runs, as the environment it starts with: worker i sees one GPU,
+    gpus[i % len(gpus)] (round-robin: with fewer GPUs than workers, several trials share a card, which small trials
+    leave mostly idle), and every worker gets an equal share of the CPU cores as its threads (torch's and OpenMP's;
+    `runner.set_threads` applies the same share in the worker). A lone worker keeps every GPU, for trials that span
+    several (DDP). `gpus` are the names CUDA_VISIBLE_DEVICES takes: indices, or the UUIDs an outer
+    CUDA_VISIBLE_DEVICES lists, so a sweep inside a job restricted to some GPUs stays on them.
+
+    Lightning then trains on the one visible device (`hardware.devices` 1); nothing here schedules trials: each worker
+    claims its next trial from the storage (Optuna's queue)."""
+    threads = str(max(1, cores // max(workers, 1)))
+    out = []
+    for i in range(workers):
+        env = {"OMP_NUM_THREADS": threads}
+        if gpus and workers > 1:
+            env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
+        out.append(env)
+    return out
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (its own list where set, else indices)."""
+    count = _gpus()
+    outer = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    return outer[:count] if len(outer) >= count else [str(i) for i in range(count)]
+
+
 def _start_workers(plan: Plan, n: int, logs: Path) -> list[subprocess.Popen]:
-    """n `ablate sweep ... --worker` processes in sessions of their own, each writing to logs/worker-<i>.log."""
-    gpus = _gpus()
+    """n `ablate sweep ... --worker` processes in sessions of their own, each writing to logs/worker-<i>.log, each
+    on its GPU and its share of the cores (`placement`)."""
     procs = []
-    for i in range(n):
+    for i, place in enumerate(placement(n, visible_gpus(), runner.cpu_cores())):
         # The storage travels in the environment, not on a command line that `ps` shows (it may hold a password).
-        extra = {ENV_VAR: plan.storage}
-        if gpus > 1 and n > 1:  # one GPU each; a lone worker (the live view's) keeps them all for its DDP trials
-            extra["CUDA_VISIBLE_DEVICES"] = str(i % gpus)
-        env = environment.for_local_worker(n, **extra)
+        env = environment.for_local_worker(n, **{ENV_VAR: plan.storage}, **place)
         cmd = [sys.executable, "-m", "ablate.ablations.cli", "sweep", *runner.worker_argv(plan), "--worker"]
         with open(logs / f"worker-{i}.log", "ab") as log:
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))

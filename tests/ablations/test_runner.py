@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 from ablate.ablations import ledger
-from ablate.ablations.launchers.local import default_workers
+from ablate.ablations.launchers.local import default_workers, placement
 from ablate.ablations.record import Layout, Record
 from ablate.ablations.runner import live_view, saved_summary
 from ablate.ablations.studies import load_study
@@ -99,3 +99,26 @@ def test_workers_share_the_cores_this_process_may_run_on_not_the_machines(monkey
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_workers_share_fewer_gpus_round_robin_and_split_the_cores():
+    """Eight workers on one card: all on it, two threads each of 16 cores. Five on two cards: alternating. The GPU
+    names are what CUDA_VISIBLE_DEVICES takes (an outer list of UUIDs stays a list of UUIDs)."""
+    one_card = placement(8, ["0"], 16)
+    assert [p["CUDA_VISIBLE_DEVICES"] for p in one_card] == ["0"] * 8
+    assert {p["OMP_NUM_THREADS"] for p in one_card} == {"2"}
+    two = placement(5, ["GPU-a", "GPU-b"], 6)
+    assert [p["CUDA_VISIBLE_DEVICES"] for p in two] == ["GPU-a", "GPU-b", "GPU-a", "GPU-b", "GPU-a"]
+    assert {p["OMP_NUM_THREADS"] for p in two} == {"1"}  # 6 // 5, never 0 threads
+    assert placement(3, [], 2) == [{"OMP_NUM_THREADS": "1"}] * 3  # no GPU: only the cores are shared
+    assert placement(1, ["0", "1"], 8) == [{"OMP_NUM_THREADS": "8"}]  # a lone worker keeps every GPU (DDP trials)
+
+
+def test_the_gpus_a_sweep_places_on_are_the_ones_it_may_see(monkeypatch):
+    from ablate.ablations.launchers import local
+
+    monkeypatch.setattr(local, "_gpus", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert local.visible_gpus() == ["3", "5"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert local.visible_gpus() == ["0", "1"]
