@@ -42,7 +42,7 @@ from ablate.benchmarks.timing import (
 )
 from ablate.data.errors import AblateError
 from ablate.data.tokenizer import BOS_ID, EOS_ID
-from ablate.lightning_modules.config import on_cpu
+from ablate.lightning_modules.config import for_compile, on_cpu
 
 __all__ = ["BenchConfig", "Setup", "format_report", "run_bench"]
 
@@ -71,7 +71,7 @@ def load_inputs(run, bench: BenchConfig, device) -> tuple[list[dict], Any, dict[
     rng = np.random.default_rng(bench.seed)
     chosen = sorted(rng.permutation(len(valid))[: bench.decode_sentences].tolist())
     src = PadCollate(corpus, "valid")(chosen)["src"].to(device)
-    padding = corpus.padding(run.data.tokens_per_batch, run.data.seed)
+    padding = corpus.padding(run.data.tokens_per_batch, run.data.seed, run.data.buckets)
     measured = batches[bench.warmup :] or batches
     real = sum(int((b["src"] != 0).sum() + (b["tgt_out"] != 0).sum()) for b in measured)
     slots = sum(b["src"].numel() + b["tgt_out"].numel() for b in measured)
@@ -81,12 +81,37 @@ def load_inputs(run, bench: BenchConfig, device) -> tuple[list[dict], Any, dict[
         "padding_ours": padding["bucketed"]["overhead"],
         "padding_random": padding["random"]["overhead"],
         "padding_measured_batches": 1 - real / slots,
+        "padding_fixed_shapes": padding["fixed"]["overhead"],
+        "buckets": run.data.buckets,
+        "run_shapes": run_shapes(loader.batch_sampler, run.train.max_steps),
         "pairs_per_batch": statistics.mean(b["src"].size(0) for b in measured),
         "collate_ms": summarize([s * 1000 for s in collate_s]),
         "decode_sentences": src.size(0),
         "decode_src_len": int(src.size(1)),
     }
     return batches, src, data
+
+
+RUN_SHAPES_MAX_EPOCHS = 200
+"""Epochs of greedy batches `run_shapes` plans at most (fixed shapes are counted exactly, without planning)."""
+
+
+def run_shapes(sampler, max_steps: int) -> dict[str, Any]:
+    """The distinct (batch, source, target) shapes a run of `max_steps` batches sees: with data.buckets exactly, from
+    the buckets; with greedy batches by planning its epochs (at most RUN_SHAPES_MAX_EPOCHS; `complete` says whether
+    that covered the run). Each new shape costs a GPU an attention plan and, compiled, possibly a graph."""
+    import math
+
+    if sampler.shapes is not None:
+        return {"shapes": len(sampler.shapes.shapes()), "epochs": None, "complete": True}
+    epochs = math.ceil(max_steps / max(len(sampler), 1))
+    seen = set()
+    for epoch in range(min(epochs, RUN_SHAPES_MAX_EPOCHS)):
+        sampler.set_epoch(epoch)
+        for batch in sampler._all_batches():
+            seen.add((len(batch), int(sampler.src_len[batch].max()), int(sampler.tgt_len[batch].max())))
+    sampler.set_epoch(0)
+    return {"shapes": len(seen), "epochs": epochs, "complete": epochs <= RUN_SHAPES_MAX_EPOCHS}
 
 
 def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
@@ -106,6 +131,7 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     names = ", ".join(t.name for t in trainees)
     say(f"training: {bench.warmup} + {bench.repeats} steps each for {names} on {s.device}")
     run_training(trainees, batches, bench, s)
+    compiled = compile_figures(trainees) if bench.compile else None
     # A row peer's FLOPs are its own (a gated FFN, fewer K/V heads): counted on its module, like ours.
     flops = {t.name: flop_figures(t.module, batches, s.of_row(t.name)) for t in trainees if t.name in s.rows}
     figures = flops["ours"] = flop_figures(trainees[0].module, batches, s)
@@ -149,6 +175,7 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
         "overhead": overhead,
         "profile": profile,
         "cuda": cuda,
+        "compile": compiled,
     }
     result["ratios"] = ratios(result)
     result["targets"] = targets(result)
@@ -162,10 +189,15 @@ def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
     from ablate.lightning_modules.transformer import Transformer
 
     torch.manual_seed(bench.seed)
-    modules = {"ours": Transformer(s.cfg)}
+    cfg = for_compile(s.cfg) if bench.compile else s.cfg
+    modules = {"ours": Transformer(cfg)}
     for name in bench.peers:
         modules[name] = Transformer(s.rows[name]) if name in s.rows else build_peer(name, s.cfg, BOS_ID, EOS_ID)
-    return [make_trainee(name, module, s.device, bench.compile) for name, module in modules.items()]
+    fused = {"ours": s.run.train.fused_loss}  # our run's loss; a peer (or another row) trains through its logits
+    return [
+        make_trainee(name, module, s.device, bench.compile, fused_loss=fused.get(name, False))
+        for name, module in modules.items()
+    ]
 
 
 def setup(bench: BenchConfig) -> Setup:
@@ -174,7 +206,9 @@ def setup(bench: BenchConfig) -> Setup:
     from ablate.ablations.studies import load_study
     from ablate.benchmarks.peers import check_peer, row_of
 
-    extra = {"data": {"corpus": bench.corpus}} if bench.corpus else {}
+    extra = {section: dict(fields) for section, fields in bench.settings.items()}
+    if bench.corpus:
+        extra["data"] = {**extra.get("data", {}), "corpus": bench.corpus}
     study = load_study(bench.study)
     run = study.run_config(bench.row, bench.preset, seed=bench.seed, **extra)
     rows = {}
@@ -191,12 +225,28 @@ def setup(bench: BenchConfig) -> Setup:
             )
         rows[name] = other.model
     device = resolve_device(bench.device)
-    if device.type == "cpu":
+    if device.type == "cpu" and not bench.compile:  # compiled: the reference kernels (for_compile)
         run = replace(run, model=on_cpu(run.model))
         rows = {name: on_cpu(cfg) for name, cfg in rows.items()}
     if bench.threads:
         torch.set_num_threads(bench.threads)
     return Setup(run, device, resolve_precision(bench.precision, device), rows)
+
+
+def compile_figures(trainees: list[Trainee]) -> dict[str, Any]:
+    """What torch.compile did over the warm-up, the untimed pass and the timed steps (all shapes of the timed batches,
+    each seen at least twice): graphs compiled by dynamo for all systems together (one per system and per recompile),
+    graph breaks, and our first step (compilation included) against our warm median."""
+    from torch._dynamo.utils import counters
+
+    ours = trainees[0]
+    return {
+        "systems": len(trainees),
+        "graphs": counters["stats"]["unique_graphs"],
+        "graph_breaks": sum(counters["graph_break"].values()),
+        "ours_first_step_s": ours.first_step_s,
+        "ours_warm_step_s": statistics.median(ours.times) if ours.times else None,
+    }
 
 
 def training_figures(t: Trainee, batches, figures, s: Setup, info) -> dict[str, Any]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import sys
 
-from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
+
+SECTIONS = ("model", "train", "data")
+"""The row's settings a bench run may override (--data.buckets 8, --train.fused_loss true, ...)."""
 
 DESCRIPTION = """Measure one configuration's training throughput (target and source+target tokens/s), step time
 (median and IQR), peak memory, padding overhead, beam-4 and greedy decoding speed and per-trial overhead, and the
@@ -18,8 +21,8 @@ check of the fused SDPA kernels, MFU against the GPU's bf16 peak."""
 def build_parser():
     from ablate.benchmarks.bench import BenchConfig
 
-    parser = command_parser("ablate bench", DESCRIPTION)
-    parser.add_class_arguments(BenchConfig, skip={"peers", "trial_args"}, as_group=False)
+    parser = command_parser("ablate bench", DESCRIPTION, sections=SECTIONS, documented=wants_help(sys.argv))
+    parser.add_class_arguments(BenchConfig, skip={"peers", "trial_args", "settings"}, as_group=False)
     parser.add_argument(
         "--vs",
         default="hf,torch",
@@ -38,7 +41,7 @@ def main(argv: list[str]) -> int:
         return print_config(options(args))
     values = {k: v for k, v in options(args).items() if k not in ("vs", "json")}
     peers = tuple(p.strip() for p in args.vs.split(",") if p.strip() and p.strip() != "none")
-    bench = BenchConfig(**values, peers=peers)
+    bench = BenchConfig(**values, peers=peers, settings=overrides(args, SECTIONS))
     result = run_bench(bench, progress=lambda message: print(f"ablate bench: {message}", file=sys.stderr, flush=True))
     print(json.dumps(result, indent=2) if args.json else format_report(result))
     return 0

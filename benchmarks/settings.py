@@ -53,6 +53,8 @@ class BenchConfig:
     """Extra `ablate train` overrides for the overhead trials (tests use them to shorten the trial)."""
     corpus: str | None = None
     """Override data.corpus (a directory, a .tsv file); None: the preset's corpus."""
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The row's settings overridden at the preset ({section: {field: value}}; --data.buckets 8 and the like)."""
     seed: int = 0
     """Seed of weights, dropout, the batch order and the choice of dev sentences."""
 

@@ -104,11 +104,22 @@ def _profile_lines(result: dict[str, Any]) -> list[str]:
     """Padding, per-trial overhead, our step's breakdown, the CPU kernels' effect, beam search, CUDA checks."""
     lines = []
     data = result["data"]
+    shapes = data["run_shapes"]
     lines += [
         "",
-        f"padding: ours {data['padding_ours']:.1%}, random batching {data['padding_random']:.1%} "
-        f"(budget {data['tokens_per_batch']} tokens); collation {data['collate_ms']['median']:.2f} ms/batch",
+        f"padding: ours {data['padding_ours']:.1%}, with fixed shapes {data['padding_fixed_shapes']:.1%}, random "
+        f"batching {data['padding_random']:.1%} (budget {data['tokens_per_batch']} tokens); collation "
+        f"{data['collate_ms']['median']:.2f} ms/batch",
+        f"batch shapes in a whole run: {'' if shapes['complete'] else 'at least '}{shapes['shapes']} "
+        + (f"(data.buckets {data['buckets']})" if data["buckets"] else f"(greedy batches, {shapes['epochs']} epochs)"),
     ]
+    if result.get("compile"):
+        c = result["compile"]
+        lines.append(
+            f"compile: {c['graphs']} graph(s) for {c['systems']} system(s), {c['graph_breaks']} graph break(s); our "
+            f"first step {c['ours_first_step_s']:.1f} s (compilation included), warm "
+            f"{_num(c['ours_warm_step_s'] and c['ours_warm_step_s'] * 1000, '{:.1f}')} ms"
+        )
     over = result["overhead"]
     if over:
         lines.append(

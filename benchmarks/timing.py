@@ -58,35 +58,50 @@ class Trainee:
     """Seconds of each timed step."""
     batch_ids: list[int] = field(default_factory=list)
     """Which batch each timed step trained on."""
+    fused_loss: bool = False
+    """`net` gives the decoder's final states, projected inside the loss (train.fused_loss)."""
     first_step_s: float = 0.0
     cold_times: list[float] = field(default_factory=list)
     """Seconds of each step of the untimed pass: the first time each timed batch's shape was seen."""
 
 
-def make_trainee(name: str, module, device, compile_model: bool, lr: float = 1e-4, fused: bool = True) -> Trainee:
+def make_trainee(
+    name: str, module, device, compile_model: bool, lr: float = 1e-4, fused: bool = True, fused_loss: bool = False
+) -> Trainee:
     """Move to the device, train mode, Adam (0.9, 0.98, 1e-9), fused as TranslationModule uses it (every system
-    gets the same; `fused=False` is Adam's default implementation, for `cpu_choices`)."""
+    gets the same; `fused=False` is Adam's default implementation, for `cpu_choices`). `fused_loss`: our model
+    trains as train.fused_loss does, its `features` then the projection inside the loss. Compiled as train.compile
+    compiles (`compile_for_training`: one graph for every shape), peers alike."""
     import torch
+    from ablate.lightning_modules.kernels import compile_for_training
 
     module = module.to(device).train()
     opt = torch.optim.Adam(module.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
-    return Trainee(name, module, opt, torch.compile(module) if compile_model else module)
+    net = module.features if fused_loss else module
+    return Trainee(name, module, opt, compile_for_training(net) if compile_model else net, fused_loss=fused_loss)
 
 
 def train_step(t: Trainee, batch: dict, s: Setup, mark=None):
     """One optimizer update with our label-smoothed loss normalised per target token. Returns the loss tensor.
     `mark`, if given, is called after the forward pass, the loss, the backward pass and the optimizer step."""
+    from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL
     from ablate.lightning_modules.module import label_smoothed_nll
 
     cfg = s.cfg
     mark = mark or (lambda: None)
     t.optimizer.zero_grad(set_to_none=True)
     with autocast(s.device, s.precision):
-        logits = t.net(batch["src"], batch["tgt_in"])  # (B, T, V)
+        out = t.net(batch["src"], batch["tgt_in"])  # (B, T, V) logits, or (B, T, d_model) states if fused_loss
         mark()
         target = batch["tgt_out"]
-        loss, _ = label_smoothed_nll(logits.flatten(0, 1), target.flatten(), cfg.label_smoothing, cfg.pad_id)
-        loss = loss.sum() / (target != cfg.pad_id).sum().clamp(min=1)
+        if t.fused_loss:
+            weight = t.module.output.weight
+            total = FusedLinearLabelSmoothedNLL.apply(
+                out.flatten(0, 1), weight, target.flatten(), cfg.label_smoothing, cfg.pad_id
+            )[0]
+        else:
+            total = label_smoothed_nll(out.flatten(0, 1), target.flatten(), cfg.label_smoothing, cfg.pad_id)[0].sum()
+        loss = total / (target != cfg.pad_id).sum().clamp(min=1)
         mark()
     loss.backward()
     mark()

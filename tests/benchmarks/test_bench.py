@@ -216,3 +216,23 @@ def test_a_cpu_bench_on_a_machine_with_a_gpu_measures_the_cpu_kernels(monkeypatc
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     s = setup(BenchConfig(device="cpu", peers=("row:B1",), preset="smoke"))
     assert s.run.model.kernels == "cpu" and s.rows["row:B1"].kernels == "cpu"
+
+
+def test_the_bench_counts_a_runs_batch_shapes_and_trains_as_the_runs_settings_say(capsys):
+    """`--data.buckets` and `--train.fused_loss` reach the benchmarked run: fixed shapes are counted from the buckets
+    (at most 2 a bucket) where greedy batches are counted over the run's epochs, and our step trains fused."""
+    results = {}
+    for fused, buckets in ((False, 0), (True, 2)):
+        argv = [*MINUTE, "--vs", "none", "--overhead", "false", "--lightning", "false", "--json"]
+        main([*argv, "--data.buckets", str(buckets), "--train.fused_loss", str(fused).lower()])
+        result = json.loads(capsys.readouterr().out)
+        data = result["data"]
+        assert data["buckets"] == buckets and result["config"]["settings"]["train"]["fused_loss"] is fused
+        shapes = data["run_shapes"]
+        if buckets:
+            assert shapes["complete"] and 1 <= shapes["shapes"] <= 4
+        else:
+            assert shapes["epochs"] >= 1 and shapes["shapes"] >= 1
+        assert 0 < data["padding_fixed_shapes"] < data["padding_random"]
+        results[fused] = result
+    assert results[True]["training"]["ours"]["params"] == results[False]["training"]["ours"]["params"]
