@@ -1,71 +1,101 @@
 #!/usr/bin/env bash
-# Issue 31's measurements in one call on a lent GPU machine (its `device` tool): what our GPU path does on a real GPU.
+# Issues 41 and 44 on a lent GPU machine (the `device` tool): what "Fill the card" built, measured on a card. Two calls,
+# the second at once after the first (the machine stays warm for 30 s), about 5 minutes each:
+#   bash benchmarks/device_check.sh paper   the gpu-marked and fill-the-card tests; the paper base compiled (ours) and
+#                                           eager (ours and the peers on the same batches, and through Lightning); the
+#                                           loss's peak memory at a paper batch, through the logits and fused
+#   bash benchmarks/device_check.sh tiny    one tiny base trial alone (`ablate train`, the default study's trial), then
+#                                           8 packed on the card (`ablate sweep --rows base --seeds 8 --workers 8`),
+#                                           with the card's memory and utilisation sampled while they run
+#   bash benchmarks/device_check.sh tests   the test files that failed on earlier leases (CPU tests; GPU hidden)
+# Results and findings: benchmarks/RESULTS.md ("GPU path on an H100"). PRESET=smoke tries the tiny mode on a CPU.
 # Run from the repository root there, with the wheels the machine lacks in .whl/ and the prepared corpora in
-# .ablate-cache/, both carried (results and findings: benchmarks/RESULTS.md, "GPU path on an H200"). Here, first:
-#   echo /.whl/ >>.git/info/exclude; echo /.ablate-cache/ >>.git/info/exclude
-#   .venv/bin/pip freeze | grep -v ablate   # minus what the machine has (the device tool's KINDS.md lists it):
+# .ablate-cache/, both carried. Here, first (the machine's own packages: .library/device/KINDS.md):
+#   mkdir -p .git/info; printf '/.whl/\n/.ablate-cache/\n' >>.git/info/exclude
+#   .venv/bin/pip freeze   # minus what the machine has, each as
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_17_x86_64 ... -d .whl
 #   .venv/bin/pip wheel --no-deps --no-build-isolation -w .whl .          # ours, rebuilt after every change
-#   .venv/bin/ablate bench --preset paper --device cpu --repeats 1 ...   # prepares the corpus; then
-#   cp -r ~/.cache/ablate .ablate-cache                                  # (31 + 6 MB on 2026-11-26)
-# Writes its logs and JSON under $OUT (at most 8 files come back); failing tests' tracebacks go to $OUT/failures.txt
-# as they happen (tests/conftest.py, ABLATE_TEST_FAILURES), so a call cut off at its limit still says why.
-#   bash benchmarks/device_check.sh          (about 7 minutes)
-#   1. the gpu-marked tests, then the four tests that failed on the second lease of 2026-11-26 (fixed since);
-#   2. `ablate bench --preset paper` with the peers (bf16, SDPA kernels, MFU; cold and warm steps);
-#   3. `ablate bench --preset tiny` (the default study's row on a GPU: what its step time is bound by).
-#   bash benchmarks/device_check.sh compile  (about 4 minutes): the paper bench with train.compile.
-#   bash benchmarks/device_check.sh suite    (about 9 minutes): the whole suite, 12 pytest-xdist workers.
+#   ablate data prepare (the paper and tiny presets' data settings); cp -r ~/.cache/ablate .ablate-cache  (6 MB)
+# The wheels (35 MB) and the tracked files (14 MB) stay under the tool's 64 MiB.
+# At most 8 files come back: the JSONs and logs go into $OUT/MODE.tgz after every step, the summaries beside it.
 # Every step has its own time limit, so one that hangs cannot take the others' device time.
 set -u
 OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH WANDB_MODE=offline WANDB_SILENT=true PYTHONUNBUFFERED=1
-export ABLATE_TEST_FAILURES=$OUT/failures.txt
+MODE=${1:-paper}
+WORK=/tmp/device-check-$MODE  # everything; $OUT gets its archive and the short summaries (8 files come back)
+mkdir -p "$WORK"
+PRESET=${PRESET:-tiny}
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || exit 1
+    export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+fi
+[ -d .ablate-cache ] && export ABLATE_CACHE=$PWD/.ablate-cache
+export WANDB_MODE=offline WANDB_SILENT=true PYTHONUNBUFFERED=1 ABLATE_TEST_FAILURES=$WORK/failures.log
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor  # cold on a fresh machine: the first compile is a cold one
 step() { echo "== $1 ($(date +%T))"; }
+pack() { tar czf "$OUT/$MODE.tgz" -C "$WORK" . 2>/dev/null; cp "$WORK"/*.txt "$OUT/" 2>/dev/null; }
 
-step "machine"
-{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
-  python3 -c 'import torch, pytorch_lightning as pl; print("torch", torch.__version__, "lightning", pl.__version__, torch.cuda.get_device_name())'
-  nproc; } 2>&1 | tee "$OUT/machine.txt"
+step "machine ($MODE)"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>/dev/null
+  python3 -c 'import torch, pytorch_lightning as pl; print("torch", torch.__version__, "lightning", pl.__version__,
+torch.cuda.get_device_name() if torch.cuda.is_available() else "no cuda")'
+  nproc; } 2>&1 | tee "$WORK/machine.txt"
 
-if [ "${1:-}" = suite ]; then
-    step "whole suite"
-    OMP_NUM_THREADS=1 timeout 520 python3 -m pytest -v -n 12 --timeout 300 --tb=short -rfE -W ignore tests >"$OUT/tests.log" 2>&1
-    # The names as they happen, even if the limit cuts the summary; the tracebacks are in $OUT/failures.txt
-    grep -E "\] (FAILED|ERROR)|passed|failed" "$OUT/tests.log" | tail -40
-    step "done"
-    exit 0
-fi
-
-if [ "${1:-}" != compile ]; then
-step "gpu-marked tests"
-timeout 90 python3 -m pytest -q -m gpu -rs tests 2>&1 | tee "$OUT/tests-gpu.log" | tail -15
-
-step "the tests that failed on the H200's second lease of 2026-11-26"
-# Two asserted the message of a reachable driver (psycopg2 is not installed there), two timed Ctrl-C and the device
-# string against CPU-speed training (tests/ablations/conftest.py now hides the GPU from the sweep tests).
-OMP_NUM_THREADS=1 timeout 150 python3 -m pytest -q -n 4 --timeout 140 --tb=short -rfE -W ignore \
-    tests/ablations/test_api.py::test_the_api_gives_the_reports_table_and_verdicts \
-    tests/ablations/test_secrets.py::test_no_command_shows_the_password_of_an_unreachable_storage \
-    tests/ablations/test_secrets.py::test_a_sweep_on_an_unreachable_storage_shows_no_password \
-    tests/ablations/test_reliability.py::test_ctrl_c_on_a_two_worker_sweep_saves_the_running_trials_prints_the_resume_line_and_exits_130 \
-    >"$OUT/tests-failed.log" 2>&1
-tail -n 3 "$OUT/tests-failed.log"
-fi
-
-bench() {  # bench NAME LIMIT ARGS...: one `ablate bench` run, its JSON in $OUT/NAME.json, its progress in the log
+bench() {  # bench NAME LIMIT ARGS...: one `ablate bench` run, its JSON in $WORK/NAME.json, its report in the log
     local name=$1 limit=$2; shift 2
     step "bench $name: $*"
-    ABLATE_CACHE=$PWD/.ablate-cache timeout "$limit" ablate bench "$@" --json >"$OUT/$name.json" 2>"$OUT/$name.err"
-    echo "rc=$? $(tail -c 400 "$OUT/$name.err")"
-    { echo "== $name"; cat "$OUT/$name.err"; } >>"$OUT/bench.log"; rm -f "$OUT/$name.err"
+    timeout "$limit" ablate bench "$@" --json >"$WORK/$name.json" 2>"$WORK/$name.err"
+    echo "rc=$? $(tail -c 300 "$WORK/$name.err")"
+    python3 -c "import json,sys; from ablate.benchmarks.summary import format_report; \
+print(format_report(json.load(open(sys.argv[1]))))" "$WORK/$name.json" 2>/dev/null | tee "$WORK/$name.txt" | tail -14
+    pack
 }
-if [ "${1:-}" = compile ]; then
-    bench paper-compile 220 --preset paper --vs none --compile true --overhead false --lightning false --decode_repeats 1
-else
-    bench paper 240 --preset paper --vs hf,torch --overhead false
-    bench tiny 60 --preset tiny --vs none --overhead false --decode_repeats 1
+
+if [ "$MODE" = paper ]; then
+    step "gpu-marked and fill-the-card tests"
+    timeout 80 python3 -m pytest -q -rs -p no:cacheprovider tests/lightning_modules/test_gpu.py \
+        tests/lightning_modules/test_fill_the_card.py 2>&1 | tee "$WORK/tests-gpu.log" | tail -4
+    # compiled, ours only (the target: 40% MFU); then eager with the peers on the same batches, and Lightning's path
+    bench paper-compiled 170 --preset paper --vs none --compile true --overhead false --lightning false \
+        --decode_repeats 1 --warmup 3 --repeats 12
+    bench paper-eager 130 --preset paper --vs hf,torch --overhead false --decode_repeats 1 --warmup 3 --repeats 12
+    step "loss memory at a paper batch (25000 target tokens, bf16)"
+    timeout 40 python3 -m ablate.benchmarks.loss_memory --device cuda --dtype bfloat16 --tokens 25000 \
+        2>&1 | tee "$WORK/loss-memory.txt"
+    pack
+elif [ "$MODE" = tiny ]; then
+    sample() {  # the card's memory per process and utilisation, every 5 s, while a step runs
+        while sleep 5; do
+            { date +%T; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
+              nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader; } >>"$WORK/$1" 2>&1
+        done
+    }
+    step "one $PRESET base trial alone"
+    sample gpu-alone.txt & SAMPLER=$!
+    start=$(date +%s)
+    timeout 170 ablate train --preset "$PRESET" --out /tmp/alone --json >"$WORK/alone.json" 2>"$WORK/alone.log"
+    echo "rc=$? after $(( $(date +%s) - start )) s"
+    kill $SAMPLER; tail -c 400 "$WORK/alone.json"; echo; pack
+    step "8 $PRESET base trials packed on the card"
+    sample gpu-packed.txt & SAMPLER=$!
+    start=$(date +%s)
+    timeout 230 ablate sweep table3 --preset "$PRESET" --rows base --seeds "${SEEDS:-8}" \
+        --control_seeds "${SEEDS:-8}" --workers "${SEEDS:-8}" --out /tmp/packed \
+        --no_report >"$WORK/packed.log" 2>&1
+    echo "rc=$? after $(( $(date +%s) - start )) s"
+    kill $SAMPLER
+    tail -5 "$WORK/packed.log"
+    cp /tmp/packed/logs/worker-*.log "$WORK/" 2>/dev/null
+    mkdir -p "$WORK/records"; cp /tmp/packed/records/*.json "$WORK/records/" 2>/dev/null
+    ls "$WORK/records" | wc -l
+    pack
+elif [ "$MODE" = tests ]; then
+    step "the tests that failed on the H200's leases of 2026-11-26"
+    OMP_NUM_THREADS=1 timeout 200 python3 -m pytest -q -n 8 --timeout 180 --tb=short -rfE -W ignore -p no:cacheprovider \
+        tests/ablations/test_api.py tests/ablations/test_secrets.py tests/ablations/test_reliability.py \
+        >"$WORK/tests-failed.log" 2>&1
+    tail -n 5 "$WORK/tests-failed.log"
+    pack
 fi
 step "done"

@@ -60,6 +60,8 @@ class Trainee:
     """Which batch each timed step trained on."""
     fused_loss: bool = False
     """`net` gives the decoder's final states, projected inside the loss (train.fused_loss)."""
+    compiled: bool = False
+    """`net` is compiled (and so is the fused loss's element-wise work)."""
     first_step_s: float = 0.0
     cold_times: list[float] = field(default_factory=list)
     """Seconds of each step of the untimed pass: the first time each timed batch's shape was seen."""
@@ -78,7 +80,8 @@ def make_trainee(
     module = module.to(device).train()
     opt = torch.optim.Adam(module.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
     net = module.features if fused_loss else module
-    return Trainee(name, module, opt, compile_for_training(net) if compile_model else net, fused_loss=fused_loss)
+    net = compile_for_training(net) if compile_model else net
+    return Trainee(name, module, opt, net, fused_loss=fused_loss, compiled=compile_model)
 
 
 def train_step(t: Trainee, batch: dict, s: Setup, mark=None):
@@ -97,7 +100,7 @@ def train_step(t: Trainee, batch: dict, s: Setup, mark=None):
         if t.fused_loss:
             weight = t.module.output.weight
             total = FusedLinearLabelSmoothedNLL.apply(
-                out.flatten(0, 1), weight, target.flatten(), cfg.label_smoothing, cfg.pad_id
+                out.flatten(0, 1), weight, target.flatten(), cfg.label_smoothing, cfg.pad_id, t.compiled
             )[0]
         else:
             total = label_smoothed_nll(out.flatten(0, 1), target.flatten(), cfg.label_smoothing, cfg.pad_id)[0].sum()

@@ -295,7 +295,24 @@ class FusedLinearLabelSmoothedNLL(torch.autograd.Function):
     """Elements of (rows x V) per chunk of float32 temporaries (128 MB): about 900 rows at the paper's V = 37000."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int) -> tuple[Tensor, ...]:
+    def chunk(z: Tensor, y: Tensor, eps: float, pad_id: int, acc: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+        """One chunk's per-row loss and NLL (in `acc`) and the gradient of their summed loss for logits z (r, V),
+        targets y (r, 1), in z's dtype. Element-wise work only: `compiled_chunk` fuses it into a few kernels."""
+        vocab = z.size(-1)
+        zf = z.to(acc)
+        keep = (y != pad_id).to(acc)  # (r, 1)
+        lse = torch.logsumexp(zf, dim=-1, keepdim=True)
+        nll = (lse - zf.gather(-1, y)) * keep
+        loss = (1.0 - eps) * nll + eps * (lse - zf.mean(-1, keepdim=True)) * keep
+        dz = (zf - lse).exp_().sub_(eps / vocab)
+        dz = dz.scatter_add_(-1, y, torch.full_like(keep, eps - 1.0)).mul_(keep)
+        return loss.squeeze(-1), nll.squeeze(-1), dz.to(z.dtype)
+
+    @staticmethod
+    def forward(
+        ctx, x: Tensor, weight: Tensor, target: Tensor, eps: float, pad_id: int, compiled: bool = False
+    ) -> tuple[Tensor, ...]:
+        """`compiled` (train.compile): the chunks' element-wise work through `compiled_chunk`."""
         device = x.device.type
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
         acc = torch.promote_types(dtype, torch.float32)  # float32 sums for bf16 products
@@ -305,17 +322,11 @@ class FusedLinearLabelSmoothedNLL(torch.autograd.Function):
         grad_x = torch.empty_like(xc)
         grad_w = torch.zeros(weight.shape, dtype=acc, device=x.device)
         rows = max(1, FusedLinearLabelSmoothedNLL.CHUNK // max(vocab, 1))
+        chunk = compiled_chunk() if compiled else FusedLinearLabelSmoothedNLL.chunk
         for i in range(0, n, rows):
-            part, y = slice(i, i + rows), target[i : i + rows, None]
-            z = (xc[part] @ wc.t()).to(acc)  # (r, V) logits of this chunk
-            keep = (y != pad_id).to(acc)  # (r, 1)
-            lse = torch.logsumexp(z, dim=-1, keepdim=True)
-            nll_part = (lse - z.gather(-1, y)) * keep
-            nll[part] = nll_part.squeeze(-1)
-            loss[part] = ((1.0 - eps) * nll_part + eps * (lse - z.mean(-1, keepdim=True)) * keep).squeeze(-1)
-            dz = z.sub_(lse).exp_().sub_(eps / vocab)  # in place: z is not needed again
-            dz.scatter_add_(-1, y, torch.full_like(keep, eps - 1.0)).mul_(keep)
-            dz = dz.to(dtype)
+            part = slice(i, i + rows)
+            z = xc[part] @ wc.t()  # (r, V) logits of this chunk
+            loss[part], nll[part], dz = chunk(z, target[part, None], eps, pad_id, acc)
             grad_x[part] = dz @ wc
             grad_w += (dz.t() @ xc[part]).to(acc)
         ctx.save_for_backward(grad_x, grad_w)
@@ -328,7 +339,18 @@ class FusedLinearLabelSmoothedNLL(torch.autograd.Function):
     def backward(ctx, grad_sum: Tensor, *_unused):
         grad_x, grad_w = ctx.saved_tensors
         x_dtype, w_dtype = ctx.dtypes
-        return (grad_x * grad_sum).to(x_dtype), (grad_w * grad_sum).to(w_dtype), None, None, None
+        return (grad_x * grad_sum).to(x_dtype), (grad_w * grad_sum).to(w_dtype), None, None, None, None
+
+
+_COMPILED_CHUNK: list = []
+
+
+def compiled_chunk():
+    """`FusedLinearLabelSmoothedNLL.chunk` through torch.compile, built once a process (dynamic shapes: the last
+    chunk of a batch is shorter). Its eight passes over each (rows x V) chunk become a few fused kernels."""
+    if not _COMPILED_CHUNK:
+        _COMPILED_CHUNK.append(torch.compile(FusedLinearLabelSmoothedNLL.chunk, dynamic=True))
+    return _COMPILED_CHUNK[0]
 
 
 __all__ = [

@@ -106,7 +106,7 @@ class TranslationModule(pl.LightningModule):
             hidden = (self.__dict__.get("_compiled") or self.model.features)(batch["src"], batch["tgt_in"])
             weight = self.model.output.weight
             return FusedLinearLabelSmoothedNLL.apply(
-                hidden.flatten(0, 1), weight, target, cfg.label_smoothing, cfg.pad_id
+                hidden.flatten(0, 1), weight, target, cfg.label_smoothing, cfg.pad_id, self.train_config.compile
             )
         logits = self(batch["src"], batch["tgt_in"])  # (B, T, V)
         loss, nll = label_smoothed_nll(logits.flatten(0, 1), target, cfg.label_smoothing, cfg.pad_id)

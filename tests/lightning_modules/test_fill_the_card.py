@@ -131,3 +131,19 @@ def test_a_compiled_module_takes_the_reference_kernels_where_auto():
     assert _module(False, compiled=True).model.kernels.name == "reference"
     named = ModelConfig(vocab_size=120, n_layers=1, d_model=16, d_ff=32, n_heads=2, kernels="cpu")
     assert TranslationModule(named, TrainConfig(compile=True), bos_id=2, eos_id=3).model.kernels.name == "cpu"
+
+
+def test_the_fused_loss_compiled_computes_what_it_does_eagerly():
+    """train.compile with train.fused_loss compiles the chunks' element-wise work (dynamic shapes: the last chunk is
+    shorter); the loss, NLL and gradients are the eager ones."""
+    torch.manual_seed(0)
+    x = torch.randn(50, 16, requires_grad=True)
+    weight = torch.randn(300, 16, requires_grad=True)
+    target = torch.randint(1, 300, (50,))
+    target[3] = 0
+    results = []
+    for compiled in (False, True):
+        out = FusedLinearLabelSmoothedNLL.apply(x, weight, target, 0.1, 0, compiled)
+        results.append((*out, *torch.autograd.grad(out[0], (x, weight))))
+    for eager, compiled in zip(*results, strict=True):
+        torch.testing.assert_close(compiled, eager)
