@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Issues 41 and 44 on a lent GPU machine (the `device` tool): what "Fill the card" built, measured on a card. Two calls,
-# the second at once after the first (the machine stays warm for 30 s), about 5 minutes each:
-#   bash benchmarks/device_check.sh paper   the gpu-marked and fill-the-card tests; the paper base compiled (ours, and
-#                                           through Lightning) and eager (ours and nn.Transformer on the same batches);
-#                                           the loss's peak memory at a paper batch, through the logits and fused
+# Issues 41 and 44 on a lent GPU machine (the `device` tool): what "Fill the card" built, measured on a card. One call
+# a mode, each within 7 minutes; a lease of 15 minutes holds two (the machine stays warm for 30 s after a call). The
+# H100 lease of 2026-11-26 ran `paper` (then with compile inside) and `tiny`; the next one: `compile`, then `tiny`.
+#   bash benchmarks/device_check.sh paper   the gpu-marked and fill-the-card tests; the paper base eager (ours and
+#                                           nn.Transformer on the same batches); the loss's peak memory at a paper
+#                                           batch, through the logits and fused (about 3 minutes)
+#   bash benchmarks/device_check.sh compile the paper base compiled, ours alone and through Lightning, with dynamo's
+#                                           recompiles and graph breaks logged (up to 6 minutes)
 #   bash benchmarks/device_check.sh tiny    one tiny base trial alone (`ablate train`, the default study's trial), then
 #                                           8 packed on the card (`ablate sweep --rows base --seeds 8 --workers 8`),
 #                                           with the card's memory and utilisation sampled while they run
@@ -56,16 +59,20 @@ if [ "$MODE" = paper ]; then
     step "gpu-marked and fill-the-card tests"
     timeout 80 python3 -m pytest -q -rs -p no:cacheprovider tests/lightning_modules/test_gpu.py \
         tests/lightning_modules/test_fill_the_card.py 2>&1 | tee "$WORK/tests-gpu.log" | tail -4
-    # compiled, ours alone and through Lightning (the target: 40% MFU); then eager beside nn.Transformer on the same
-    # batches (HF's MarianMT was measured on the H200 leases: 1.03x ours cold; `--vs hf,torch` adds it, about 40 s)
-    bench paper-compiled 190 --preset paper --vs none --compile true --overhead false --decode_repeats 1 \
-        --warmup 3 --repeats 12
+    # eager beside nn.Transformer on the same batches (HF's MarianMT was measured on the H200 leases: 1.03x ours
+    # cold; `--vs hf,torch` adds it, about 40 s)
     bench paper-eager 90 --preset paper --vs torch --overhead false --lightning false --decode_repeats 1 \
         --warmup 3 --repeats 12
     step "loss memory at a paper batch (25000 target tokens, bf16)"
     timeout 40 python3 -m ablate.benchmarks.loss_memory --device cuda --dtype bfloat16 --tokens 25000 \
         2>&1 | tee "$WORK/loss-memory.txt"
     pack
+elif [ "$MODE" = compile ]; then
+    # compiled, ours alone and through Lightning (the target: 40% MFU). Its first step outlasted 120-190 s on three
+    # leases: dynamo's recompiles and graph breaks go to the log, and the step has 6 minutes.
+    TORCH_LOGS=recompiles,graph_breaks bench paper-compiled 360 --preset paper --vs none --compile true \
+        --overhead false --decode_repeats 1 --warmup 3 --repeats 12
+    grep -c "Recompiling" "$WORK/paper-compiled.err"
 elif [ "$MODE" = tiny ]; then
     sample() {  # the card's memory per process and utilisation, every 5 s, while a step runs
         while sleep 5; do
