@@ -76,13 +76,18 @@ def read_exported(directory: Path) -> Exported | None:
         ) from None
 
 
+def check_new(directory: Path) -> None:
+    """An export goes into a new (or empty) directory: one line otherwise, before any work."""
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise AblateError(f"{directory} already exists: export into a new directory (an export never overwrites)")
+
+
 def write_export(directory: Path, source: str, langs: tuple[str, str], splits: dict[str, Any]) -> None:
     """Write each split's sides as `{split}.{lang}` into a new `directory`, then its manifest, atomically (a
     directory with a manifest is complete). `splits`: split -> `data.sources.Pairs`."""
-    if directory.exists() and any(directory.iterdir()):
-        raise AblateError(f"{directory} already holds files: export into a new directory (an export never overwrites)")
+    check_new(directory)
     if directory.exists():
-        directory.rmdir()  # AtomicDir moves the finished directory into place
+        directory.rmdir()  # empty: AtomicDir moves the finished directory into its place
     atomic = AtomicDir(directory)
     with atomic as tmp:
         files = {}

@@ -24,7 +24,7 @@ from ablate.data.batching import length_order, padding_overhead, plan_batches, p
 from ablate.data.cache import MANIFEST, AtomicDir, cache_root, make_key, read_manifest, write_atomic
 from ablate.data.config import DataConfig
 from ablate.data.errors import AblateError, ConfigError
-from ablate.data.export import Exported, read_exported, write_export
+from ablate.data.export import Exported, check_new, read_exported, write_export
 from ablate.data.fingerprint import CorpusFingerprint, fingerprint_of
 from ablate.data.sources import SPLITS, Pairs
 from ablate.data.stats import length_summary, split_stats
@@ -141,7 +141,8 @@ class PreparedCorpus:
 
     def statistics(self, tokens_per_batch: int, seed: int = 0, buckets: int = 0) -> dict:
         """Everything `ablate data prepare` prints: the build-time statistics plus padding at this budget."""
-        return {**self.manifest["stats"], "padding": self.padding(tokens_per_batch, seed, buckets)}
+        stats = {**self.manifest["stats"], "corpus": self.origin}  # the entry may have been built from a copy
+        return {**stats, "padding": self.padding(tokens_per_batch, seed, buckets)}
 
 
 def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedCorpus:
@@ -193,6 +194,7 @@ def export_corpus(cfg: DataConfig, directory: Path, *, progress: bool = False) -
     """Write the text of `cfg`'s corpus as plain parallel files into the new `directory` (`data.export`), and check
     that the copy prepares, with the same settings, to the same fingerprint. Returns the export and the fingerprint;
     a copy that would differ is removed, with one line."""
+    check_new(directory)
     original = prepare(cfg, progress=progress)
     source = sources.resolve(cfg)
     with _step(progress, f"exporting {source.name} to {directory}"):
