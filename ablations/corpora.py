@@ -75,7 +75,7 @@ def check_out(plan: Plan, prepared: dict[str, PreparedCorpus]) -> None:
     except AblateError:
         return  # unreadable: this sweep rewrites it (`Plan.check_same_design` does the same)
     kept = {row["name"]: CorpusFingerprint.from_json(row.get("corpus"), Layout(plan.out).study_file) for row in rows}
-    for name, ours in plan.corpora.items():
+    for name, ours in _ours(plan):
         theirs = kept.get(name)
         if theirs is not None and theirs != ours:
             raise _differs(plan, str(plan.out), name, theirs, ours)
@@ -107,7 +107,7 @@ def check_storage(plan: Plan, queue: Queue) -> None:
     """This worker's corpora against those the storage keeps for the study (a worker on another machine, a SLURM
     node): one line naming both when one differs, before any trial is claimed."""
     kept = queue.corpora()
-    for name, ours in plan.corpora.items():
+    for name, ours in _ours(plan):
         theirs = CorpusFingerprint.from_json(kept.get(name), f"the storage's {queue.CORPUS_ATTR}")
         if theirs is not None and theirs != ours:
             raise _differs(plan, f"Optuna study {plan.name} in {redact(plan.storage)}", name, theirs, ours)
@@ -139,6 +139,11 @@ def pin(plan: Plan, *, progress: bool = False) -> None:
     for name, fingerprint in plan.corpora.items():
         if fingerprint != before[name]:
             raise _differs(plan, f"the pinned copy {plan.pin.directory}", name, before[name], fingerprint)
+
+
+def _ours(plan: Plan) -> list[tuple[str, CorpusFingerprint]]:
+    """This sweep's fingerprints by row, the rows it trains (--rows) first: a message names one of those."""
+    return sorted(plan.corpora.items(), key=lambda item: plan.only is not None and item[0] not in plan.only)
 
 
 def _differs(plan: Plan, where: str, row: str, theirs: CorpusFingerprint, ours: CorpusFingerprint) -> AblateError:

@@ -46,10 +46,15 @@ class CorpusFingerprint:
     source: str = field(default="", compare=False)
     """Where the text came from (`gettext:de`; a pinned copy is named by its origin). Not part of the identity."""
 
+    @property
+    def short(self) -> str:
+        """The digest as messages and captions show it."""
+        return self.digest[:_SHOWN]
+
     def describe(self) -> str:
         """'3f2a9c1d0e4b (gettext:de; train 40518, valid 1039, test 1066 pairs)': what a message names."""
         where = f"{self.source}; " if self.source else ""
-        return f"{self.digest[:_SHOWN]} ({where}train {self.train}, valid {self.valid}, test {self.test} pairs)"
+        return f"{self.short} ({where}train {self.train}, valid {self.valid}, test {self.test} pairs)"
 
     def to_json(self) -> dict[str, Any]:
         return {"digest": self.digest, "train": self.train, "valid": self.valid, "test": self.test,
