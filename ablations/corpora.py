@@ -10,8 +10,9 @@ things keep a study on one corpus:
   (`sweep.work`) compare their own with the study's and stop with one line (exit 2) naming both when they differ;
   the report refuses records of two corpora (`reports.results`);
 - text that depends on the machine (`data.sources.MACHINE_DEPENDENT`) is pinned: the study's first sweep exports it
-  into OUT/corpus/ (`data.export`), and every later sweep of the study, on any machine, reads that copy wherever a
-  row names the corpus it was exported from (`pinned`). An archived study carries it.
+  into OUT/corpus/ (`data.export`), and every later sweep of the study, on any machine, trains on that copy wherever
+  a row names the corpus it was exported from (`pinned`; study.json and the records keep the name, `gettext:de`,
+  beside the fingerprint). An archived study carries it.
 A study written before fingerprints is checked by what it kept of its corpus, its references (`refs/*.txt`).
 """
 
@@ -57,7 +58,7 @@ def prepare_rows(plan: Plan, *, progress: bool = False) -> dict[str, PreparedCor
     by_config: dict[DataConfig, PreparedCorpus] = {}
     prepared = {}
     for row in plan.rows():
-        data = plan.run_config(row, 0).data
+        data = plan.training_config(row, 0).data
         if data not in by_config:
             by_config[data] = prepare(data, progress=progress)
         prepared[row.name] = by_config[data]
@@ -123,10 +124,10 @@ def pin(plan: Plan, *, progress: bool = False) -> None:
     sweep reads that copy (`pinned`); the rows' corpora, read back from it, must keep their fingerprints."""
     from ablate.data.prepare import export_corpus
 
-    loose = [row for row in plan.rows() if machine_dependent(plan.run_config(row, 0).data)]
+    loose = [row for row in plan.rows() if machine_dependent(plan.training_config(row, 0).data)]
     if not loose:
         return
-    data = plan.run_config(loose[0], 0).data
+    data = plan.training_config(loose[0], 0).data
     if plan.pin is not None:
         raise AblateError(
             f"{plan.pin.directory} pins the text of {plan.pin.source}; row {loose[0].name} reads {data.corpus}, "
@@ -154,9 +155,10 @@ def _differs(plan: Plan, where: str, row: str, theirs: CorpusFingerprint, ours: 
 
 
 def _what_to_do(plan: Plan, data: DataConfig) -> str:
-    if plan.pin is not None and data.corpus != str(plan.pin.directory):
+    """What to do about another corpus than the study's, `data` the row's declared data settings."""
+    if plan.pin is not None and data.corpus != plan.pin.source:
         return f"the study's text is pinned in {plan.pin.directory}: pass --data.corpus {plan.pin.source} to read it"
-    if machine_dependent(data):
+    if plan.pin is None and machine_dependent(data):
         return (
             f"{data.corpus} reads the catalogues of this machine's installed packages; copy the study's pinned text "
             f"({Layout(plan.out).corpus_dir}, from the machine or archive it started on) here, or pass --out for a "

@@ -66,7 +66,7 @@ class Plan:
     more seeds than a row, since several comparisons use them. None: the same as every row's."""
     pin: Exported | None = None
     """The study's pinned text (OUT/corpus, `ablations.corpora`): rows that name the corpus it was exported from
-    read this copy instead. None: nothing pinned (yet)."""
+    train on this copy (`training_config`). None: nothing pinned (yet)."""
     corpora: dict[str, CorpusFingerprint] = field(default_factory=dict)
     """Row -> the fingerprint of the corpus it trains on here, once prepared (`corpora.prepare_rows`): study.json,
     the storage and every record keep it."""
@@ -92,7 +92,13 @@ class Plan:
         return sorted(keys, key=lambda key: (key[1], -steps[key[0].name], order[key[0].name]))
 
     def run_config(self, row: Row, seed: int):
-        run = self.study.run_config(row, self.preset, seed, **self.extra)
+        """The row's config at this seed, as the study declares it (study.json and the records keep this one)."""
+        return self.study.run_config(row, self.preset, seed, **self.extra)
+
+    def training_config(self, row: Row, seed: int):
+        """What a trial of the row trains with: its config, reading the study's pinned copy where its corpus is the
+        one pinned (`corpora.pinned`)."""
+        run = self.run_config(row, seed)
         return dataclasses.replace(run, data=corpora.pinned(run.data, self.pin))
 
     def param_space(self) -> ParamSpace:
@@ -349,7 +355,7 @@ def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
         record = dataclasses.replace(record, config=run.to_dict(), corpus=plan.corpora.get(row.name))
         from ablate.ablations.trial_files import scored
 
-        result = _train(plan, run, row, seed, trial_dir, started, queue.trial_id(trial))
+        result = _train(plan, plan.training_config(row, seed), row, seed, trial_dir, started, queue.trial_id(trial))
         return scored(record, result, Layout(plan.out))
     except Exception as err:  # noqa: BLE001 - a failed trial must never kill the sweep
         if interrupt.disk_error(err) is not None:  # ... but a full disk would fail every trial after it: stop

@@ -106,7 +106,7 @@ def test_a_worker_on_another_machine_claims_nothing(started, machines, sweeps, t
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     records = sweeps.records(out)
     assert records["r2__seed0"]["state"] == "complete" and records["r2__seed0"]["corpus"] == fingerprint(out)
-    assert records["r2__seed0"]["config"]["data"]["corpus"] == str(out / "corpus")
+    assert records["r2__seed0"]["config"]["data"]["corpus"] == gettext(machines[0])  # as declared; its text: pinned
 
 
 @pytest.mark.parametrize("damage", ["missing", "changed"])
