@@ -52,7 +52,7 @@ def machine_dependent(data: DataConfig) -> bool:
 
 
 def prepare_rows(plan: Plan, *, progress: bool = False) -> dict[str, PreparedCorpus]:
-    """Each row's prepared corpus (once per distinct data config), its fingerprint kept in `plan.corpora`."""
+    """Each row's prepared corpus (once per distinct data config), its fingerprint kept in `plan.fingerprints`."""
     from ablate.data.prepare import prepare
 
     by_config: dict[DataConfig, PreparedCorpus] = {}
@@ -62,7 +62,7 @@ def prepare_rows(plan: Plan, *, progress: bool = False) -> dict[str, PreparedCor
         if data not in by_config:
             by_config[data] = prepare(data, progress=progress)
         prepared[row.name] = by_config[data]
-    plan.corpora = {name: corpus.fingerprint for name, corpus in prepared.items()}
+    plan.fingerprints = {name: corpus.fingerprint for name, corpus in prepared.items()}
     return prepared
 
 
@@ -116,7 +116,7 @@ def check_storage(plan: Plan, queue: Queue) -> None:
 
 def remember(plan: Plan, queue: Queue) -> None:
     """Keep this sweep's fingerprints in the storage for the rows it has none for."""
-    queue.remember_corpora({name: fingerprint.to_json() for name, fingerprint in plan.corpora.items()})
+    queue.remember_corpora({name: fingerprint.to_json() for name, fingerprint in plan.fingerprints.items()})
 
 
 def pin(plan: Plan, *, progress: bool = False) -> None:
@@ -134,17 +134,17 @@ def pin(plan: Plan, *, progress: bool = False) -> None:
             "another corpus that depends on the machine: a study pins one; give the other as an exported directory "
             "(ablate data export DIR --data.corpus ...)"
         )
-    before = dict(plan.corpora)
+    before = dict(plan.fingerprints)
     plan.pin, _ = export_corpus(data, Layout(plan.out).corpus_dir, progress=progress)
     prepare_rows(plan, progress=progress)
-    for name, fingerprint in plan.corpora.items():
+    for name, fingerprint in plan.fingerprints.items():
         if fingerprint != before[name]:
             raise _differs(plan, f"the pinned copy {plan.pin.directory}", name, before[name], fingerprint)
 
 
 def _ours(plan: Plan) -> list[tuple[str, CorpusFingerprint]]:
     """This sweep's fingerprints by row, the rows it trains (--rows) first: a message names one of those."""
-    return sorted(plan.corpora.items(), key=lambda item: plan.only is not None and item[0] not in plan.only)
+    return sorted(plan.fingerprints.items(), key=lambda item: plan.only is not None and item[0] not in plan.only)
 
 
 def _differs(plan: Plan, where: str, row: str, theirs: CorpusFingerprint, ours: CorpusFingerprint) -> AblateError:

@@ -67,7 +67,7 @@ class Plan:
     pin: Exported | None = None
     """The study's pinned text (OUT/corpus, `ablations.corpora`): rows that name the corpus it was exported from
     train on this copy (`training_config`). None: nothing pinned (yet)."""
-    corpora: dict[str, CorpusFingerprint] = field(default_factory=dict)
+    fingerprints: dict[str, CorpusFingerprint] = field(default_factory=dict)
     """Row -> the fingerprint of the corpus it trains on here, once prepared (`corpora.prepare_rows`): study.json,
     the storage and every record keep it."""
 
@@ -135,7 +135,7 @@ class Plan:
                     "overrides": row.flat_overrides(),
                     "paper": row.paper,
                     "config": self.run_config(row, self.seeds[0]).to_dict(),
-                    **({"corpus": self.corpora[row.name].to_json()} if row.name in self.corpora else {}),
+                    **({"corpus": self.fingerprints[row.name].to_json()} if row.name in self.fingerprints else {}),
                 }
                 for row in self.rows()
             ],
@@ -352,7 +352,7 @@ def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
     started = time.time()
     try:
         run = plan.run_config(row, seed)
-        record = dataclasses.replace(record, config=run.to_dict(), corpus=plan.corpora.get(row.name))
+        record = dataclasses.replace(record, config=run.to_dict(), corpus=plan.fingerprints.get(row.name))
         from ablate.ablations.trial_files import scored
 
         result = _train(plan, plan.training_config(row, seed), row, seed, trial_dir, started, queue.trial_id(trial))
@@ -425,7 +425,7 @@ def work(plan: Plan, *, poll_s: float = 2.0, max_trials: int | None = None, on_t
     --rows (`plan.only`), only those rows' trials: another sweep's queued rows stay queued for it.
     Returns counts of trial outcomes run by this worker."""
     queue = Queue.open(plan.storage, plan.name)
-    if not plan.corpora:  # a worker process: its corpora, as this machine prepares them
+    if not plan.fingerprints:  # a worker process: its corpora, as this machine prepares them
         corpora.prepare_rows(plan)
     corpora.check_storage(plan, queue)  # before any claim: a machine with other text trains nothing
     with interrupt.graceful():

@@ -3,8 +3,10 @@
 A cache key (`data.prepare`) says where a corpus came from and with which settings; two machines that read
 `gettext:de` compute the same key from different catalogues and get different text. The fingerprint is a hash of
 what training and scoring see instead: the encoded splits, the raw dev and test text (sources and references) and
-the tokenizer's vocabulary, with the languages. The same text prepared with the same settings gives the same
-fingerprint on any machine and from any form of it (the catalogues, or the plain files `ablate data export` wrote).
+the tokenizer's vocabulary, with the languages (`data.prepare.fingerprint_of`, beside the cache layout it reads).
+The same text prepared with the same settings gives the same fingerprint on any machine and from any form of it (the
+catalogues, or the plain files `ablate data export` wrote). This module is the plain type alone: records and reports
+read it without loading the data pipeline.
 
 The tokenizer enters by its pieces, scores and kinds, not by its model file: SentencePiece writes its thread count
 into the file, so the bytes differ between machines with different core counts while the vocabulary does not.
@@ -12,21 +14,14 @@ into the file, so the bytes differ between machines with different core counts w
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from ablate.data.errors import AblateError
-from ablate.data.tokenizer import Tokenizer
 
 FINGERPRINT_VERSION = 1
-"""Bump when what the digest covers changes: every fingerprint changes with it."""
-SPLITS = ("train", "valid", "test")
-_ARRAYS = ("src", "src_off", "tgt", "tgt_off")
-_TEXT_SPLITS = ("valid", "test")
+"""Bump when what the digest covers changes (`data.prepare.fingerprint_of` computes it): every fingerprint changes."""
 _SHOWN = 12
 """Hex digits of the digest a message shows (48 bits: two corpora that share them are not met by chance)."""
 
@@ -74,23 +69,3 @@ class CorpusFingerprint:
                 f"{where}: its corpus fingerprint is malformed (expected digest, train, valid, test): restore the "
                 "file, or delete the field to have the next sweep record it again"
             ) from None
-
-
-def fingerprint_of(directory: Path, tokenizer: Tokenizer, src_lang: str, tgt_lang: str) -> CorpusFingerprint:
-    """The fingerprint of an encoded cache directory (`data.prepare`'s layout) and its tokenizer (no `source`: one
-    cache entry serves every copy of the same text)."""
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(json.dumps(["ablate-corpus", FINGERPRINT_VERSION, src_lang, tgt_lang, tokenizer.vocabulary()],
-                             ensure_ascii=False).encode())  # fmt: skip
-    sizes = {}
-    for split in SPLITS:
-        for part in _ARRAYS:
-            array = np.load(directory / f"{split}.{part}.npy", mmap_mode="r")
-            digest.update(f"{split}.{part} {array.dtype.str} {array.shape}\n".encode())
-            digest.update(np.ascontiguousarray(array).tobytes())
-            if part == "src_off":
-                sizes[split] = len(array) - 1
-    for split in _TEXT_SPLITS:
-        for lang in (src_lang, tgt_lang):
-            digest.update((directory / f"{split}.{lang}.json").read_bytes())
-    return CorpusFingerprint(digest=digest.hexdigest(), **sizes)

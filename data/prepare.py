@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 from ablate.data import sources, tokenizer
 from ablate.data.batching import length_order, padding_overhead, plan_batches, plan_buckets
-from ablate.data.cache import MANIFEST, AtomicDir, cache_root, make_key, read_manifest, write_atomic
+from ablate.data.cache import MANIFEST, AtomicDir, cache_root, content_digest, make_key, read_manifest, write_atomic
 from ablate.data.config import DataConfig
 from ablate.data.errors import AblateError, ConfigError
 from ablate.data.export import Exported, check_new, read_exported, write_export
-from ablate.data.fingerprint import CorpusFingerprint, fingerprint_of
+from ablate.data.fingerprint import FINGERPRINT_VERSION, CorpusFingerprint
 from ablate.data.sources import SPLITS, Pairs
 from ablate.data.stats import length_summary, split_stats
 from ablate.data.tokenizer import Tokenizer
@@ -36,6 +36,8 @@ _CHUNK = 100_000
 """Sentences encoded at a time, so WMT-sized splits never hold all their id lists in Python at once."""
 _TEXT_SPLITS = ("valid", "test")
 """Splits whose raw text is kept for BLEU (references) and decoding (sources)."""
+_ARRAYS = ("src", "src_off", "tgt", "tgt_off")
+"""Each split's arrays, `{split}.{array}.npy`: the ids of each side, flat, and where each pair's ids start."""
 
 
 class EncodedSplit:
@@ -44,7 +46,7 @@ class EncodedSplit:
     def __init__(self, directory: Path, split: str) -> None:
         self.name = split
         self.src_ids, self.src_off, self.tgt_ids, self.tgt_off = (
-            np.load(directory / f"{split}.{part}.npy", mmap_mode="r") for part in ("src", "src_off", "tgt", "tgt_off")
+            np.load(directory / f"{split}.{part}.npy", mmap_mode="r") for part in _ARRAYS
         )
         self.src_len = np.diff(self.src_off)
         self.tgt_len = np.diff(self.tgt_off)
@@ -210,6 +212,26 @@ def export_corpus(cfg: DataConfig, directory: Path, *, progress: bool = False) -
             "break or edge whitespace that plain files cannot keep"
         )
     return exported, original.fingerprint
+
+
+def fingerprint_of(directory: Path, tokenizer: Tokenizer, src_lang: str, tgt_lang: str) -> CorpusFingerprint:
+    """The fingerprint of an encoded cache directory (`data.prepare`'s layout) and its tokenizer (no `source`: one
+    cache entry serves every copy of the same text)."""
+    digest = content_digest()
+    digest.update(json.dumps(["ablate-corpus", FINGERPRINT_VERSION, src_lang, tgt_lang, tokenizer.vocabulary()],
+                             ensure_ascii=False).encode())  # fmt: skip
+    sizes = {}
+    for split in SPLITS:
+        for part in _ARRAYS:
+            array = np.load(directory / f"{split}.{part}.npy", mmap_mode="r")
+            digest.update(f"{split}.{part} {array.dtype.str} {array.shape}\n".encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+            if part == "src_off":
+                sizes[split] = len(array) - 1
+    for split in _TEXT_SPLITS:
+        for lang in (src_lang, tgt_lang):
+            digest.update((directory / f"{split}.{lang}.json").read_bytes())
+    return CorpusFingerprint(digest=digest.hexdigest(), **sizes)
 
 
 def _corpus_stats(
