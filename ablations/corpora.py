@@ -93,10 +93,8 @@ def _check_references(plan: Plan, corpus: PreparedCorpus) -> None:
         kept = path.read_text(encoding="utf-8").removesuffix("\n").split("\n")
         ours = corpus.references(split)
         if kept != ours:
-            line = (
-                next((i for i, (a, b) in enumerate(zip(kept, ours, strict=False)) if a != b), min(len(kept), len(ours)))
-                + 1
-            )
+            differ = [i for i, (a, b) in enumerate(zip(kept, ours, strict=False), start=1) if a != b]
+            line = differ[0] if differ else min(len(kept), len(ours)) + 1
             raise AblateError(
                 f"{path} holds the {len(kept)} references its trials were scored on; this sweep's corpus "
                 f"{corpus.fingerprint.describe()} gives {len(ours)}, differing from line {line}: "
