@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ablate.data.errors import AblateError
+from ablate.data.fingerprint import CorpusFingerprint
 
 FinishedState = Literal["complete", "failed", "pruned"]
 FINISHED_STATES: tuple[FinishedState, ...] = ("complete", "failed", "pruned")
@@ -56,6 +57,7 @@ class Layout:
     OUT/records/<key>.json              one per finished trial (complete, failed or pruned), written atomically
     OUT/hyps/<key>[.b<steps>].txt       dev hypotheses (and .nll.tsv per-sentence NLL, .test.txt test ones)
     OUT/refs/valid.txt, refs/test.txt   the references every trial shares
+    OUT/corpus/                         the study's pinned text, where it depends on the machine (`ablations.corpora`)
     OUT/trials/<key>/                   a trial's working folder: checkpoints, result.json, W&B, its budgets
     OUT/logs/, OUT/slurm/               worker logs, SLURM job folders
     OUT/report/                         `ablate report`'s default output
@@ -90,6 +92,10 @@ class Layout:
 
     def references(self, split: Literal["valid", "test"]) -> Path:
         return self.out / "refs" / f"{split}.txt"
+
+    @property
+    def corpus_dir(self) -> Path:
+        return self.out / "corpus"
 
     @property
     def logs_dir(self) -> Path:
@@ -179,6 +185,8 @@ class Record:
     started_at: str = ""
     config: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The resolved config: {'model': ..., 'train': ..., 'data': ..., ...}."""
+    corpus: CorpusFingerprint | None = None
+    """The fingerprint of the corpus it trained and was scored on (`data.fingerprint`); None in older records."""
     state: FinishedState = "complete"
     """How the trial ended."""
     reason: str | None = None
@@ -282,12 +290,18 @@ class Record:
         head = {
             "study": self.study, "preset": self.preset, "row": self.row, "group": self.group, "seed": self.seed,
             "overrides": self.overrides, "optuna": self.optuna, "host": self.host, "started_at": self.started_at,
-            "config": self.config, "state": self.state, "reason": self.reason, "metrics": self.metrics,
-            "curves": self.curves, "wandb": self.wandb,
+            "config": self.config, **({"corpus": self.corpus.to_json()} if self.corpus else {}), "state": self.state,
+            "reason": self.reason, "metrics": self.metrics, "curves": self.curves, "wandb": self.wandb,
         }  # fmt: skip
         files = _file_names(layout, self, RECORD_FILES)
         budgets = {"budgets": [b.to_json(layout) for b in self.budgets]} if self.budgets else {}
-        named = {*head, *RECORD_FILES, "budgets", "finished_at"}  # what this class writes, or leaves out when empty
+        named = {
+            *head,
+            "corpus",
+            *RECORD_FILES,
+            "budgets",
+            "finished_at",
+        }  # what this class writes, or leaves out when empty
         unknown = {k: v for k, v in self.raw.items() if k not in named}  # a newer ablate's fields: kept as read
         return head | files | budgets | unknown | {"finished_at": self.finished_at}
 
@@ -314,6 +328,7 @@ class Record:
             host=str(data.get("host") or ""),
             started_at=str(data.get("started_at") or ""),
             config=data.get("config") or {},
+            corpus=CorpusFingerprint.from_json(data.get("corpus"), path),
             state=state,
             reason=data.get("reason"),
             metrics=data.get("metrics") or {},

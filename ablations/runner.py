@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations import environment, interrupt, ledger
+from ablate.ablations import corpora, environment, interrupt, ledger
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue, recover_dead
 from ablate.ablations.storage.urls import redact
@@ -29,17 +29,17 @@ from ablate.data.errors import AblateError
 
 
 def start(plan: Plan) -> tuple[Queue, int]:
-    """Prepare data once and queue the rows that have no live trial: what every launcher does first. Returns the
-    queue and how many trials were newly queued."""
+    """Prepare data once, check it is the study's corpus (pinning text that depends on the machine), and queue the
+    rows that have no live trial: what every launcher does first. Returns the queue and how many trials were newly
+    queued."""
     created = not plan.out.exists()
     plan.out.mkdir(parents=True, exist_ok=True)
     try:
-        prepare_data(plan)
-    except AblateError:  # bad data: leave no empty output directory behind
+        queue = prepare_data(plan)
+    except AblateError:  # bad data, or another corpus than the study's: leave no empty output directory behind
         if created:
             shutil.rmtree(plan.out, ignore_errors=True)
         raise
-    queue = Queue.open(plan.storage, plan.name)
     recover_dead(queue)
     queued = enqueue(plan, queue)
     sync_records(plan, queue)
@@ -114,21 +114,21 @@ def follow(plan: Plan, poll_s: float = 0.5) -> int:
         time.sleep(poll_s)
 
 
-def prepare_data(plan: Plan) -> None:
-    """Build the corpus, tokenizer and encoded caches once, before any worker starts (workers then only read)."""
-    from ablate.ablations.ledger import write_text_atomic
-    from ablate.data.prepare import prepare
-
-    seen = set()
-    for row in plan.study.rows:
-        data_cfg = plan.run_config(row, 0).data
-        if data_cfg in seen:
-            continue
-        seen.add(data_cfg)
-        corpus = prepare(data_cfg, progress=True)
-        refs = Layout(plan.out).references("valid")
-        if not refs.exists():
-            write_text_atomic(refs, "\n".join(corpus.references("valid")) + "\n")
+def prepare_data(plan: Plan) -> Queue:
+    """Build the corpus, tokenizer and encoded caches once, before any worker starts (workers then only read); stop
+    with one line if they are not the study's corpus (in OUT, or in a storage other machines share), before
+    anything is queued or written; pin text that depends on the machine into OUT/corpus. Returns the storage's
+    queue, which keeps the fingerprints from then on."""
+    prepared = corpora.prepare_rows(plan, progress=True)
+    corpora.check_out(plan, prepared)
+    queue = Queue.open(plan.storage, plan.name)
+    corpora.check_storage(plan, queue)
+    corpora.pin(plan, progress=True)
+    corpora.remember(plan, queue)
+    refs = Layout(plan.out).references("valid")
+    if not refs.exists():
+        ledger.write_text_atomic(refs, "\n".join(next(iter(prepared.values())).references("valid")) + "\n")
+    return queue
 
 
 def cpu_cores() -> int:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations import environment, interrupt, ledger
+from ablate.ablations import corpora, environment, interrupt, ledger
 from ablate.ablations.claims import claims_to_data
 from ablate.ablations.presets import get_preset
 from ablate.ablations.record import Layout, Record, now, read_study_json
@@ -36,6 +36,8 @@ from ablate.ablations.storage.space import ParamSpace
 from ablate.ablations.storage.urls import redact, scrub
 from ablate.ablations.studies import Row, Study
 from ablate.data.errors import AblateError
+from ablate.data.export import Exported
+from ablate.data.fingerprint import CorpusFingerprint
 
 LIVE_STATES = ("WAITING", "RUNNING", "COMPLETE")
 
@@ -62,6 +64,12 @@ class Plan:
     control_seeds: dict[str, list[int]] | None = None
     """Control row -> its seeds (`Study.control_seeds`): the base and any row claims compare others against train
     more seeds than a row, since several comparisons use them. None: the same as every row's."""
+    pin: Exported | None = None
+    """The study's pinned text (OUT/corpus, `ablations.corpora`): rows that name the corpus it was exported from
+    train on this copy (`training_config`). None: nothing pinned (yet)."""
+    fingerprints: dict[str, CorpusFingerprint] = field(default_factory=dict)
+    """Row -> the fingerprint of the corpus it trains on here, once prepared (`corpora.prepare_rows`): study.json,
+    the storage and every record keep it."""
 
     def rows(self) -> list[Row]:
         return list(self.study.rows)
@@ -84,7 +92,14 @@ class Plan:
         return sorted(keys, key=lambda key: (key[1], -steps[key[0].name], order[key[0].name]))
 
     def run_config(self, row: Row, seed: int):
+        """The row's config at this seed, as the study declares it (study.json and the records keep this one)."""
         return self.study.run_config(row, self.preset, seed, **self.extra)
+
+    def training_config(self, row: Row, seed: int):
+        """What a trial of the row trains with: its config, reading the study's pinned copy where its corpus is the
+        one pinned (`corpora.pinned`)."""
+        run = self.run_config(row, seed)
+        return dataclasses.replace(run, data=corpora.pinned(run.data, self.pin))
 
     def param_space(self) -> ParamSpace:
         """Every trial's Optuna parameters: row, seed and the value of each knob some row overrides (d_k and d_v
@@ -120,6 +135,7 @@ class Plan:
                     "overrides": row.flat_overrides(),
                     "paper": row.paper,
                     "config": self.run_config(row, self.seeds[0]).to_dict(),
+                    **({"corpus": self.fingerprints[row.name].to_json()} if row.name in self.fingerprints else {}),
                 }
                 for row in self.rows()
             ],
@@ -159,9 +175,11 @@ class Plan:
 _NOT_DESIGN = {
     "model": ("kernels",),
     "train": ("seed", "compile", "fused_loss"),
-    "data": ("cache_dir", "num_workers"),
+    "data": ("cache_dir", "num_workers", "corpus", "src", "tgt"),
 }
-"""Settings that change how a trial is computed or stored, not what it measures: they may differ on resume."""
+"""Settings that change how a trial is computed or stored, not what it measures: they may differ on resume. Where
+the text is read from (data.corpus and its languages) is not what it is: the corpus fingerprint decides that, once
+prepared (`ablations.corpora`), so a study pinned to its own copy resumes from it."""
 
 
 # --------------------------------------------------------------------------------------------------- bookkeeping
@@ -334,10 +352,10 @@ def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
     started = time.time()
     try:
         run = plan.run_config(row, seed)
-        record = dataclasses.replace(record, config=run.to_dict())
+        record = dataclasses.replace(record, config=run.to_dict(), corpus=plan.fingerprints.get(row.name))
         from ablate.ablations.trial_files import scored
 
-        result = _train(plan, run, row, seed, trial_dir, started, queue.trial_id(trial))
+        result = _train(plan, plan.training_config(row, seed), row, seed, trial_dir, started, queue.trial_id(trial))
         return scored(record, result, Layout(plan.out))
     except Exception as err:  # noqa: BLE001 - a failed trial must never kill the sweep
         if interrupt.disk_error(err) is not None:  # ... but a full disk would fail every trial after it: stop
@@ -407,6 +425,9 @@ def work(plan: Plan, *, poll_s: float = 2.0, max_trials: int | None = None, on_t
     --rows (`plan.only`), only those rows' trials: another sweep's queued rows stay queued for it.
     Returns counts of trial outcomes run by this worker."""
     queue = Queue.open(plan.storage, plan.name)
+    if not plan.fingerprints:  # a worker process: its corpora, as this machine prepares them
+        corpora.prepare_rows(plan)
+    corpora.check_storage(plan, queue)  # before any claim: a machine with other text trains nothing
     with interrupt.graceful():
         return _work(plan, queue, poll_s, max_trials, on_trial_end)
 

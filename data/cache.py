@@ -31,13 +31,18 @@ def make_key(*parts: object) -> str:
     return hashlib.blake2b(blob.encode(), digest_size=10).hexdigest()
 
 
+def content_digest(data: bytes = b"") -> hashlib.blake2b:
+    """The hash of file contents (`file_digest`'s): `.hexdigest()` of `content_digest(data)` digests bytes in memory."""
+    return hashlib.blake2b(data, digest_size=16)
+
+
 def file_digest(path: Path, memo_dir: Path) -> str:
     """Digest of a file's contents, memoised by (path, size, mtime, inode): a warm run does not reread WMT files."""
     stat = path.stat()
     memo = memo_dir / "digests" / (make_key(str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino) + ".txt")
     if memo.is_file():
         return memo.read_text().strip()
-    digest = hashlib.blake2b(digest_size=16)
+    digest = content_digest()
     with path.open("rb") as handle:
         while chunk := handle.read(1 << 22):
             digest.update(chunk)

@@ -10,18 +10,22 @@ completed entry and memory-maps it; it neither reads the text nor imports torch.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from ablate.data import sources, tokenizer
 from ablate.data.batching import length_order, padding_overhead, plan_batches, plan_buckets
-from ablate.data.cache import AtomicDir, cache_root, make_key, read_manifest, write_atomic
+from ablate.data.cache import MANIFEST, AtomicDir, cache_root, content_digest, make_key, read_manifest, write_atomic
 from ablate.data.config import DataConfig
 from ablate.data.errors import AblateError, ConfigError
+from ablate.data.export import Exported, check_new, read_exported, write_export
+from ablate.data.fingerprint import FINGERPRINT_VERSION, CorpusFingerprint
 from ablate.data.sources import SPLITS, Pairs
 from ablate.data.stats import length_summary, split_stats
 from ablate.data.tokenizer import Tokenizer
@@ -32,6 +36,8 @@ _CHUNK = 100_000
 """Sentences encoded at a time, so WMT-sized splits never hold all their id lists in Python at once."""
 _TEXT_SPLITS = ("valid", "test")
 """Splits whose raw text is kept for BLEU (references) and decoding (sources)."""
+_ARRAYS = ("src", "src_off", "tgt", "tgt_off")
+"""Each split's arrays, `{split}.{array}.npy`: the ids of each side, flat, and where each pair's ids start."""
 
 
 class EncodedSplit:
@@ -40,7 +46,7 @@ class EncodedSplit:
     def __init__(self, directory: Path, split: str) -> None:
         self.name = split
         self.src_ids, self.src_off, self.tgt_ids, self.tgt_off = (
-            np.load(directory / f"{split}.{part}.npy", mmap_mode="r") for part in ("src", "src_off", "tgt", "tgt_off")
+            np.load(directory / f"{split}.{part}.npy", mmap_mode="r") for part in _ARRAYS
         )
         self.src_len = np.diff(self.src_off)
         self.tgt_len = np.diff(self.tgt_off)
@@ -58,10 +64,12 @@ class EncodedSplit:
 class PreparedCorpus:
     """A completed cache entry: the tokenizer, the encoded splits, the kept raw text of valid/test, the statistics."""
 
-    def __init__(self, directory: Path, tok: Tokenizer, manifest: dict, *, cached: bool) -> None:
+    def __init__(self, directory: Path, tok: Tokenizer, manifest: dict, *, cached: bool, origin: str) -> None:
         self.directory = directory
         self.cached = cached
         """True when this call found a completed entry (a warm prepare), False when it built one."""
+        self.origin = origin
+        """Where this call read the text from (`data.sources.origin`): the entry may have been built from a copy."""
         self.tokenizer = tok
         self.manifest = manifest
         self.cache_key: str = manifest["cache_key"]
@@ -73,6 +81,16 @@ class PreparedCorpus:
     @property
     def vocab_size(self) -> int:
         return self.tokenizer.vocab_size
+
+    @property
+    def fingerprint(self) -> CorpusFingerprint:
+        """What this corpus is (`data.fingerprint`): kept in the manifest when built, computed here for an entry
+        built before fingerprints (the entry itself is never rewritten)."""
+        kept = CorpusFingerprint.from_json(self.manifest.get("fingerprint"), self.directory / MANIFEST)
+        if kept is None:
+            kept = fingerprint_of(self.directory, self.tokenizer, self.src_lang, self.tgt_lang)
+            self.manifest["fingerprint"] = kept.to_json()
+        return replace(kept, source=self.origin)
 
     def split(self, name: str) -> EncodedSplit:
         if name not in SPLITS:
@@ -125,7 +143,8 @@ class PreparedCorpus:
 
     def statistics(self, tokens_per_batch: int, seed: int = 0, buckets: int = 0) -> dict:
         """Everything `ablate data prepare` prints: the build-time statistics plus padding at this budget."""
-        return {**self.manifest["stats"], "padding": self.padding(tokens_per_batch, seed, buckets)}
+        stats = {**self.manifest["stats"], "corpus": self.origin}  # the entry may have been built from a copy
+        return {**stats, "padding": self.padding(tokens_per_batch, seed, buckets)}
 
 
 def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedCorpus:
@@ -142,7 +161,7 @@ def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedCorpus:
     directory = root / "encoded" / cache_key
     manifest = read_manifest(directory)
     if manifest is not None and manifest.get("spm_key") == spm_key and spm_path.is_file():
-        return PreparedCorpus(directory, Tokenizer.load(spm_path), manifest, cached=True)
+        return PreparedCorpus(directory, Tokenizer.load(spm_path), manifest, cached=True, origin=sources.origin(source))
 
     started = time.perf_counter()
     with _step(progress, f"reading {source.name}"):
@@ -165,11 +184,54 @@ def prepare(cfg: DataConfig, *, progress: bool = False) -> PreparedCorpus:
         stats = _corpus_stats(source, splits, tok, cfg, stats, time.perf_counter() - started)
         manifest = {"cache_key": cache_key, "spm_key": spm_key, **{k: stats[k] for k in ("src_lang", "tgt_lang")}}
         manifest["stats"] = stats
+        manifest["fingerprint"] = fingerprint_of(tmp, tok, source.src_lang, source.tgt_lang).to_json()
         if model is not None:
             (tmp / "spm.model").unlink()
             write_atomic(spm_path, model)  # before the manifest: an entry is trusted only with its tokenizer
         atomic.commit(manifest)
-    return PreparedCorpus(directory, Tokenizer.load(spm_path), manifest, cached=False)
+    return PreparedCorpus(directory, Tokenizer.load(spm_path), manifest, cached=False, origin=sources.origin(source))
+
+
+def export_corpus(cfg: DataConfig, directory: Path, *, progress: bool = False) -> tuple[Exported, CorpusFingerprint]:
+    """Write the text of `cfg`'s corpus as plain parallel files into the new `directory` (`data.export`), and check
+    that the copy prepares, with the same settings, to the same fingerprint. Returns the export and the fingerprint;
+    a copy that would differ is removed, with one line."""
+    check_new(directory)
+    original = prepare(cfg, progress=progress)
+    source = sources.resolve(cfg)
+    with _step(progress, f"exporting {source.name} to {directory}"):
+        write_export(directory, sources.origin(source), (source.src_lang, source.tgt_lang), source.read())
+    exported = read_exported(directory)
+    assert exported is not None  # written just above
+    copy = prepare(exported.config_for(cfg), progress=progress)
+    if copy.fingerprint != original.fingerprint:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise AblateError(
+            f"the export of {source.name} to {directory} does not read back as the same corpus "
+            f"({copy.fingerprint.describe()} against {original.fingerprint.describe()}): a sentence holds a line "
+            "break or edge whitespace that plain files cannot keep"
+        )
+    return exported, original.fingerprint
+
+
+def fingerprint_of(directory: Path, tokenizer: Tokenizer, src_lang: str, tgt_lang: str) -> CorpusFingerprint:
+    """The fingerprint of an encoded cache directory (`data.prepare`'s layout) and its tokenizer (no `source`: one
+    cache entry serves every copy of the same text)."""
+    digest = content_digest()
+    digest.update(json.dumps(["ablate-corpus", FINGERPRINT_VERSION, src_lang, tgt_lang, tokenizer.vocabulary()],
+                             ensure_ascii=False).encode())  # fmt: skip
+    sizes = {}
+    for split in SPLITS:
+        for part in _ARRAYS:
+            array = np.load(directory / f"{split}.{part}.npy", mmap_mode="r")
+            digest.update(f"{split}.{part} {array.dtype.str} {array.shape}\n".encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+            if part == "src_off":
+                sizes[split] = len(array) - 1
+    for split in _TEXT_SPLITS:
+        for lang in (src_lang, tgt_lang):
+            digest.update((directory / f"{split}.{lang}.json").read_bytes())
+    return CorpusFingerprint(digest=digest.hexdigest(), **sizes)
 
 
 def _corpus_stats(

@@ -16,6 +16,7 @@ from ablate.data import corpus, gettext_corpus
 from ablate.data.cache import AtomicDir, cache_root, file_digest, make_key, read_manifest
 from ablate.data.config import DataConfig
 from ablate.data.errors import AblateError
+from ablate.data.export import Exported, read_exported
 
 SPLITS = ("train", "valid", "test")
 _SPLIT_ALIASES = {"train": ("train",), "valid": ("valid", "dev"), "test": ("test",)}
@@ -55,12 +56,16 @@ class BuiltinSource:
 
 
 class DirectorySource:
-    """`train.{src}`, `valid.{src}` (or `dev.{src}`), `test.{src}` and the same for `{tgt}`, one sentence a line."""
+    """`train.{src}`, `valid.{src}` (or `dev.{src}`), `test.{src}` and the same for `{tgt}`, one sentence a line.
+    A directory `ablate data export` wrote is checked against its manifest first (`data.export.Exported.check`)."""
 
     def __init__(self, directory: Path, src: str | None, tgt: str | None, memo_dir: Path) -> None:
         self.name = str(directory)
         self.directory = directory
         self.memo_dir = memo_dir
+        self.exported: Exported | None = read_exported(directory) if directory.is_dir() else None
+        if self.exported is not None:
+            self.exported.check(memo_dir)
         self.src_lang, self.tgt_lang = _pick_pair(directory, src, tgt)
         self.files = {split: (self._file(split, self.src_lang), self._file(split, self.tgt_lang)) for split in SPLITS}
 
@@ -367,6 +372,15 @@ def _richest(root: Path, exclude: str = "", n: int = 6) -> str:
 
 
 Source = BuiltinSource | DirectorySource | TsvSource | HubSource | GettextSource
+MACHINE_DEPENDENT = (GettextSource,)
+"""Sources whose text depends on the machine that reads them (its installed packages): a study pins their text in
+its own directory (`ablations.corpora`)."""
+
+
+def origin(source: Source) -> str:
+    """Where a source's text came from, as a fingerprint names it: an export's own source (`gettext:de`), else the
+    source's name."""
+    return source.exported.source if isinstance(source, DirectorySource) and source.exported else source.name
 
 
 def resolve(cfg: DataConfig) -> Source:

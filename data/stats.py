@@ -53,6 +53,11 @@ def format_text(stats: dict) -> str:
     lines = [
         f"corpus      {stats['corpus']} ({stats['src_lang']} -> {stats['tgt_lang']})",
         f"cache key   {stats['cache_key']}  ({stats['cache_dir']})",
+        *(
+            [f"fingerprint {stats['fingerprint']['digest']} (what the text is: the same on every machine)"]
+            if "fingerprint" in stats
+            else []
+        ),
         f"vocabulary  {stats['vocab_size']} joint subwords; word types in train: "
         f"{stats['word_types']['src']} {stats['src_lang']}, {stats['word_types']['tgt']} {stats['tgt_lang']}",
         f"max_len     {stats['max_len']} per side ({'truncate' if stats['truncate'] else 'filter'} longer pairs)",

@@ -40,6 +40,16 @@ class Tokenizer:
         processor.load(os.fspath(path))
         return cls(processor, os.fspath(path))
 
+    def vocabulary(self) -> list[tuple[str, float, str]]:
+        """Every piece with its score and kind (normal, control, unknown, unused, byte), by id: what the model
+        encodes with, without the training settings its file also records (the thread count among them)."""
+        sp = self._sp
+        kinds = (("control", sp.is_control), ("unknown", sp.is_unknown), ("unused", sp.is_unused), ("byte", sp.is_byte))
+        return [
+            (sp.id_to_piece(i), sp.get_score(i), next((kind for kind, test in kinds if test(i)), "normal"))
+            for i in range(self.vocab_size)
+        ]
+
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Subword ids of each text, without bos/eos (the batches add them)."""
         return self._sp.encode(list(texts), out_type=int, num_threads=os.cpu_count() or 1)

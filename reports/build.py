@@ -29,19 +29,23 @@ def parse_columns(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
 
 
 def describe_corpus(results: StudyResults) -> str | None:
-    """The data the rows trained on, from their data config, e.g. 'builtin (SentencePiece bpe vocabulary of 1000)';
-    the distinct texts joined by '; ' when rows differ; None when no row says."""
+    """The data the rows trained on, from their data config and fingerprint, e.g. 'gettext:de (SentencePiece bpe
+    vocabulary of 1000, fingerprint 73d296a63bf7)'; the distinct texts joined by '; ' when rows differ; None when no
+    row says. A pinned copy is named by its origin (`ablations.corpora`)."""
     texts = []
     for spec in results.rows:
         data = (spec.config or {}).get("data") or {}
-        if not data.get("corpus"):
+        corpus = spec.corpus.source if spec.corpus and spec.corpus.source else str(data.get("corpus") or "")
+        if not corpus:
             continue
-        corpus = str(data["corpus"])
-        name = Path(corpus).name if "/" in corpus else corpus  # a directory or file: its name, not the whole path
+        directory = "/" in corpus and not corpus.startswith("gettext:")
+        name = Path(corpus).name if directory else corpus  # a directory or file: its name, not the whole path
         details = [f"{data['src']}-{data['tgt']}"] if data.get("src") and data.get("tgt") else []
         if data.get("vocab_size"):
             kind = f" {data['spm_model_type']}" if data.get("spm_model_type") else ""
             details.append(f"SentencePiece{kind} vocabulary of {data['vocab_size']}")
+        if spec.corpus is not None:
+            details.append(f"fingerprint {spec.corpus.short}")
         texts.append(f"{name} ({', '.join(details)})" if details else name)
     return "; ".join(dict.fromkeys(texts)) or None
 

@@ -16,6 +16,7 @@ from ablate.ablations import ledger
 from ablate.ablations.ledger import State
 from ablate.ablations.record import FULL, Layout, Record, budget_label, declared_seeds, read_study_json
 from ablate.data.errors import AblateError
+from ablate.data.fingerprint import CorpusFingerprint
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +33,8 @@ class RowSpec:
     """The resolved config: {'model': ..., 'train': ..., 'data': ...}."""
     paper: dict[str, Any] = field(default_factory=dict)
     """The paper's numbers for this row as the study declares them ({'ppl', 'bleu', 'params_m'}), or {}."""
+    corpus: CorpusFingerprint | None = None
+    """The fingerprint of the corpus the row trains on, as study.json keeps it (None in a study from before)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,10 +127,12 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
             overrides=r.get("overrides") or {},
             config=r.get("config") or {},
             paper=r.get("paper") or {},
+            corpus=CorpusFingerprint.from_json(r.get("corpus"), Layout(out_dir).study_file),
         )
         for r in meta["rows"]
     ]
     records = {record.key: record for record in ledger.read_records(out_dir)}
+    check_one_corpus(out_dir, rows, list(records.values()))
 
     notes: list[str] = []
     optuna: dict[tuple[str, int], TrialStatus] = {}
@@ -153,6 +158,38 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         meta=meta,
         notes=notes,
     )
+
+
+_WHERE_FROM = ("corpus", "src", "tgt", "cache_dir", "num_workers")
+"""Data settings that say where the text was read from, not what the rows see (`ablations.sweep._NOT_DESIGN`)."""
+
+
+def check_one_corpus(out_dir: Path, rows: list[RowSpec], records: list[Record]) -> None:
+    """A table compares rows trained on one corpus: among rows of the same data settings (the vocabulary, max_len:
+    what shapes a prepared corpus), study.json's fingerprints and the records' must be one. AblateError naming two
+    of them, the trials on each, and what to do, otherwise. Records from before fingerprints are not checked."""
+    settings = {spec.name: {k: v for k, v in (spec.config.get("data") or {}).items() if k not in _WHERE_FROM}
+                for spec in rows}  # fmt: skip
+    seen: dict[str, dict[CorpusFingerprint, list[str]]] = {}
+    declared = [(spec.name, spec.corpus, "study.json") for spec in rows if spec.corpus is not None]
+    found = [(r.row, r.corpus, r.label) for r in sorted(records, key=lambda r: r.key) if r.corpus is not None]
+    for row, fingerprint, who in declared + found:
+        key = repr(sorted(settings.get(row, {}).items()))
+        seen.setdefault(key, {}).setdefault(fingerprint, []).append(who)
+    for corpora in seen.values():
+        if len(corpora) > 1:
+            (first, on_first), (second, on_second) = list(corpora.items())[:2]
+            raise AblateError(
+                f"{out_dir} mixes two corpora: {first.describe()} ({_some(on_first)}) and {second.describe()} "
+                f"({_some(on_second)}); a table compares rows trained on one: move the records of one into a study "
+                "of their own (another OUT), or delete them and rerun those trials on the study's corpus"
+            )
+
+
+def _some(names: list[str], shown: int = 4) -> str:
+    names = list(dict.fromkeys(names))
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _add_undeclared_rows(rows: list[RowSpec], records: dict, optuna: dict) -> list[str]:

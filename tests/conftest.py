@@ -1,8 +1,12 @@
-"""Shared test settings: GPU tests skip without CUDA; W&B never asks for a login; caches live in a temp dir."""
+"""Shared test settings: GPU tests skip without CUDA; W&B never asks for a login; caches live in a temp dir. And the
+gettext catalogues tests build with msgfmt (`write_mo`, `catalogue_root`), which data and sweep tests both use."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +41,51 @@ def _cache_dir(tmp_path_factory):
     if "ABLATE_CACHE" not in os.environ:
         os.environ["ABLATE_CACHE"] = str(tmp_path_factory.mktemp("ablate-cache"))
     yield
+
+
+HEADER = 'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset={charset}\\n"\n"Last-Translator: {who}\\n"\n'
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def write_mo(path: Path, entries: list, charset: str = "UTF-8", who: str = "Jörg") -> Path:
+    """Compile a .mo with msgfmt. An entry is (msgid, msgstr), (ctx, msgid, msgstr) or (msgid, plural, [forms])."""
+    if shutil.which("msgfmt") is None:
+        pytest.skip("needs msgfmt (the gettext package)")
+    po = [HEADER.format(charset=charset, who=who)]
+    for entry in entries:
+        if len(entry) == 3 and isinstance(entry[2], list):
+            forms = "".join(f"msgstr[{i}] {_quote(form)}\n" for i, form in enumerate(entry[2]))
+            po.append(f"msgid {_quote(entry[0])}\nmsgid_plural {_quote(entry[1])}\n{forms}")
+        elif len(entry) == 3:
+            po.append(f"msgctxt {_quote(entry[0])}\nmsgid {_quote(entry[1])}\nmsgstr {_quote(entry[2])}\n")
+        else:
+            po.append(f"msgid {_quote(entry[0])}\nmsgstr {_quote(entry[1])}\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    source = path.with_suffix(".po")
+    source.write_bytes("\n".join(po).encode(charset))
+    subprocess.run(["msgfmt", "--no-hash", "-o", str(path), str(source)], check=True)
+    source.unlink()
+    return path
+
+
+def catalogue_root(root: Path, *, seed: int, pairs: int = 3200, lang: str = "xx") -> Path:
+    """A locale root whose ROOT/LANG/LC_MESSAGES/app.mo holds `pairs` sentence pairs of the built-in generator (at
+    least the 3000 a gettext corpus needs): another seed is another machine's catalogues. Returns the root."""
+    from ablate.data import corpus
+
+    generated = corpus.generate(seed, {"train": pairs, "valid": 0, "test": 0})["train"]
+    write_mo(root / lang / "LC_MESSAGES" / "app.mo", list(zip(*generated, strict=True)))
+    return root
+
+
+@pytest.fixture(name="write_mo", scope="session")
+def _write_mo_fixture():
+    return write_mo
+
+
+@pytest.fixture(name="catalogue_root", scope="session")
+def _catalogue_root_fixture():
+    return catalogue_root

@@ -1,4 +1,5 @@
-"""`ablate data prepare`: build (or find) the cached corpus and print its statistics.
+"""`ablate data prepare`: build (or find) the cached corpus and print its statistics; `ablate data export DIR`: write
+it as plain parallel files that any machine reads the same.
 
 The options are `DataConfig`'s fields (`--data.corpus`, `--data.vocab_size`, ...), with each field's docstring as
 help, from the parser every command shares, so the command line never drifts from the config. Only `data.*`
@@ -9,18 +10,27 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config
 from ablate.data.config import DataConfig
+from ablate.data.errors import AblateError
 
 DESCRIPTION = """Prepare parallel text for training: build (or find in the cache) the joint SentencePiece model and
 the encoded splits, then print pairs per split, tokens, vocabulary, length percentiles, filtered pairs and padding
-overhead. Unset fields take DataConfig's defaults (the built-in corpus)."""
+overhead. `export DIR` writes the corpus as train/valid/test.{src,tgt} files (the form --data.corpus DIR reads) and
+checks that they prepare to the same corpus fingerprint. Unset fields take DataConfig's defaults (the built-in
+corpus)."""
 
 
 def build_parser():
     parser = command_parser("ablate data", DESCRIPTION, sections=["data"])
-    parser.add_argument("action", choices=["prepare"], help="prepare: build or find the corpus, print its statistics")
+    parser.add_argument(
+        "action",
+        choices=["prepare", "export"],
+        help="prepare: build or find the corpus, print its statistics; export: write it as plain files into DIR",
+    )
+    parser.add_argument("dir", nargs="?", default=None, help="export: the new directory to write the files into")
     parser.add_argument("--json", action="store_true", help="print the statistics as one JSON object on stdout")
     return parser
 
@@ -31,8 +41,11 @@ def main(argv: list[str]) -> int:
     data = overrides(args, ["data"]).get("data", {})
     if args.print_config:
         return print_config({**options(args), "data": data})
-    as_json = args.json
+    if (args.action == "export") != (args.dir is not None):
+        raise AblateError("ablate data: export takes one DIR (ablate data export DIR --data.corpus ...); prepare none")
     cfg = DataConfig(**data)
+    if args.action == "export":
+        return export(cfg, Path(args.dir), as_json=args.json)
 
     from ablate.data.cache import cache_root
     from ablate.data.prepare import prepare
@@ -43,10 +56,34 @@ def main(argv: list[str]) -> int:
     elapsed = time.perf_counter() - started
     stats = {
         "cache_key": corpus.cache_key,
+        "fingerprint": corpus.fingerprint.to_json(),
         "cache_dir": str(cache_root(cfg.cache_dir)),
         **corpus.statistics(cfg.tokens_per_batch, cfg.seed, cfg.buckets),
         "prepare_seconds": round(elapsed, 3),
         "warm": corpus.cached,
     }
-    print(json.dumps(stats, indent=1) if as_json else format_text(stats))
+    print(json.dumps(stats, indent=1) if args.json else format_text(stats))
+    return 0
+
+
+def export(cfg: DataConfig, directory: Path, *, as_json: bool) -> int:
+    """`ablate data export DIR`: the files, then one summary (or JSON): pairs written, size, the fingerprint, and
+    the options that read the copy back."""
+    from ablate.data.prepare import export_corpus
+
+    exported, fingerprint = export_corpus(cfg, directory, progress=True)
+    size = sum((directory / name).stat().st_size for name in exported.files)
+    reread = f"--data.corpus {directory} --data.src {exported.src} --data.tgt {exported.tgt}"
+    if as_json:
+        summary = {"dir": str(directory), "source": exported.source, "pairs": exported.pairs, "bytes": size,
+                   "fingerprint": fingerprint.to_json(), "options": reread}  # fmt: skip
+        print(json.dumps(summary, indent=1))
+        return 0
+    written = ", ".join(f"{split} {exported.pairs[split]}" for split in ("train", "valid", "test"))
+    print(
+        f"exported {exported.source} to {directory}: {written} pairs ({exported.src}-{exported.tgt}), "
+        f"{size / 1e6:.1f} MB\n"
+        f"fingerprint {fingerprint.describe()} with these settings, the same read back from the copy\n"
+        f"read it with: {reread}"
+    )
     return 0

@@ -95,6 +95,7 @@ def _add_launcher_settings(p, found: dict, documented: bool) -> None:
 
 
 def make_plan(ns):
+    from ablate.ablations.corpora import read_pin
     from ablate.ablations.storage.urls import storage_url
     from ablate.ablations.studies import load_study
     from ablate.ablations.sweep import Plan
@@ -120,6 +121,7 @@ def make_plan(ns):
         retry_failed=ns.retry_failed,
         only=_rows(ns.rows, study),
         stop_at=ns.stop_at if ns.stop_at is not None else _stop_at(ns.timeout),
+        pin=read_pin(out),
     )
     for row in study.rows:  # every row with the command-line settings must build before anything runs
         try:

@@ -70,6 +70,22 @@ class Queue:
         study_id = self.storage.get_study_id_from_name(self.study.study_name)
         return self.storage.get_study_system_attrs(study_id).get(self.FILES_ATTR) or {}
 
+    CORPUS_ATTR = "ablate:corpus"
+    """The study system attribute holding each row's corpus fingerprint (`data.fingerprint`, as JSON): what a
+    worker on another machine checks its own against before it claims a trial (`ablations.corpora`)."""
+
+    def corpora(self) -> dict[str, dict[str, Any]]:
+        """Row -> the fingerprint the study's trials of that row train on, as the storage keeps it."""
+        study_id = self.storage.get_study_id_from_name(self.study.study_name)
+        return self.storage.get_study_system_attrs(study_id).get(self.CORPUS_ATTR) or {}
+
+    def remember_corpora(self, found: dict[str, dict[str, Any]]) -> None:
+        """Keep the fingerprints of rows the storage has none for (a row's, once kept, never changes)."""
+        held = self.corpora()
+        if not set(found) <= set(held):
+            study_id = self.storage.get_study_id_from_name(self.study.study_name)
+            self.storage.set_study_system_attr(study_id, self.CORPUS_ATTR, {**found, **held})
+
     def complete(self, trial: Any, metrics: dict[str, Any]) -> None:
         """Finish a trial with its objective values from the record's metrics (a missing one is NaN: Optuna then
         fails the trial, as a run without a score should)."""

@@ -26,6 +26,7 @@ def test_the_archives_science_md_names_are_there():
 
 @pytest.mark.parametrize("archive", ARCHIVES, ids=[path.name for path in ARCHIVES])
 def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
+    from ablate.ablations import corpora
     from ablate.ablations.studies import load_study
     from ablate.ablations.sweep import Plan
 
@@ -44,5 +45,14 @@ def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
     corpus = study["rows"][0]["config"]["data"]["corpus"]
     plan = Plan(study=load_study(study["study"]), preset=study["preset"], seeds=study["seeds"], out=out, storage="",
                 name=study["optuna_study"], control_seeds=study.get("control_seeds"),
-                extra={"data": {"corpus": corpus}})  # fmt: skip
+                extra={"data": {"corpus": corpus}}, pin=corpora.read_pin(out))  # fmt: skip
     plan.check_same_design()  # raises, naming the row and fields, if the preset has moved on since the trials ran
+    # ... and on its own corpus: the fingerprint study.json keeps (or, before fingerprints, its references), from
+    # its pinned copy where its text depends on the machine, never from this machine's catalogues.
+    corpora.check_out(plan, corpora.prepare_rows(plan))
+    if corpora.machine_dependent(plan.run_config(plan.rows()[0], 0).data):
+        assert plan.pin is not None, f"{archive.name} does not carry its corpus (corpus/, `ablations.corpora.pin`)"
+        kept = {row["name"]: row.get("corpus") for row in study["rows"]}
+        for path in records:
+            record = json.loads(path.read_text())
+            assert record.get("corpus") is not None and record["corpus"] == kept[record["row"]], path.name

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,32 +13,6 @@ from ablate.data.prepare import prepare
 from ablate.data.sources import GettextSource
 
 pytestmark = pytest.mark.skipif(shutil.which("msgfmt") is None, reason="needs msgfmt (the gettext package)")
-
-HEADER = 'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset={charset}\\n"\n"Last-Translator: {who}\\n"\n'
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-def write_mo(path: Path, entries: list, charset: str = "UTF-8", who: str = "Jörg") -> Path:
-    """Compile a .mo with msgfmt. An entry is (msgid, msgstr), (ctx, msgid, msgstr) or (msgid, plural, [forms])."""
-    po = [HEADER.format(charset=charset, who=who)]
-    for entry in entries:
-        if len(entry) == 3 and isinstance(entry[2], list):
-            forms = "".join(f"msgstr[{i}] {_quote(form)}\n" for i, form in enumerate(entry[2]))
-            po.append(f"msgid {_quote(entry[0])}\nmsgid_plural {_quote(entry[1])}\n{forms}")
-        elif len(entry) == 3:
-            po.append(f"msgctxt {_quote(entry[0])}\nmsgid {_quote(entry[1])}\nmsgstr {_quote(entry[2])}\n")
-        else:
-            po.append(f"msgid {_quote(entry[0])}\nmsgstr {_quote(entry[1])}\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    source = path.with_suffix(".po")
-    source.write_bytes("\n".join(po).encode(charset))
-    subprocess.run(["msgfmt", "--no-hash", "-o", str(path), str(source)], check=True)
-    source.unlink()
-    return path
-
 
 APP = [
     ("Open file", "Datei öffnen"),
@@ -59,7 +32,7 @@ APP = [
 
 
 @pytest.fixture()
-def locale(tmp_path: Path) -> Path:
+def locale(tmp_path: Path, write_mo) -> Path:
     root = tmp_path / "locale"
     write_mo(root / "de/LC_MESSAGES/app.mo", APP)
     write_mo(
@@ -93,7 +66,7 @@ def test_latin1_catalogue_is_decoded_by_its_header_charset(locale: Path):
     assert "Bächle" in entries[""]
 
 
-def test_tie_between_translations_keeps_the_lexicographically_first(tmp_path: Path):
+def test_tie_between_translations_keeps_the_lexicographically_first(tmp_path: Path, write_mo):
     paths = [
         write_mo(tmp_path / f"{name}.mo", [("Quit", word)]) for name, word in (("a", "Verlassen"), ("b", "Beenden"))
     ]
@@ -114,7 +87,7 @@ def test_corrupt_catalogues_are_skipped_with_a_warning(locale: Path, caplog: pyt
     assert all("\n" not in m for m in messages)
 
 
-def test_split_depends_on_the_sentence_alone(tmp_path: Path):
+def test_split_depends_on_the_sentence_alone(tmp_path: Path, write_mo):
     generated = corpus.generate(3, {"train": 2000, "valid": 0, "test": 0})["train"]
     pairs = list(zip(*generated, strict=True))
     first = write_mo(tmp_path / "a.mo", pairs[:1000])
@@ -126,7 +99,7 @@ def test_split_depends_on_the_sentence_alone(tmp_path: Path):
     assert sum(map(len, after.values())) > sum(map(len, before.values()))
 
 
-def test_source_reads_both_directions_and_fingerprint_follows_the_files(locale: Path):
+def test_source_reads_both_directions_and_fingerprint_follows_the_files(locale: Path, write_mo):
     forward = GettextSource(f"gettext:de:{locale}", None, None)
     backward = GettextSource(f"gettext:de:{locale}", "de", "en")
     assert (forward.src_lang, forward.tgt_lang, backward.src_lang, backward.tgt_lang) == ("en", "de", "de", "en")
@@ -137,23 +110,21 @@ def test_source_reads_both_directions_and_fingerprint_follows_the_files(locale: 
     assert forward.fingerprint() != before
 
 
-def test_missing_language_lists_languages_that_exist(locale: Path):
+def test_missing_language_lists_languages_that_exist(locale: Path, write_mo):
     write_mo(locale / "fr/LC_MESSAGES/app.mo", [("Quit", "Quitter")])
     with pytest.raises(AblateError, match=r"no catalogues in .*/xx/LC_MESSAGES.*gettext:de \(3 catalogues\)") as err:
         GettextSource(f"gettext:xx:{locale}", None, None).fingerprint()
     assert "gettext:fr" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_too_few_pairs_says_how_many_and_names_another_language(locale: Path, small_config, tmp_path: Path):
+def test_too_few_pairs_says_how_many_and_names_another_language(locale: Path, small_config, tmp_path: Path, write_mo):
     write_mo(locale / "fr/LC_MESSAGES/app.mo", [("Quit", "Quitter")])
     with pytest.raises(AblateError, match=r"only 9 pairs after cleaning \(at least 3000 needed\).*gettext:fr"):
         prepare(small_config(tmp_path / "cache", corpus=f"gettext:de:{locale}"))
 
 
-def test_prepare_end_to_end_then_warm(tmp_path: Path, small_config):
-    generated = corpus.generate(7, {"train": 3200, "valid": 0, "test": 0})["train"]
-    write_mo(tmp_path / "locale/xx/LC_MESSAGES/big.mo", list(zip(*generated, strict=True)))
-    cfg = small_config(tmp_path / "cache", corpus=f"gettext:xx:{tmp_path / 'locale'}")
+def test_prepare_end_to_end_then_warm(tmp_path: Path, small_config, catalogue_root):
+    cfg = small_config(tmp_path / "cache", corpus=f"gettext:xx:{catalogue_root(tmp_path / 'locale', seed=7)}")
     cold = prepare(cfg)
     assert not cold.cached and (cold.src_lang, cold.tgt_lang) == ("en", "xx")
     assert cold.manifest["stats"]["splits"]["valid"]["pairs"] > 0
