@@ -103,7 +103,7 @@ def run_shapes(sampler, max_steps: int) -> dict[str, Any]:
     import math
 
     if sampler.shapes is not None:
-        return {"shapes": len(sampler.shapes.shapes()), "epochs": None, "complete": True}
+        return {"shapes": len(sampler.shapes.shapes(every_pair=False)), "epochs": None, "complete": True}
     epochs = math.ceil(max_steps / max(len(sampler), 1))
     seen = set()
     for epoch in range(min(epochs, RUN_SHAPES_MAX_EPOCHS)):

@@ -5,8 +5,9 @@ target tokens. Here the budget counts source plus target positions of the padded
 B * (S + T) <= tokens_per_batch, with S = longest source + 1 (eos) and T = longest target + 1 (bos or eos).
 
 With `data.buckets` set, batches take one of a few fixed shapes instead (`plan_buckets`): each pair belongs to one
-length bucket, a batch holds pairs of one bucket padded to that bucket's lengths, so a whole run sees at most two
-(batch, source, target) shapes a bucket, the same set every epoch and on every machine. A GPU pays for every new shape
+length bucket, a batch holds pairs of one bucket padded to that bucket's lengths, so a whole run trains on one
+(batch, source, target) shape a bucket (every batch full; dev and test add a shorter last batch a bucket), the same
+set every epoch and on every machine. A GPU pays for every new shape
 (cuDNN builds an attention plan, torch.compile a graph); greedy cuts see a new one almost every batch (139 in a tiny
 trial). The trade is padding, measured at 8 buckets (`ablate data prepare` prints both): 11.4% against the greedy
 cut's 10.8% on the tiny preset's corpus, 12.0% against 15.2% at the paper preset's budget on the built-in corpus.
@@ -62,8 +63,8 @@ class ShapeBuckets:
     """Fixed batch shapes (`data.buckets`): a bucket per range of lengths, its padded lengths and batch size.
 
     Built once from a split's lengths by `plan_buckets`; the sampler cuts each bucket's pairs into batches of `size`
-    and the collate function pads a batch to its bucket's `src` and `tgt` lengths, so every batch is
-    (size[k] or the bucket's last remainder, src[k], tgt[k])."""
+    and the collate function pads a batch to its bucket's `src` and `tgt` lengths, so every training batch is
+    (size[k], src[k], tgt[k]) (`batches`)."""
 
     of_pair: np.ndarray
     """(n,) the bucket of each pair."""
@@ -83,13 +84,22 @@ class ShapeBuckets:
         bucket = self.of_pair[next(iter(pairs))]
         return int(self.src[bucket]), int(self.tgt[bucket])
 
-    def batches(self, rng: np.random.Generator | None) -> list[np.ndarray]:
-        """Every pair once, bucket by bucket, cut into batches of the bucket's size (the last one shorter); with
-        `rng` each bucket's pairs are shuffled first, else kept in length order."""
+    def batches(self, rng: np.random.Generator | None, *, every_pair: bool) -> list[np.ndarray]:
+        """Each bucket's pairs (shuffled with `rng`, else in index order) cut into batches of the bucket's size.
+
+        `every_pair` (dev and test): each pair once, the last batch of a bucket shorter. Otherwise (training) every
+        batch is full: a bucket's last batch is topped up with the first pairs of its own shuffled order, which so
+        train twice that epoch (different ones each epoch), as torch's DistributedSampler repeats indices to even out
+        its shards. Every step then trains on a full token budget (a shorter last batch a bucket cut the tiny
+        preset's pairs a step by 12%) and a run sees one shape a bucket. A bucket smaller than one batch keeps its
+        one batch."""
         out = []
         for bucket, size in enumerate(self.size.tolist()):
             pairs = self.members(bucket)
             pairs = pairs[rng.permutation(len(pairs))] if rng is not None else pairs
+            short = -len(pairs) % size
+            if not every_pair and len(pairs) > size and short:
+                pairs = np.concatenate([pairs, pairs[:short]])
             out += [pairs[i : i + size] for i in range(0, len(pairs), size)]
         return out
 
@@ -98,13 +108,15 @@ class ShapeBuckets:
         padded = int(self.src[self.of_pair].sum() + self.tgt[self.of_pair].sum())
         return 1.0 - int(src_len.sum() + tgt_len.sum()) / padded if padded else 0.0
 
-    def shapes(self) -> set[tuple[int, int, int]]:
-        """Every (batch, source, target) shape a split's batches can take (before a DDP shard drops any)."""
+    def shapes(self, *, every_pair: bool) -> set[tuple[int, int, int]]:
+        """Every (batch, source, target) shape `batches` can give (before a DDP shard drops any)."""
         counts = np.bincount(self.of_pair, minlength=len(self.size))
         out = set()
         columns = (counts.tolist(), self.size.tolist(), self.src.tolist(), self.tgt.tolist())
         for count, size, s, t in zip(*columns, strict=True):
-            out |= {(min(size, count), s, t)} | ({(count % size, s, t)} if count % size and count > size else set())
+            out.add((min(size, count), s, t))
+            if every_pair and count > size and count % size:
+                out.add((count % size, s, t))
         return out
 
 
@@ -203,7 +215,7 @@ class TokenBudgetBatchSampler:
         if self._cache is None or self._cache[0] != self.epoch:
             rng = np.random.default_rng([self.seed, self.epoch])
             if self.shapes is not None:
-                batches = self.shapes.batches(rng)
+                batches = self.shapes.batches(rng, every_pair=False)
             else:
                 order = length_order(self.src_len, self.tgt_len, rng)
                 batches = plan_batches(self.src_len, self.tgt_len, order, self.tokens_per_batch)
@@ -243,7 +255,7 @@ class EvalBatchSampler:
             raise ValueError(f"rank {rank} is outside world size {world_size}")
         src_len, tgt_len = np.asarray(src_len) + 1, np.asarray(tgt_len) + 1
         if shapes is not None:
-            batches = shapes.batches(None)
+            batches = shapes.batches(None, every_pair=True)
         else:
             batches = plan_batches(src_len, tgt_len, length_order(src_len, tgt_len, None), tokens_per_batch)
         batches += [batches[0]] * (-len(batches) % world_size) if batches else []

@@ -131,13 +131,14 @@ class PreparedCorpus:
                 "shapes": len({(len(b), int(src[b].max()), int(tgt[b].max())) for b in batches}),
             }
         fixed = plan_buckets(src, tgt, buckets or 8, tokens_per_batch)
-        count = len(fixed.batches(None))
+        batches = fixed.batches(rng, every_pair=False)
+        count = len(batches)
         out["fixed"] = {
             "buckets": len(fixed.size),
             "overhead": round(fixed.padding(src, tgt), 4),
             "batches": count,
-            "pairs_per_batch": round(len(src) / max(1, count), 1),
-            "shapes": len(fixed.shapes()),
+            "pairs_per_batch": round(sum(len(b) for b in batches) / max(1, count), 1),
+            "shapes": len(fixed.shapes(every_pair=False)),
         }
         return out
 

@@ -90,21 +90,28 @@ def test_rank_outside_world_is_refused(lengths):
 
 # ------------------------------------------------------------------------------------ fixed shapes (data.buckets)
 @pytest.mark.parametrize("buckets", [1, 4, 8])
-def test_fixed_shapes_cap_a_whole_runs_shapes_and_cover_every_pair_each_epoch(lengths, buckets):
+def test_fixed_shapes_give_a_whole_run_one_full_shape_a_bucket_and_every_pair_each_epoch(lengths, buckets):
+    """Training batches are full (a bucket's last batch is topped up with pairs of its own that so train twice that
+    epoch), so a run trains on at most one shape a bucket, each step on a full budget, every pair every epoch."""
     src, tgt = lengths
     shapes = plan_buckets(src + 1, tgt + 1, buckets, BUDGET)
     sampler = TokenBudgetBatchSampler(src, tgt, BUDGET, seed=0, shapes=shapes)
-    seen = set()
+    seen, counts = set(), np.bincount(shapes.of_pair)
     for epoch in range(6):
         sampler.set_epoch(epoch)
         batches = list(sampler)
-        assert sorted(i for b in batches for i in b) == list(range(len(src)))
+        flat = [i for b in batches for i in b]
+        assert set(flat) == set(range(len(src)))
+        twice = len(flat) - len(src)  # the top-ups: fewer than one batch a bucket
+        assert twice == sum(-c % z for c, z in zip(counts, shapes.size, strict=True) if c > z)
         for b in batches:
             s, t = shapes.shape_of(b)
+            assert len(set(b)) == len(b)  # never the same pair twice in one batch
             assert s >= src[b].max() + 1 and t >= tgt[b].max() + 1  # the bucket's lengths hold every pair
             assert len(b) * (s + t) <= BUDGET
+            assert len(b) == min(shapes.size[shapes.of_pair[b[0]]], counts[shapes.of_pair[b[0]]])  # full
             seen.add((len(b), s, t))
-    assert seen == shapes.shapes() and len(seen) <= 2 * buckets
+    assert seen == shapes.shapes(every_pair=False) and len(seen) <= buckets
 
 
 def test_fixed_shapes_pad_about_as_little_as_greedy_cuts_and_far_less_than_one_bucket(lengths):
@@ -138,4 +145,4 @@ def test_eval_batches_with_fixed_shapes_cover_each_pair_once_in_few_shapes(lengt
     shapes = plan_buckets(src + 1, tgt + 1, 4, BUDGET)
     batches = list(EvalBatchSampler(src, tgt, BUDGET, shapes=shapes))
     assert sorted(i for b in batches for i in b) == list(range(len(src)))
-    assert {(len(b), *shapes.shape_of(b)) for b in batches} == shapes.shapes()
+    assert {(len(b), *shapes.shape_of(b)) for b in batches} == shapes.shapes(every_pair=True)

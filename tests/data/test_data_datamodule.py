@@ -70,7 +70,11 @@ def test_ranks_come_from_the_trainer(datamodule):
         shards.append([b["index"].tolist() for b in datamodule.train_dataloader()])
     datamodule.trainer = None
     assert len(shards[0]) == len(shards[1])
-    assert not {i for b in shards[0] for i in b} & {i for b in shards[1] for i in b}
+    both = {i for b in shards[0] for i in b} & {i for b in shards[1] for i in b}
+    # Disjoint, but for the pairs that top up a bucket's last batch (fixed shapes), which train twice in an epoch.
+    shapes = datamodule.shapes("train")
+    topped_up = 0 if shapes is None else sum(-len(shapes.members(k)) % n for k, n in enumerate(shapes.size.tolist()))
+    assert len(both) <= topped_up
     assert datamodule.rank_and_world_size() == (0, 1)
 
 
