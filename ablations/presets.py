@@ -121,7 +121,7 @@ PRESETS: dict[str, Preset] = {
         Preset(
             name="paper",
             description="the paper's sizes and recipe (WMT-scale data, GPUs): base 65M params, 100K steps",
-            # Fixed batch shapes (16 at most): a GPU builds attention plans and compiled graphs once a shape.
+            # Fixed batch shapes (8): a GPU builds attention plans and compiled graphs once a shape.
             data={"vocab_size": 37000, "tokens_per_batch": 50000, "max_len": 256, "buckets": 8},
             train={"val_every": 5000, "val_max_sentences": 500, "fused_loss": True},
         ),

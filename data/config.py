@@ -34,11 +34,11 @@ class DataConfig:
     tokens_per_batch: int = 4096
     """Token budget of one batch: source plus target tokens, padding included (the paper: about 25000 + 25000)."""
     buckets: int = 0
-    """Fixed batch shapes: the training (and dev) pairs fall into this many length buckets, each batch holds one
-    bucket's pairs padded to its lengths, so a run sees at most 2 x buckets (batch, source, target) shapes, the same
-    every epoch (data/batching.py: plan_buckets). A GPU builds attention plans and compiled graphs per shape. 0: cut
-    batches greedily by length (fewer padded tokens, a new shape almost every batch; the tiny preset's studies ran so).
-    The paper preset uses 8."""
+    """Fixed batch shapes: the training (and dev) pairs fall into this many length buckets and each batch holds one
+    bucket's pairs padded to its lengths, so a run trains on at most this many (batch, source, target) shapes, every
+    batch full, the same every epoch (data/batching.py: plan_buckets). A GPU builds attention plans and compiled
+    graphs per shape. 0: cut batches greedily by length (fewer padded tokens, a new shape at most batches; the tiny
+    preset's studies ran so). The paper preset uses 8."""
     seed: int = 0
     """Seed of the built-in corpus and of the batch shuffle (reseeded every epoch)."""
     builtin_train: int = 40000
@@ -77,7 +77,7 @@ class DataConfig:
             )
         if not 0 <= self.buckets <= 64:
             raise ConfigError(
-                f"data.buckets must be between 0 (off) and 64, got {self.buckets}: 8 keeps a run to 16 batch shapes"
+                f"data.buckets must be between 0 (off) and 64, got {self.buckets}: 8 keeps a run to 8 batch shapes"
             )
         if self.num_workers < 0:
             raise ConfigError(f"data.num_workers must be >= 0, got {self.num_workers}")

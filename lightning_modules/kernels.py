@@ -200,7 +200,7 @@ def _gather_into(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
 def compile_for_training(model: nn.Module, backend: str = "inductor") -> nn.Module:
     """`train.compile`: the model compiled once for every batch shape (`torch.compile(dynamic=True)`).
 
-    Dynamic shapes, not a graph per shape: with data.buckets a run sees up to 16 shapes, and each static graph costs a
+    Dynamic shapes, not a graph per shape: with data.buckets a run trains on up to 8 shapes, and each static graph costs a
     full compile (about 20-40 s for the tiny model on one CPU core, minutes for the paper's on a GPU), which a tiny
     trial would spend more on than on training. One symbolic graph compiles once (a batch of a single pair may add a
     second: dynamo specialises sizes 0 and 1) and the batch shapes change nothing after. Inductor writes its own fused

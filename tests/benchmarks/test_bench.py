@@ -220,7 +220,7 @@ def test_a_cpu_bench_on_a_machine_with_a_gpu_measures_the_cpu_kernels(monkeypatc
 
 def test_the_bench_counts_a_runs_batch_shapes_and_trains_as_the_runs_settings_say(capsys):
     """`--data.buckets` and `--train.fused_loss` reach the benchmarked run: fixed shapes are counted from the buckets
-    (at most 2 a bucket) where greedy batches are counted over the run's epochs, and our step trains fused."""
+    (at most one a bucket) where greedy batches are counted over the run's epochs, and our step trains fused."""
     results = {}
     for fused, buckets in ((False, 0), (True, 2)):
         argv = [*MINUTE, "--vs", "none", "--overhead", "false", "--lightning", "false", "--json"]
