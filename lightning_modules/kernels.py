@@ -200,10 +200,11 @@ def _gather_into(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
 def compile_for_training(model: nn.Module, backend: str = "inductor") -> nn.Module:
     """`train.compile`: the model compiled once for every batch shape (`torch.compile(dynamic=True)`).
 
-    Dynamic shapes, not a graph per shape: with data.buckets a run trains on up to 8 shapes, and each static graph costs a
-    full compile (about 20-40 s for the tiny model on one CPU core, minutes for the paper's on a GPU), which a tiny
-    trial would spend more on than on training. One symbolic graph compiles once (a batch of a single pair may add a
-    second: dynamo specialises sizes 0 and 1) and the batch shapes change nothing after. Inductor writes its own fused
+    Dynamic shapes, not a graph per shape: a run sees up to data.buckets shapes (dozens with greedy batches), each
+    static graph is a full compile (the tiny model's took 37 s cold on one CPU core; the paper base's first compiled
+    step outlasted 190 s on an H100), and a tiny trial would spend more on compiling than on training. One symbolic
+    graph compiles once (a batch of a single pair may add a second: dynamo specialises sizes 0 and 1) and the batch
+    shapes change nothing after. Inductor writes its own fused
     dropout and attention, so a compiled model takes the reference kernels (`lightning_modules.config.for_compile`):
     the CPU kernels' `random_` draws break its graph. Compiled graphs persist in TORCHINDUCTOR_CACHE_DIR (the
     trainer points it into the data cache), so the next trial of the same model starts warm. `backend`: 'eager'
