@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issues 41 and 44 on a lent GPU machine (the `device` tool): what "Fill the card" built, measured on a card. One call
 # a mode, each within 7 minutes; a lease of 15 minutes holds two (the machine stays warm for 30 s after a call). The
-# H100 lease of 2026-11-26 ran `paper` (then with compile inside) and `tiny`; the next one: `compile`, then `tiny`.
+# H100 lease of 2026-11-26 ran `paper` (then with compile inside) and `tiny`; the next one: `compile`, then `validate`.
 #   bash benchmarks/device_check.sh paper   the gpu-marked and fill-the-card tests; the paper base eager (ours and
 #                                           nn.Transformer on the same batches); the loss's peak memory at a paper
 #                                           batch, through the logits and fused (about 3 minutes)
@@ -10,6 +10,8 @@
 #   bash benchmarks/device_check.sh tiny    one tiny base trial alone (`ablate train`, the default study's trial), then
 #                                           8 packed on the card (`ablate sweep --rows base --seeds 8 --workers 8`),
 #                                           with the card's memory and utilisation sampled while they run
+#   bash benchmarks/device_check.sh validate  a tiny run's first validation with cuDNN's attention, without it, and
+#                                           with fixed eval shapes (about 4 minutes)
 #   bash benchmarks/device_check.sh tests   the test files that failed on earlier leases (CPU tests; GPU hidden)
 # Results and findings: benchmarks/RESULTS.md ("GPU path on an H100"). PRESET=smoke tries the tiny mode on a CPU.
 # Run from the repository root there, with the wheels the machine lacks in .whl/ and the prepared corpora in
@@ -99,6 +101,24 @@ elif [ "$MODE" = tiny ]; then
     mkdir -p "$WORK/records"; cp /tmp/packed/records/*.json "$WORK/records/" 2>/dev/null
     ls "$WORK/records" | wc -l
     pack
+elif [ "$MODE" = validate ]; then
+    # What the tiny trial's first validation (about 50 s on the H100) is made of: a short run (400 steps, one
+    # validation, no T/2 branch, no test) with PyTorch's default attention dispatch (cuDNN's fused attention, a plan
+    # for every new shape: the dev set's eval batches, beam search's shrinking batches and growing keys), with cuDNN's
+    # attention switched off (the memory-efficient and flash kernels, no plans), and with fixed eval shapes.
+    short=(train --preset "$PRESET" --train.max_steps 400 --train.val_every 400 --train.budgets "[]"
+           --train.test_eval false --train.final_full_validation false)
+    for variant in default no-cudnn buckets; do
+        step "400 steps and one validation: $variant"
+        extra=(); [ "$variant" = buckets ] && extra=(--data.buckets 8)
+        cudnn=True; [ "$variant" = no-cudnn ] && cudnn=False
+        start=$(date +%s)
+        timeout 150 python3 -c "import sys, torch; torch.backends.cuda.enable_cudnn_sdp($cudnn)
+from ablate.ablations.cli import main; sys.exit(main(sys.argv[1:]))" "${short[@]}" "${extra[@]}" \
+            --out "/tmp/validate-$variant" >"$WORK/validate-$variant.log" 2>&1
+        echo "rc=$? after $(( $(date +%s) - start )) s; $(grep -E 'dev PPL' "$WORK/validate-$variant.log" | tail -1)"
+        pack
+    done
 elif [ "$MODE" = tests ]; then
     step "the tests that failed on the H200's leases of 2026-11-26"
     OMP_NUM_THREADS=1 timeout 200 python3 -m pytest -q -n 8 --timeout 180 --tb=short -rfE -W ignore -p no:cacheprovider \
