@@ -55,6 +55,13 @@ class SearchDim:
     type: str = "float"  # "float" | "int" | "categorical"
     choices: tuple[Any, ...] = ()
 
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """(low, high) of a float or int range (a list of choices has none)."""
+        if self.low is None or self.high is None:
+            raise ValueError(f"{self.name}: a {self.type} dimension has no range")
+        return self.low, self.high
+
 
 @dataclass(frozen=True)
 class Study:

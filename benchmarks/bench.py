@@ -55,6 +55,7 @@ def load_inputs(run, bench: BenchConfig, device) -> tuple[list[dict], Any, dict[
     datamodule = TranslationDataModule(run.data)
     loader = datamodule.train_dataloader()
     index_lists = []
+    assert loader.batch_sampler is not None  # the data module batches by token budget
     for indices in loader.batch_sampler:
         index_lists.append(indices)
         if len(index_lists) == bench.warmup + bench.repeats:
@@ -190,7 +191,7 @@ def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
 
     torch.manual_seed(bench.seed)
     cfg = for_compile(s.cfg) if bench.compile else s.cfg
-    modules = {"ours": Transformer(cfg)}
+    modules: dict[str, torch.nn.Module] = {"ours": Transformer(cfg)}
     for name in bench.peers:
         modules[name] = Transformer(s.rows[name]) if name in s.rows else build_peer(name, s.cfg, BOS_ID, EOS_ID)
     fused = {"ours": s.run.train.fused_loss}  # our run's loss; a peer (or another row) trains through its logits
@@ -291,7 +292,7 @@ def sdpa_check(ours: Trainee, batch: dict, s: Setup) -> dict[str, Any]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad(), autocast(device, precision):
         model(batch["src"], batch["tgt_in"])
         synchronize(device)
-    names = {e.name for e in prof.events()}
+    names = {e.name for e in prof.events() or []}
     keys = ("flash", "fmha", "efficient_attention", "mem_eff", "attention")
     out["attention_kernels"] = sorted(n for n in names if any(k in n.lower() for k in keys))[:10]
     out["math_fallback"] = not any(k in n.lower() for n in out["attention_kernels"] for k in keys[:4])

@@ -76,7 +76,7 @@ def measure(root: Path) -> dict:
             imports[_module(path, root)] = _imports(tree)
             for node in ast.walk(tree):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    size = node.end_lineno - node.lineno + 1
+                    size = (node.end_lineno or node.lineno) - node.lineno + 1
                     functions.append((size, f"{path.relative_to(root)}:{node.name}"))
     graph = {m: {i for i in names if i in imports and i != m} for m, names in imports.items()}
     functions.sort(reverse=True)

@@ -25,7 +25,6 @@ from typing import Any
 
 from ablate.ablations.record import Record
 from ablate.data.errors import AblateError
-from ablate.reports.cells import short_value
 from ablate.reports.convergence import Convergence, row_convergence
 from ablate.reports.metrics import read_lines, system_scores
 from ablate.reports.results import StudyResults
@@ -69,6 +68,15 @@ def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, A
         for key in sorted(set(fa) | set(fb))
         if fa.get(key, missing) != fb.get(key, missing)
     ]
+
+
+def short_value(value: Any) -> str:
+    """A value in four significant figures where it is a float, '-' for None (`ablate compare`'s config values)."""
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
+    if value is None:
+        return "-"
+    return str(value)
 
 
 def sparkline(values: list[float], lo: float, hi: float, width: int = 24) -> str:
