@@ -189,9 +189,8 @@ def compare(
         variance += se_seeds**2
     se_sent = None
     if weights is not None:
-        boots = [_cached(s, weights, cache) for s in (*mine, *theirs)]
-        present = [b for b in boots if b is not None]
-        if len(present) == len(boots):
+        present = [b for s in (*mine, *theirs) if (b := _cached(s, weights, cache)) is not None]
+        if len(present) == len(mine) + len(theirs):
             diff = np.mean(present[: len(mine)], axis=0) - np.mean(present[len(mine) :], axis=0)
             se_sent = float(np.std(diff, ddof=1))
             variance += se_sent**2
