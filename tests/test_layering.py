@@ -173,15 +173,18 @@ def test_the_reader_sees_the_imports(imports):
 
 
 def test_no_module_imports_upward(imports):
-    assert upward_imports(imports) == []
+    bad = upward_imports(imports)
+    assert not bad, "imports against data -> lightning_modules -> ablations -> reports, benchmarks:\n" + "\n".join(bad)
 
 
 def test_no_modules_import_in_a_circle(imports):
-    assert circles(imports) == []
+    found = circles(imports)
+    assert not found, "modules that import each other in a circle:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
 def test_reports_never_imports_training_code(imports):
-    assert training_code_in_reports(imports) == []
+    bad = training_code_in_reports(imports)
+    assert not bad, "reports reaches training code (torch or Lightning):\n" + "\n".join(bad)
 
 
 def test_the_checks_catch_what_they_are_for():
