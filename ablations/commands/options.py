@@ -34,10 +34,14 @@ def command_parser(prog: str, description: str | None, *, sections: Iterable[str
     so only for a parser that prints its help)."""
     import argparse
 
-    from jsonargparse import ArgumentParser, DefaultHelpFormatter, set_parsing_settings
-    from jsonargparse._actions import (
-        ActionConfigFile,
-    )  # the public name's home: the package does not list it in __all__
+    # ActionConfigFile is jsonargparse's documented name; its __init__ imports it without listing it in __all__,
+    # which pyright reads as private.
+    from jsonargparse import (
+        ActionConfigFile,  # pyright: ignore[reportPrivateImportUsage]
+        ArgumentParser,
+        DefaultHelpFormatter,
+        set_parsing_settings,
+    )
 
     class Formatter(DefaultHelpFormatter, argparse.RawDescriptionHelpFormatter):
         """jsonargparse's help, with the description's paragraphs kept as written."""
