@@ -288,7 +288,7 @@ class TranslationModule(pl.LightningModule):
         shard each. Keyed by sentence index, so a batch repeated to even out the ranks counts once."""
         if self._trainer is None or self.trainer.world_size == 1:
             return part
-        parts: list[dict] = [None] * self.trainer.world_size  # type: ignore[list-item]
+        parts: list[Any] = [None] * self.trainer.world_size  # each rank's `part`, once gathered
         torch.distributed.all_gather_object(parts, part)
         return {key: {k: v for p in parts for k, v in p[key].items()} for key in part}
 

@@ -115,8 +115,8 @@ def compare_runs(a: Record, b: Record, *, n_samples: int = N_SAMPLES) -> str:
         rows = [("metric", "A", "B", "B - A")]
         for key in keys:
             va, vb = a.metrics.get(key), b.metrics.get(key)
-            numeric = isinstance(va, (int, float)) and isinstance(vb, (int, float))
-            rows.append((key, short_value(va), short_value(vb), f"{vb - va:+.4g}" if numeric else ""))  # type: ignore[operator]
+            diff = f"{vb - va:+.4g}" if isinstance(va, int | float) and isinstance(vb, int | float) else ""
+            rows.append((key, short_value(va), short_value(vb), diff))
         lines += ["", "metrics:"] + _table(rows)
     sig_a, sig_b = a.metrics.get("bleu_signature"), b.metrics.get("bleu_signature")
     if sig_a and sig_b and sig_a != sig_b:
@@ -164,7 +164,8 @@ def _dev_test(a: Record, b: Record, n_samples: int) -> str:
     """B's dev BLEU against A's (a pair that `check_pair` accepts), tested as the report tests rows
     (`reports.stats.compare`) with one run a side: the paired bootstrap over the dev sentences alone, since two runs
     cannot tell seed noise."""
-    hyps_a, hyps_b = read_lines(a.hypotheses), read_lines(b.hypotheses)  # type: ignore[arg-type]
+    assert a.hypotheses is not None and b.hypotheses is not None  # `check_pair` made sure
+    hyps_a, hyps_b = read_lines(a.hypotheses), read_lines(b.hypotheses)
     changed = sum(x != y for x, y in zip(hyps_a, hyps_b, strict=True))
     scores = [system_scores(replace(r, references=a.references), "bleu") for r in (b, a)]
     if scores[0] is None or scores[1] is None:
