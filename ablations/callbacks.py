@@ -3,10 +3,13 @@ so that they pickle into spawned DDP workers; only global rank 0 opens the stora
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytorch_lightning as pl
 from pytorch_lightning.trainer.states import TrainerFn
+
+if TYPE_CHECKING:
+    from ablate.lightning_modules.module import TranslationModule
 
 
 class _StorageCallback(pl.Callback):
@@ -32,7 +35,7 @@ class ProgressToStorage(_StorageCallback):
     The module's `budget` names the phase being trained: None in the main run, a shorter budget's label ("T/2")
     while its branch trains (the trainer's max_steps is then the branch's end)."""
 
-    def on_validation_end(self, trainer: pl.Trainer, pl_module) -> None:
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: TranslationModule) -> None:
         if not trainer.is_global_zero or trainer.sanity_checking:
             return
         val, budget = pl_module.last_validation, getattr(pl_module, "budget", None)
@@ -74,7 +77,7 @@ class StepPruning(_StorageCallback):
             )
         return self._study
 
-    def on_validation_end(self, trainer: pl.Trainer, pl_module) -> None:
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: TranslationModule) -> None:
         # During fit, validation runs with trainer.training False: check the entry point instead. Validations
         # outside fit (the final full-dev one) are not reported.
         if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:

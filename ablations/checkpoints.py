@@ -30,6 +30,7 @@ import torch
 from ablate.ablations import interrupt
 from ablate.ablations.ledger import write_atomic
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.trainer.states import TrainerFn
 
 STATE_KEY = "ablate_resume"
@@ -170,7 +171,9 @@ def _validates_now(trainer: pl.Trainer, pl_module: pl.LightningModule) -> bool:
 def rng_states() -> dict[str, Any]:
     """torch (CPU and CUDA), numpy and Python RNG states, as types `torch.load(weights_only=True)` accepts (Lightning
     has `_collect_rng_states`, private and with a numpy array that a weights-only load refuses)."""
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = np.random.get_state()
+    assert isinstance(state, tuple)  # the legacy form: numpy's global generator is an MT19937
+    kind, keys, pos, has_gauss, gauss = state
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
@@ -190,9 +193,9 @@ def set_rng_states(states: dict[str, Any]) -> None:
     random.setstate((version, tuple(state), gauss))
 
 
-def best_checkpoint(dirpath: Path) -> pl.callbacks.ModelCheckpoint:
+def best_checkpoint(dirpath: Path) -> ModelCheckpoint:
     """Keeps the checkpoint of the best dev BLEU as best.ckpt (for `train.keep_checkpoints: best`)."""
-    return pl.callbacks.ModelCheckpoint(
+    return ModelCheckpoint(
         dirpath=dirpath, filename="best", monitor="val/bleu", mode="max", save_top_k=1, auto_insert_metric_name=False
     )
 

@@ -19,7 +19,7 @@ A study written before fingerprints is checked by what it kept of its corpus, it
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ablate.ablations.record import Layout, read_study_json
 from ablate.ablations.storage.urls import redact
@@ -30,9 +30,27 @@ from ablate.data.export import Exported, read_exported
 from ablate.data.fingerprint import CorpusFingerprint
 
 if TYPE_CHECKING:
+    from ablate.ablations.config import RunConfig
     from ablate.ablations.storage.queue import Queue
-    from ablate.ablations.sweep import Plan
+    from ablate.ablations.studies import Row, Study
     from ablate.data.prepare import PreparedCorpus
+
+
+class SweepPlan(Protocol):
+    """What the corpus checks read of a sweep's plan, and set (`pin`, `fingerprints`): `ablations.sweep.Plan`, which
+    calls them (named here, not imported, so that the sweep imports this module and not the other way too)."""
+
+    study: Study
+    out: Path
+    storage: str
+    name: str
+    only: list[str] | None
+    pin: Exported | None
+    fingerprints: dict[str, CorpusFingerprint]
+
+    def rows(self) -> list[Row]: ...
+    def run_config(self, row: Row, seed: int) -> RunConfig: ...
+    def training_config(self, row: Row, seed: int) -> RunConfig: ...
 
 
 def read_pin(out: Path) -> Exported | None:
@@ -51,7 +69,7 @@ def machine_dependent(data: DataConfig) -> bool:
     return isinstance(sources.resolve(data), sources.MACHINE_DEPENDENT)
 
 
-def prepare_rows(plan: Plan, *, progress: bool = False) -> dict[str, PreparedCorpus]:
+def prepare_rows(plan: SweepPlan, *, progress: bool = False) -> dict[str, PreparedCorpus]:
     """Each row's prepared corpus (once per distinct data config), its fingerprint kept in `plan.fingerprints`."""
     from ablate.data.prepare import prepare
 
@@ -66,7 +84,7 @@ def prepare_rows(plan: Plan, *, progress: bool = False) -> dict[str, PreparedCor
     return prepared
 
 
-def check_out(plan: Plan, prepared: dict[str, PreparedCorpus]) -> None:
+def check_out(plan: SweepPlan, prepared: dict[str, PreparedCorpus]) -> None:
     """This sweep's corpora against the study's in OUT: study.json's fingerprints or, in a study from before them,
     its references. One line naming both, and what to do, when one differs."""
     if not Layout(plan.out).study_file.is_file():
@@ -84,7 +102,7 @@ def check_out(plan: Plan, prepared: dict[str, PreparedCorpus]) -> None:
         _check_references(plan, next(iter(prepared.values())))
 
 
-def _check_references(plan: Plan, corpus: PreparedCorpus) -> None:
+def _check_references(plan: SweepPlan, corpus: PreparedCorpus) -> None:
     """A study from before fingerprints kept its dev and test references: this sweep's must be the same."""
     for split in ("valid", "test"):
         path = Layout(plan.out).references(split)
@@ -102,7 +120,7 @@ def _check_references(plan: Plan, corpus: PreparedCorpus) -> None:
             )
 
 
-def check_storage(plan: Plan, queue: Queue) -> None:
+def check_storage(plan: SweepPlan, queue: Queue) -> None:
     """This worker's corpora against those the storage keeps for the study (a worker on another machine, a SLURM
     node): one line naming both when one differs, before any trial is claimed."""
     kept = queue.corpora()
@@ -112,12 +130,12 @@ def check_storage(plan: Plan, queue: Queue) -> None:
             raise _differs(plan, f"Optuna study {plan.name} in {redact(plan.storage)}", name, theirs, ours)
 
 
-def remember(plan: Plan, queue: Queue) -> None:
+def remember(plan: SweepPlan, queue: Queue) -> None:
     """Keep this sweep's fingerprints in the storage for the rows it has none for."""
     queue.remember_corpora({name: fingerprint.to_json() for name, fingerprint in plan.fingerprints.items()})
 
 
-def pin(plan: Plan, *, progress: bool = False) -> None:
+def pin(plan: SweepPlan, *, progress: bool = False) -> None:
     """Export the text of a row whose corpus depends on the machine into OUT/corpus (once a study), so every later
     sweep reads that copy (`pinned`); the rows' corpora, read back from it, must keep their fingerprints."""
     from ablate.data.prepare import export_corpus
@@ -140,19 +158,19 @@ def pin(plan: Plan, *, progress: bool = False) -> None:
             raise _differs(plan, f"the pinned copy {plan.pin.directory}", name, before[name], fingerprint)
 
 
-def _ours(plan: Plan) -> list[tuple[str, CorpusFingerprint]]:
+def _ours(plan: SweepPlan) -> list[tuple[str, CorpusFingerprint]]:
     """This sweep's fingerprints by row, the rows it trains (--rows) first: a message names one of those."""
     return sorted(plan.fingerprints.items(), key=lambda item: plan.only is not None and item[0] not in plan.only)
 
 
-def _differs(plan: Plan, where: str, row: str, theirs: CorpusFingerprint, ours: CorpusFingerprint) -> AblateError:
+def _differs(plan: SweepPlan, where: str, row: str, theirs: CorpusFingerprint, ours: CorpusFingerprint) -> AblateError:
     return AblateError(
         f"{where} holds trials on corpus {theirs.describe()}; this sweep's row {row} would train on "
         f"{ours.describe()}: {_what_to_do(plan, plan.run_config(plan.study.row(row), 0).data)}"
     )
 
 
-def _what_to_do(plan: Plan, data: DataConfig) -> str:
+def _what_to_do(plan: SweepPlan, data: DataConfig) -> str:
     """What to do about another corpus than the study's, `data` the row's declared data settings."""
     if plan.pin is not None and data.corpus != plan.pin.source:
         return f"the study's text is pinned in {plan.pin.directory}: pass --data.corpus {plan.pin.source} to read it"

@@ -124,7 +124,7 @@ def graceful(on_second: Callable[[], None] | None = None) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------------------------------- disk errors
-def disk_error(err: BaseException) -> AblateError | None:
+def disk_error(err: BaseException | None) -> AblateError | None:
     """A one-line AblateError for a full disk or an unwritable path somewhere in `err`'s chain, else None."""
     seen: set[int] = set()
     while err is not None and id(err) not in seen:

@@ -248,8 +248,8 @@ class Eta:
 def seconds_left(left: dict[tuple[str, int], float | None], workers: int) -> float | None:
     """The sweep's time left from each trial's (`Eta.estimate`): their sum over the workers, at least the longest
     one; None while some trial's cost is unknown."""
-    times = list(left.values())
-    if not times or any(x is None for x in times):
+    times = [x for x in left.values() if x is not None]
+    if not times or len(times) < len(left):
         return None
     return max(sum(times) / max(workers, 1), max(times))
 
@@ -297,6 +297,7 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
         per_step = preset.base_trial_s / base.total
         measured = f"base trial {_fmt(preset.base_trial_s)} on one core, measured"
     else:
+        assert preset.base_step_s is not None  # one of the two is measured (returned above otherwise)
         per_step = preset.base_step_s
         measured = f"base step {preset.base_step_s * 1e3:.0f} ms on one core, measured; training steps alone"
     size = {name: (w.params / base.params) ** CPU_SIZE_ALPHA for name, w in work.items()}

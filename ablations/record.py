@@ -16,7 +16,7 @@ import socket
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from ablate.data.errors import AblateError
 from ablate.data.fingerprint import CorpusFingerprint
@@ -109,6 +109,10 @@ class Layout:
     def report_dir(self) -> Path:
         return self.out / "report"
 
+    @overload
+    def relative(self, path: Path) -> str: ...
+    @overload
+    def relative(self, path: None) -> None: ...
     def relative(self, path: Path | None) -> str | None:
         """How a record names a file of OUT: relative to OUT."""
         return None if path is None else str(Path(path).relative_to(self.out))
@@ -337,7 +341,11 @@ class Record:
             budgets=tuple(sorted((Budget.from_json(b, path, layout) for b in budgets), key=lambda b: b.fraction)),
             finished_at=str(data.get("finished_at") or ""),
             raw=data,
-            **{name: layout.resolve(data.get(name)) for name in RECORD_FILES},
+            references=layout.resolve(data.get("references")),
+            hypotheses=layout.resolve(data.get("hypotheses")),
+            sentence_nll=layout.resolve(data.get("sentence_nll")),
+            test_hypotheses=layout.resolve(data.get("test_hypotheses")),
+            test_references=layout.resolve(data.get("test_references")),
         )
 
     @classmethod

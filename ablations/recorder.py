@@ -123,7 +123,7 @@ class Recorder(pl.Callback):
             return
         val = pl_module.last_validation
         metrics = self._fit_metrics(trainer, pl_module)
-        references = trainer.datamodule.references("valid")
+        references = pl_module.references("valid")
         hyps = _in_order(val.get("hypothesis_index", []), val.get("hypotheses", []), len(references))
         wandb_info: dict[str, Any] = {}
         experiment = _experiment(trainer.logger)
@@ -191,7 +191,7 @@ class Recorder(pl.Callback):
             result.metrics["resumed_at_steps"] = [*result.metrics["resumed_at_steps"], self._resumed_at]
         # The trial's wall time grows by the test's, its setup included (a spawned rank 0 knows only the loop's).
         result.metrics["wall_time_s"] += now - (self._fit_ended or self._test_started)
-        references = trainer.datamodule.references("test")
+        references = pl_module.references("test")
         result.test_hypotheses = _in_order(test["hypothesis_index"], test["hypotheses"], len(references))
         result.test_references = references
         result.write(self.run_dir)

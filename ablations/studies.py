@@ -55,6 +55,13 @@ class SearchDim:
     type: str = "float"  # "float" | "int" | "categorical"
     choices: tuple[Any, ...] = ()
 
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """(low, high) of a float or int range (a list of choices has none)."""
+        if self.low is None or self.high is None:
+            raise ValueError(f"{self.name}: a {self.type} dimension has no range")
+        return self.low, self.high
+
 
 @dataclass(frozen=True)
 class Study:
@@ -181,6 +188,31 @@ def load_study(name_or_path: str | Path) -> Study:
 
 def parse_study(raw: Any, source: str = "<study>") -> Study:
     """Check the structure of a study mapping and turn it into a `Study` (values are checked by `validate`)."""
+    scale, seeds, control, preset = _settings(raw, source)
+    base = _sections(raw.get("base") or {}, f"{source}: base")
+    rows = _rows(raw.get("rows"), source)
+    space = tuple(_search_dim(k, v, source) for k, v in (raw.get("search_space") or {}).items())
+    objective = str(raw.get("tune_objective", "bleu"))
+    if objective not in TUNE_OBJECTIVES:
+        raise AblateError(f"{source}: tune_objective {objective!r}: choose one of {', '.join(TUNE_OBJECTIVES)}")
+    return Study(
+        claims=_claims(raw.get("claims"), source, rows),
+        name=str(raw.get("name") or Path(source).stem),
+        description=str(raw.get("description", "")),
+        scale=scale,
+        seeds=seeds,
+        control_seeds=control,
+        base=base,
+        rows=tuple(rows),
+        search_space=space,
+        tune_objective=objective,
+        default_preset=preset,
+        source=source,
+    )
+
+
+def _settings(raw: Any, source: str) -> tuple[str, int, int | Literal["auto"], str | None]:
+    """The study's fields checked, and its scalar settings: scale, seeds, control_seeds, preset."""
     if not isinstance(raw, dict):
         raise AblateError(f"{source}: a study is a mapping with 'name' and 'rows'")
     unknown = set(raw) - STUDY_KEYS
@@ -188,7 +220,6 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
         raise AblateError(
             f"{source}: unknown field {sorted(unknown)[0]!r}; a study has {', '.join(sorted(STUDY_KEYS))}"
         )
-    name = raw.get("name") or Path(source).stem
     scale = raw.get("scale", "none")
     if scale not in ("paper", "none"):
         raise AblateError(f"{source}: scale must be 'paper' or 'none', got {scale!r}")
@@ -201,8 +232,11 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
     preset = raw.get("preset")
     if preset is not None and preset not in PRESETS:
         raise AblateError(f"{source}: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    base = _sections(raw.get("base") or {}, f"{source}: base")
-    rows_raw = raw.get("rows")
+    return scale, seeds, control, preset
+
+
+def _rows(rows_raw: Any, source: str) -> list[Row]:
+    """`rows:`, a non-empty list of rows with distinct names."""
     if not isinstance(rows_raw, list) or not rows_raw:
         raise AblateError(f"{source}: 'rows' must be a non-empty list of {{name: ..., model: {{...}}}}")
     rows: list[Row] = []
@@ -210,37 +244,26 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
     for i, item in enumerate(rows_raw, start=1):
         if not isinstance(item, dict) or "name" not in item:
             raise AblateError(f"{source}: row {i} must be a mapping with a 'name'")
-        row_name = str(item["name"])
-        where = f"{source}: row {row_name!r}"
-        if row_name in seen:
-            raise AblateError(f"{where}: duplicate row name; every row needs its own name")
-        seen.add(row_name)
-        bad = set(item) - ROW_KEYS
-        if bad:
-            raise AblateError(f"{where}: unknown field {sorted(bad)[0]!r}; a row has {', '.join(sorted(ROW_KEYS))}")
-        overrides = _sections({k: v for k, v in item.items() if k in SECTIONS}, where)
-        paper = item.get("paper") or {}
-        if not isinstance(paper, dict) or not all(isinstance(v, int | float) for v in paper.values()):
-            raise AblateError(f"{where}: paper must map metric names to numbers, e.g. {{bleu: 25.8, ppl: 4.92}}")
-        rows.append(Row(name=row_name, group=str(item.get("group", row_name)), overrides=overrides, paper=paper))
-    space = tuple(_search_dim(k, v, source) for k, v in (raw.get("search_space") or {}).items())
-    objective = str(raw.get("tune_objective", "bleu"))
-    if objective not in TUNE_OBJECTIVES:
-        raise AblateError(f"{source}: tune_objective {objective!r}: choose one of {', '.join(TUNE_OBJECTIVES)}")
-    return Study(
-        claims=_claims(raw.get("claims"), source, rows),
-        name=str(name),
-        description=str(raw.get("description", "")),
-        scale=scale,
-        seeds=seeds,
-        control_seeds=control,
-        base=base,
-        rows=tuple(rows),
-        search_space=space,
-        tune_objective=objective,
-        default_preset=preset,
-        source=source,
-    )
+        name = str(item["name"])
+        if name in seen:
+            raise AblateError(f"{source}: row {name!r}: duplicate row name; every row needs its own name")
+        seen.add(name)
+        rows.append(_row(item, source))
+    return rows
+
+
+def _row(item: dict[str, Any], source: str) -> Row:
+    """One row: its name, group, section overrides and the paper's numbers for it."""
+    row_name = str(item["name"])
+    where = f"{source}: row {row_name!r}"
+    bad = set(item) - ROW_KEYS
+    if bad:
+        raise AblateError(f"{where}: unknown field {sorted(bad)[0]!r}; a row has {', '.join(sorted(ROW_KEYS))}")
+    overrides = _sections({k: v for k, v in item.items() if k in SECTIONS}, where)
+    paper = item.get("paper") or {}
+    if not isinstance(paper, dict) or not all(isinstance(v, int | float) for v in paper.values()):
+        raise AblateError(f"{where}: paper must map metric names to numbers, e.g. {{bleu: 25.8, ppl: 4.92}}")
+    return Row(name=row_name, group=str(item.get("group", row_name)), overrides=overrides, paper=paper)
 
 
 def _claims(spec: Any, source: str, rows: list[Row]) -> tuple[Claim, ...]:

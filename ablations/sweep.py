@@ -292,7 +292,9 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
     """Run (or close) one claimed trial. Never raises for a failed training: the sweep goes on."""
     from optuna.trial import TrialState
 
-    row_name, seed = ledger.trial_key(trial)
+    key = ledger.trial_key(trial)
+    assert key is not None, "a sweep's trials name their row and seed"
+    row_name, seed = key
     if is_duplicate(queue, trial):
         queue.set_attr(trial, "reason", ledger.DUPLICATE_REASON)
         queue.study.tell(trial.number, state=TrialState.PRUNED)

@@ -22,7 +22,7 @@ from ablate.ablations.config import RunConfig
 from ablate.ablations.recorder import Recorder
 from ablate.ablations.trial_files import TrainResult
 from ablate.data.cache import cache_root
-from ablate.lightning_modules.config import ModelConfig, on_cpu
+from ablate.lightning_modules.config import ModelConfig, Precision, on_cpu
 from ablate.lightning_modules.config import resolve_precision as precision_for
 from ablate.lightning_modules.module import CheckpointAveraging, TranslationModule
 
@@ -65,7 +65,7 @@ def build_module(run: RunConfig, tokenizer) -> TranslationModule:
     return TranslationModule(model, run.train, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id)
 
 
-def resolve_precision(run: RunConfig) -> str:
+def resolve_precision(run: RunConfig) -> Precision:
     """The run's precision (`lightning_modules.config.resolve_precision`), on a GPU when its accelerator allows."""
     on_gpu = run.hardware.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
     return precision_for(run.train.precision, cuda_bf16=on_gpu and torch.cuda.is_bf16_supported())
@@ -136,7 +136,7 @@ def _cluster_plugins() -> list[Any]:
     """Under SLURM, Lightning's SLURM environment without its own requeue: our jobs are requeued by submitit, on
     the USR2 the launcher asks for (ablations.launchers.slurm), after the trial saved itself; two requeues would
     race."""
-    from lightning_fabric.plugins.environments import SLURMEnvironment
+    from lightning_fabric.plugins.environments.slurm import SLURMEnvironment
 
     return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
 

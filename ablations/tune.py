@@ -43,7 +43,7 @@ class TuneJob:
     """'bleu', 'ppl' or 'both' (studies.TUNE_OBJECTIVES)."""
 
     @property
-    def metrics(self) -> tuple[str, ...]:
+    def metrics(self) -> tuple[str] | tuple[str, str]:
         return ("bleu", "ppl") if self.objective == "both" else (self.objective,)
 
 
@@ -60,9 +60,10 @@ def search_space(study: Study, preset: str) -> tuple[SearchDim, ...]:
         if dim.type == "categorical" or factor == 1.0:
             dims.append(dim)
             continue
-        low, high = dim.low * factor, dim.high * factor
+        lowest, highest = dim.bounds
+        low, high = lowest * factor, highest * factor
         if dim.type == "int":
-            low = max(round(low), 1 if dim.log or dim.low >= 1 else 0)
+            low = max(round(low), 1 if dim.log or lowest >= 1 else 0)
             high = max(round(high), low + 1)
         dims.append(SearchDim(name=dim.name, low=low, high=high, log=dim.log, type=dim.type))
     return tuple(dims)
@@ -85,9 +86,11 @@ def suggest(trial, dims: tuple[SearchDim, ...]) -> dict[str, dict[str, Any]]:
         if dim.type == "categorical":
             value = trial.suggest_categorical(dim.name, list(dim.choices))
         elif dim.type == "int":
-            value = trial.suggest_int(dim.name, int(dim.low), int(dim.high), log=dim.log)
+            low, high = dim.bounds
+            value = trial.suggest_int(dim.name, int(low), int(high), log=dim.log)
         else:
-            value = trial.suggest_float(dim.name, float(dim.low), float(dim.high), log=dim.log)
+            low, high = dim.bounds
+            value = trial.suggest_float(dim.name, float(low), float(high), log=dim.log)
         section, _, key = dim.name.partition(".")
         layer.setdefault(section, {})[key] = value
     return layer

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -55,6 +56,7 @@ def load_inputs(run, bench: BenchConfig, device) -> tuple[list[dict], Any, dict[
     datamodule = TranslationDataModule(run.data)
     loader = datamodule.train_dataloader()
     index_lists = []
+    assert loader.batch_sampler is not None  # the data module batches by token budget
     for indices in loader.batch_sampler:
         index_lists.append(indices)
         if len(index_lists) == bench.warmup + bench.repeats:
@@ -117,40 +119,17 @@ def run_shapes(sampler, max_steps: int) -> dict[str, Any]:
 def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     """Measure everything `ablate bench` reports; returns the JSON-ready result."""
     say = progress or (lambda message: None)
-    s = setup(bench)
-    say("preparing data")
-    batches, src, data = load_inputs(s.run, bench, s.device)
-    vocab = data["vocab_size"]
-    s = replace(
-        s,
-        run=replace(s.run, model=replace(s.cfg, vocab_size=vocab)),
-        rows={name: replace(cfg, vocab_size=vocab) for name, cfg in s.rows.items()},
-    )
-
+    s, batches, src, data = _prepare(bench, say)
     trainees = build_trainees(bench, s)
-    names = ", ".join(t.name for t in trainees)
-    say(f"training: {bench.warmup} + {bench.repeats} steps each for {names} on {s.device}")
-    run_training(trainees, batches, bench, s)
-    compiled = compile_figures(trainees) if bench.compile else None
-    # A row peer's FLOPs are its own (a gated FFN, fewer K/V heads): counted on its module, like ours.
-    flops = {t.name: flop_figures(t.module, batches, s.of_row(t.name)) for t in trainees if t.name in s.rows}
-    figures = flops["ours"] = flop_figures(trainees[0].module, batches, s)
-    measured = [figures[i] for i in trainees[0].batch_ids]
-    info = device_info(s.device)
-    training = {t.name: training_figures(t, batches, flops.get(t.name, figures), s, info) for t in trainees}
-    ours = trainees[0]
-    breakdown = step_breakdown(ours, [batches[i] for i in ours.batch_ids[:10]], s)
-    profile: dict[str, Any] = {"train_step_ms": {**breakdown, "collate": data["collate_ms"]["median"]}}
-    if s.device.type == "cpu":
-        say("training: our CPU choices against PyTorch's defaults")
-        profile["cpu_choices"] = cpu_choices(ours, batches, bench, s)
+    training, flops, info, compiled = _train(trainees, batches, bench, s, say)
+    profile = _profile(trainees[0], batches, data, bench, s, say)
     if bench.lightning:
         say("training through the Lightning Trainer")
-        training["ours_lightning"] = lightning_figures(s, bench, figures, info)
+        training["ours_lightning"] = lightning_figures(s, bench, flops["ours"], info)
         profile["lightning_overhead_ms"] = 1000 * (
             training["ours_lightning"]["step_time_s"]["median"] - training["ours"]["step_time_s"]["median"]
         )
-    cuda = sdpa_check(ours, batches[0], s) if s.device.type == "cuda" else None
+    cuda = sdpa_check(trainees[0], batches[0], s) if s.device.type == "cuda" else None
 
     say(f"decoding {src.size(0)} sentences: beam {bench.beam_size} and greedy")
     decoding, profile["beam_search"] = decoding_figures(trainees, src, bench, s)
@@ -160,14 +139,14 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
         say(f"per-trial overhead: ablate train --preset {bench.trial_preset} in fresh processes")
         overhead = trial_overhead(bench)
 
+    measured = {name: [figures[i] for i in trainees[0].batch_ids] for name, figures in flops.items()}
     result = {
         "date": time.strftime("%Y-%m-%d"),
         "config": {**asdict(bench), "precision": s.precision, "device": s.device.type},
         "device": info,
-        "model": model_figures(s.cfg, training["ours"]["params"], measured),
+        "model": model_figures(s.cfg, training["ours"]["params"], measured["ours"]),
         "row_models": {
-            name: model_figures(cfg, training[name]["params"], [flops[name][i] for i in trainees[0].batch_ids])
-            for name, cfg in s.rows.items()
+            name: model_figures(cfg, training[name]["params"], measured[name]) for name, cfg in s.rows.items()
         },
         "data": data,
         "training": training,
@@ -182,6 +161,48 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     return result
 
 
+def _prepare(bench: BenchConfig, say: Callable[[str], None]) -> tuple[Setup, list[dict], Any, dict[str, Any]]:
+    """The setup, with the vocabulary the data gave, and the inputs (`load_inputs`)."""
+    s = setup(bench)
+    say("preparing data")
+    batches, src, data = load_inputs(s.run, bench, s.device)
+    vocab = data["vocab_size"]
+    s = replace(
+        s,
+        run=replace(s.run, model=replace(s.cfg, vocab_size=vocab)),
+        rows={name: replace(cfg, vocab_size=vocab) for name, cfg in s.rows.items()},
+    )
+    return s, batches, src, data
+
+
+def _train(
+    trainees: list[Trainee], batches: list[dict], bench: BenchConfig, s: Setup, say: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """Train every trainee; (training figures, FLOPs per batch of ours and each row peer, device, compile figures)."""
+    names = ", ".join(t.name for t in trainees)
+    say(f"training: {bench.warmup} + {bench.repeats} steps each for {names} on {s.device}")
+    run_training(trainees, batches, bench, s)
+    compiled = compile_figures(trainees) if bench.compile else None
+    # A row peer's FLOPs are its own (a gated FFN, fewer K/V heads): counted on its module, like ours.
+    flops = {t.name: flop_figures(t.module, batches, s.of_row(t.name)) for t in trainees if t.name in s.rows}
+    figures = flops["ours"] = flop_figures(trainees[0].module, batches, s)
+    info = device_info(s.device)
+    training = {t.name: training_figures(t, batches, flops.get(t.name, figures), s, info) for t in trainees}
+    return training, flops, info, compiled
+
+
+def _profile(
+    ours: Trainee, batches: list[dict], data: dict[str, Any], bench: BenchConfig, s: Setup, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """Where our training step's time goes, and on a CPU our choices against PyTorch's defaults."""
+    breakdown = step_breakdown(ours, [batches[i] for i in ours.batch_ids[:10]], s)
+    profile: dict[str, Any] = {"train_step_ms": {**breakdown, "collate": data["collate_ms"]["median"]}}
+    if s.device.type == "cpu":
+        say("training: our CPU choices against PyTorch's defaults")
+        profile["cpu_choices"] = cpu_choices(ours, batches, bench, s)
+    return profile
+
+
 def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
     """Ours first, then the peers, all initialised from the bench's seed."""
     import torch
@@ -190,7 +211,7 @@ def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
 
     torch.manual_seed(bench.seed)
     cfg = for_compile(s.cfg) if bench.compile else s.cfg
-    modules = {"ours": Transformer(cfg)}
+    modules: dict[str, torch.nn.Module] = {"ours": Transformer(cfg)}
     for name in bench.peers:
         modules[name] = Transformer(s.rows[name]) if name in s.rows else build_peer(name, s.cfg, BOS_ID, EOS_ID)
     fused = {"ours": s.run.train.fused_loss}  # our run's loss; a peer (or another row) trains through its logits
@@ -291,7 +312,7 @@ def sdpa_check(ours: Trainee, batch: dict, s: Setup) -> dict[str, Any]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad(), autocast(device, precision):
         model(batch["src"], batch["tgt_in"])
         synchronize(device)
-    names = {e.name for e in prof.events()}
+    names = {e.name for e in prof.events() or []}
     keys = ("flash", "fmha", "efficient_attention", "mem_eff", "attention")
     out["attention_kernels"] = sorted(n for n in names if any(k in n.lower() for k in keys))[:10]
     out["math_fallback"] = not any(k in n.lower() for n in out["attention_kernels"] for k in keys[:4])

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ablate.data.errors import AblateError
+
+if TYPE_CHECKING:
+    import torch
+    from ablate.lightning_modules.config import Precision
 
 PEAK_BF16_FLOPS: list[tuple[str, float]] = [
     ("H100 PCIe", 756e12),
@@ -29,7 +33,7 @@ def resolve_device(name: str):
     return torch.device("cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu")
 
 
-def resolve_precision(precision: str, device) -> str:
+def resolve_precision(precision: Literal["auto"] | Precision, device: torch.device) -> Precision:
     """The bench's precision on `device`, by training's rule (`lightning_modules.config.resolve_precision`)."""
     import torch
     from ablate.lightning_modules.config import resolve_precision as precision_for

@@ -22,7 +22,7 @@ MODEL = {"d_model": 512, "vocab": 37000}
 
 def measure(fused: bool, tokens: int, dtype: str, device: str) -> dict:
     import torch
-    from ablate.benchmarks.timing import _proc_status, _reset_peak_rss
+    from ablate.benchmarks.timing import _reset_peak_rss
     from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL
     from ablate.lightning_modules.module import label_smoothed_nll
 
@@ -47,20 +47,32 @@ def measure(fused: bool, tokens: int, dtype: str, device: str) -> dict:
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
     else:
-        before = _proc_status("VmRSS")
+        before = _status_bytes("VmRSS")
         _reset_peak_rss()
     start = time.perf_counter()
     loss = step()
     if device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    peak = torch.cuda.max_memory_allocated() - before if device == "cuda" else _proc_status("VmHWM") - before
+    peak = torch.cuda.max_memory_allocated() - before if device == "cuda" else _status_bytes("VmHWM") - before
     return {"path": "fused" if fused else "logits", "tokens": tokens, "dtype": dtype, "device": device,
             "peak_above_start_mb": round(peak / 2**20, 1), "step_s": round(seconds, 3), "loss": loss}  # fmt: skip
 
 
+def _status_bytes(key: str) -> int:
+    """A memory figure of this process in bytes (`timing._proc_status`); the CPU measurement needs Linux's."""
+    from ablate.benchmarks.timing import _proc_status
+
+    value = _proc_status(key)
+    if value is None:
+        raise RuntimeError(f"/proc/self/status has no {key}: the CPU measurement runs on Linux only")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ablate.benchmarks.loss_memory", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ablate.benchmarks.loss_memory", description=(__doc__ or "").split("\n")[0]
+    )
     parser.add_argument("--tokens", type=int, default=4000, help="target tokens in the batch (default 4000)")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")

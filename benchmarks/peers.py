@@ -54,7 +54,7 @@ def check_peer(name: str, cfg: ModelConfig) -> None:
 def require_transformers() -> None:
     """Import check for the [bench] extra, with a one-line fix."""
     try:
-        import transformers  # noqa: F401
+        import transformers  # noqa: F401  # pyright: ignore[reportMissingImports]  # the optional [bench] extra
     except ImportError:
         raise AblateError(f"the 'hf' peer needs Hugging Face transformers: {INSTALL_HINT}") from None
 
@@ -86,6 +86,8 @@ def build_torch_peer(cfg: ModelConfig):
     class TorchTransformerPeer(nn.Module):
         """nn.Transformer (batch_first) + shared scaled embeddings + sinusoids + tied output. Note: nn.Transformer
         always adds a final LayerNorm to encoder and decoder, which our post-norm model does not."""
+
+        positions: torch.Tensor
 
         def __init__(self) -> None:
             super().__init__()
@@ -128,7 +130,7 @@ def build_torch_peer(cfg: ModelConfig):
 
 def marian_config(cfg: ModelConfig, bos_id: int, eos_id: int):
     """A `MarianConfig` with our dimensions, dropouts, scaled and shared embeddings, and our special ids."""
-    from transformers import MarianConfig
+    from transformers import MarianConfig  # pyright: ignore[reportMissingImports]  # the optional [bench] extra
 
     return MarianConfig(
         vocab_size=cfg.vocab_size,
@@ -158,7 +160,7 @@ def marian_config(cfg: ModelConfig, bos_id: int, eos_id: int):
 def build_marian_peer(cfg: ModelConfig, bos_id: int, eos_id: int):
     """MarianMT with random weights, wrapped so that forward(src, tgt_in) returns logits like our model."""
     from torch import nn
-    from transformers import MarianMTModel
+    from transformers import MarianMTModel  # pyright: ignore[reportMissingImports]  # the optional [bench] extra
 
     marian = MarianMTModel(marian_config(cfg, bos_id, eos_id))
     pad_id = cfg.pad_id

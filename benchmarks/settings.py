@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ablate.data.errors import AblateError
+from ablate.lightning_modules.config import Precision
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +74,7 @@ class Setup:
     """The row's `RunConfig` at the preset, its model's vocabulary set to the prepared corpus's."""
     device: Any
     """torch.device."""
-    precision: str
+    precision: Precision
     """'32-true' or 'bf16-mixed' (resolved from BenchConfig.precision)."""
     rows: dict[str, Any] = field(default_factory=dict)
     """The `row:NAME` peers' model configs (`ModelConfig`), by peer name."""

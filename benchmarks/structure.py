@@ -76,9 +76,11 @@ def measure(root: Path) -> dict:
             imports[_module(path, root)] = _imports(tree)
             for node in ast.walk(tree):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    size = node.end_lineno - node.lineno + 1
+                    size = (node.end_lineno or node.lineno) - node.lineno + 1
                     functions.append((size, f"{path.relative_to(root)}:{node.name}"))
-    graph = {m: {i for i in names if i in imports and i != m} for m, names in imports.items()}
+    # `ablate.reports.cells` (one installed name) and `reports.cells` (older checkouts) both name reports/cells.py
+    local = {m: {i.removeprefix("ablate.") for i in names} for m, names in imports.items()}
+    graph = {m: {i for i in names if i in imports and i != m} for m, names in local.items()}
     functions.sort(reverse=True)
     return {"lines": lines, "functions": functions, "circles": _circles(graph)}
 

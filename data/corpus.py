@@ -151,7 +151,8 @@ def _lexicon(scale: float = 1.0) -> _Lexicon:
 
 def _pick(rng: random.Random, forms: tuple[str, ...]) -> str:
     """The usual target form, or (30% of the time) a synonym: irreducible ambiguity for the model."""
-    return forms[1] if len(forms) > 1 and rng.random() < 0.3 else forms[0]
+    first, *synonyms = forms
+    return synonyms[0] if synonyms and rng.random() < 0.3 else first
 
 
 class _Grammar:

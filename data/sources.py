@@ -105,8 +105,11 @@ def _pick_pair(directory: Path, src: str | None, tgt: str | None) -> tuple[str, 
     langs = sorted(path.suffix[1:] for path in directory.glob("train.*") if path.suffix[1:] and path.is_file())
     if src is None or tgt is None:
         others = [lang for lang in langs if lang not in (src, tgt)]
-        if len(langs) == 2 and (src or tgt) and len(others) == 1:
-            return (src, others[0]) if src else (others[0], tgt)
+        if len(langs) == 2 and len(others) == 1:
+            if src:
+                return src, others[0]
+            if tgt:
+                return others[0], tgt
         raise AblateError(
             f"{directory} holds train files for languages {', '.join(langs) or 'none'}: pass --data.src and --data.tgt "
             "(e.g. --data.src de --data.tgt en)"
@@ -184,10 +187,10 @@ class TsvSource:
             raise AblateError(
                 f"{self.path}: {with_split} of {len(rows)} rows name a split; name it on every row or none"
             )
-        if not with_split:
-            rows = _hold_out(rows)
+        # every row names its split here, or none does and the hold-out assigns them
+        split_rows = _hold_out(rows) if not with_split else [(n, s, t, sp) for n, s, t, sp in rows if sp is not None]
         out = {split: Pairs([], [], []) for split in SPLITS}
-        for number, src, tgt, split in rows:
+        for number, src, tgt, split in split_rows:
             out[split].src.append(src)
             out[split].tgt.append(tgt)
             out[split].lines.append(number)
@@ -199,11 +202,12 @@ class TsvSource:
         return out
 
 
-def _hold_out(rows: list[tuple[int, str, str, str | None]]) -> list[tuple[int, str, str, str | None]]:
+def _hold_out(rows: list[tuple[int, str, str, str | None]]) -> list[tuple[int, str, str, str]]:
     """Assign test, then valid, to the rows whose source hashes lowest; the rest is train."""
     n_held = max(1, min(1000, round(TSV_HELD_OUT * len(rows))))
     by_hash = sorted(rows, key=lambda row: (hashlib.blake2b(row[1].encode(), digest_size=8).digest(), row[0]))
-    out, counts, split_at = [], {"test": 0, "valid": 0}, "test"
+    out: list[tuple[int, str, str, str]] = []
+    counts, split_at = {"test": 0, "valid": 0}, "test"
     previous_src = None
     for number, src, tgt, _ in by_hash:
         if src != previous_src and split_at != "train" and counts[split_at] >= n_held:
@@ -263,7 +267,7 @@ class HubSource:
 
     def _download(self) -> None:
         try:
-            import datasets
+            import datasets  # pyright: ignore[reportMissingImports]  # the optional [hub] extra
         except ImportError:
             raise self._offline_help("needs the Hugging Face `datasets` package") from None
         try:

@@ -327,7 +327,11 @@ def for_compile(model: ModelConfig) -> ModelConfig:
     return replace(model, kernels="reference") if model.kernels == "auto" else model
 
 
-def resolve_precision(choice: str, *, cuda_bf16: bool) -> str:
+Precision = Literal["32-true", "bf16-mixed", "16-mixed"]
+"""A resolved precision, as Lightning's Trainer takes it."""
+
+
+def resolve_precision(choice: Literal["auto"] | Precision, *, cuda_bf16: bool) -> Precision:
     """train.precision (or `ablate bench --precision`) resolved: 'auto' is bf16 autocast on a bf16-capable CUDA
     device and fp32 elsewhere (bf16 is about 3x slower on CPUs without AMX); anything else as given. The one rule
     for training and the benchmark alike; the caller says whether it runs on a bf16-capable GPU."""

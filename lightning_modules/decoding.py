@@ -9,6 +9,8 @@ Hand-written rather than taken from a library because it must run on our model's
 
 from __future__ import annotations
 
+from typing import overload
+
 import torch
 import torch.nn.functional as F
 from ablate.lightning_modules.transformer import KVCache, Transformer
@@ -21,6 +23,10 @@ def _max_lengths(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int) -> 
     return (src_len.float() * max_len_a).long() + max_len_b
 
 
+@overload
+def length_penalty(length: Tensor, alpha: float) -> Tensor: ...
+@overload
+def length_penalty(length: int, alpha: float) -> float: ...
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
     """GNMT length penalty (Wu et al., 2016): ((5 + length) / 6) ^ alpha, for a tensor of lengths or one length."""
     return ((5.0 + length) / 6.0) ** alpha

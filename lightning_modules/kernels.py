@@ -142,7 +142,9 @@ class MatmulAttention(torch.autograd.Function):
         grad3 = grad_out.reshape(batch * heads, length, d_v)
         grad_v = _bmm(weights.transpose(1, 2), grad3)  # P^T dO
         grad_weights = _bmm(grad3, v3.transpose(1, 2))  # dO V^T
-        grad_scores = torch._softmax_backward_data(grad_weights, weights, -1, weights.dtype).mul_(ctx.scale)
+        # torch's own softmax backward (private: no public name)
+        grad_scores = torch._softmax_backward_data(grad_weights, weights, -1, weights.dtype)  # pyright: ignore[reportPrivateImportUsage]
+        grad_scores = grad_scores.mul_(ctx.scale)
         grad_q = _bmm(grad_scores, k3)  # dS K
         grad_k = _bmm(grad_scores.transpose(1, 2), q3)  # dS^T Q
 
@@ -197,7 +199,7 @@ def _gather_into(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------- compile
-def compile_for_training(model: nn.Module, backend: str = "inductor") -> nn.Module:
+def compile_for_training(model: Callable[..., Tensor], backend: str = "inductor") -> Callable[..., Tensor]:
     """`train.compile`: the model compiled once for every batch shape (`torch.compile(dynamic=True)`).
 
     Dynamic shapes, not a graph per shape: a run sees up to data.buckets shapes (dozens with greedy batches), each

@@ -47,7 +47,7 @@ def perplexity(nll: float) -> float:
 def bleu_metric(signature: str | None = None):
     """sacreBLEU's BLEU: its defaults (13a tokenizer, mixed case), or configured like the one whose signature is
     given (tokenizer and case read from it). The one place a BLEU is built."""
-    from sacrebleu.metrics import BLEU
+    from sacrebleu.metrics.bleu import BLEU
 
     fields = dict(part.split(":", 1) for part in (signature or "").split("|") if ":" in part)
     return BLEU(tokenize=fields.get("tok", "13a"), lowercase=fields.get("case") == "lc")
@@ -55,7 +55,7 @@ def bleu_metric(signature: str | None = None):
 
 def chrf_metric():
     """sacreBLEU's chrF with its defaults (character 6-grams, beta 2). The one place a chrF is built."""
-    from sacrebleu.metrics import CHRF
+    from sacrebleu.metrics.chrf import CHRF
 
     return CHRF()
 

@@ -58,11 +58,12 @@ class RotaryEmbedding(nn.Module):
     on m - n only. An odd width leaves its last dimension unrotated."""
 
     BASE = 10000.0
+    theta: Tensor
 
     def __init__(self, width: int) -> None:
         super().__init__()
-        self.half = width // 2
-        theta = self.BASE ** (-torch.arange(self.half, dtype=torch.float32) * 2 / max(2 * self.half, 1))
+        self.pairs = width // 2  # not `half`: that name is nn.Module's method (cast to float16)
+        theta = self.BASE ** (-torch.arange(self.pairs, dtype=torch.float32) * 2 / max(2 * self.pairs, 1))
         self.register_buffer("theta", theta, persistent=False)
 
     def forward(self, x: Tensor, start: int) -> Tensor:
@@ -70,7 +71,7 @@ class RotaryEmbedding(nn.Module):
         pos = torch.arange(start, start + x.size(-2), device=x.device, dtype=torch.float32)
         angle = torch.outer(pos, self.theta)  # (L, d/2)
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
-        x1, x2, rest = x[..., : self.half], x[..., self.half : 2 * self.half], x[..., 2 * self.half :]
+        x1, x2, rest = x[..., : self.pairs], x[..., self.pairs : 2 * self.pairs], x[..., 2 * self.pairs :]
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
 
 
@@ -89,6 +90,8 @@ def rotary_for(cfg: ModelConfig, self_attention: bool) -> Callable[[int], nn.Mod
 
 class NoPositions(nn.Module):
     """The place of the additive position encodings when there are none at the input ('rope', 'none'): adds 0."""
+
+    zero: Tensor
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

@@ -9,7 +9,7 @@ Test (`trainer.test`, after training) decodes the whole test split the same way 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytorch_lightning as pl
 import torch
@@ -19,6 +19,10 @@ from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL, LabelS
 from ablate.lightning_modules.metrics import bleu_metric, chrf_metric, corpus_score, perplexity
 from ablate.lightning_modules.transformer import Transformer
 from torch import Tensor
+from torch.optim.lr_scheduler import LambdaLR
+
+if TYPE_CHECKING:
+    from ablate.data.datamodule import TranslationDataModule
 
 # Checkpoints store the configs (save_hyperparameters); let torch.load(weights_only=True) accept them, under their
 # name now and under the one they had before every folder became a subpackage of `ablate`: a sweep started before an
@@ -139,7 +143,7 @@ class TranslationModule(pl.LightningModule):
         self._tokens_seen[0] += (batch["src"] != self.model_config.pad_id).sum()
         self._tokens_seen[1] += ntok.sum()
         self.log("train/ppl", torch.exp(out["nll_sum"].sum() / ntok.sum().clamp(min=1)), batch_size=ntok.numel())
-        self.log("train/lr", self.lr_schedulers().get_last_lr()[0], batch_size=ntok.numel())
+        self.log("train/lr", self._scheduler().get_last_lr()[0], batch_size=ntok.numel())
         # The loggers' step (Lightning takes a logged "step" as the x value): the optimizer steps done once this
         # batch's update is applied, as the results count them. Lightning's default is the count before it, one less.
         self.log("step", float(self.global_step + 1), batch_size=ntok.numel())
@@ -171,10 +175,20 @@ class TranslationModule(pl.LightningModule):
         """The learning rate of the next update, from this run's schedule. A resumed optimizer carries the rate its
         previous run set, which a branch to a shorter budget (train.budgets) must not inherit: its cooldown begins
         at the very step it resumes from."""
-        scheduler = self.lr_schedulers()
+        scheduler = self._scheduler()
         optimizer = scheduler.optimizer
         for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
             group["lr"] = base * factor(scheduler.last_epoch)
+
+    def _scheduler(self) -> LambdaLR:
+        """The one schedule `configure_optimizers` returns (Lightning types `lr_schedulers()` as None, one or many)."""
+        return cast(LambdaLR, self.lr_schedulers())
+
+    def references(self, split: str) -> list[str]:
+        """The split's reference sentences, from the run's data module (Lightning sets `trainer.datamodule` when a
+        fit or test starts; its types do not declare it)."""
+        datamodule: TranslationDataModule = self.trainer.datamodule  # pyright: ignore[reportAttributeAccessIssue]
+        return datamodule.references(split)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["first_loss"] = self.first_loss
@@ -212,10 +226,10 @@ class TranslationModule(pl.LightningModule):
         """Decode a padded source batch with the configured beam (1 = greedy). Returns token ids per sentence."""
         cfg = self.train_config
         beam = cfg.beam_size if beam_size is None else beam_size
-        args = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b)
+        ids = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len_b=cfg.max_len_b)
         if beam == 1:
-            return greedy_search(self.model, src, **args)
-        return beam_search(self.model, src, beam_size=beam, alpha=cfg.length_penalty, **args)
+            return greedy_search(self.model, src, max_len_a=cfg.max_len_a, **ids)
+        return beam_search(self.model, src, beam_size=beam, alpha=cfg.length_penalty, max_len_a=cfg.max_len_a, **ids)
 
     def on_validation_epoch_start(self) -> None:
         self._val = {"loss_sum": {}, "nll_sum": {}, "ntok": {}, "hyps": {}, "nll_swapped": {}}
@@ -274,7 +288,7 @@ class TranslationModule(pl.LightningModule):
         shard each. Keyed by sentence index, so a batch repeated to even out the ranks counts once."""
         if self._trainer is None or self.trainer.world_size == 1:
             return part
-        parts: list[dict] = [None] * self.trainer.world_size  # type: ignore[list-item]
+        parts: list[Any] = [None] * self.trainer.world_size  # each rank's `part`, once gathered
         torch.distributed.all_gather_object(parts, part)
         return {key: {k: v for p in parts for k, v in p[key].items()} for key in part}
 
@@ -295,7 +309,7 @@ class TranslationModule(pl.LightningModule):
 
     def _bleu(self, hyps: dict[int, str]) -> dict[str, Any]:
         """Corpus BLEU of the decoded sentences against the raw references, with sacrebleu's signature."""
-        references = self.trainer.datamodule.references("valid")
+        references = self.references("valid")
         scores = corpus_scores(hyps, references, chrf=False)
         # BLEU on the sentences every periodic validation decodes (train.val_max_sentences), also when this one
         # decoded more (the final, full validation): consecutive points of the curve then compare like with like,
@@ -329,7 +343,7 @@ class TranslationModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         """The whole test split's hypotheses, gathered over ranks, scored by sacreBLEU (`last_test`)."""
         hyps = self._all_ranks(self._test)["hyps"]
-        self.last_test = corpus_scores(hyps, self.trainer.datamodule.references("test")) if hyps else {}
+        self.last_test = corpus_scores(hyps, self.references("test")) if hyps else {}
 
 
 def source_use(nll_swapped: dict[int, float], nll: dict[int, float], ntok: dict[int, int]) -> dict[str, float]:
@@ -369,7 +383,8 @@ def average_state_dicts(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:
     out = {}
     for key, last in states[-1].items():
         if torch.is_floating_point(last):
-            out[key] = sum(s[key].float() for s in states).div(len(states)).to(last.dtype)
+            total = cast(Tensor, sum(s[key].float() for s in states))  # sum() starts from the int 0
+            out[key] = total.div(len(states)).to(last.dtype)
         else:
             out[key] = last
     return out

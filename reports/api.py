@@ -191,7 +191,9 @@ class Study:
         from ablate.reports.build import describe_corpus
         from ablate.reports.writers import Context, get_writer
 
-        return get_writer("md").write(self.table(**kwargs), Context(corpus=describe_corpus(self.results)))
+        text = get_writer("md").write(self.table(**kwargs), Context(corpus=describe_corpus(self.results)))
+        assert text is not None  # a format of its own (not a companion) always writes text
+        return text
 
     def __repr__(self) -> str:
         states: dict[str, int] = {}

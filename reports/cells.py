@@ -11,17 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ablate.ablations.record import FULL, budget_label
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.claims import p_text
+from ablate.reports.compare import RowSide, SweepComparison
 from ablate.reports.stats import RowTest
 from ablate.reports.table import CONFIG_COLUMNS, ReportRow, ReportTable, Stat
-
-if TYPE_CHECKING:
-    from ablate.reports.compare import RowSide, SweepComparison
 
 
 @dataclass(frozen=True)
@@ -307,15 +305,6 @@ def other_span(table: ReportTable, cols: list[Column]) -> tuple[int, int] | None
 def cut(text: str, width: int) -> str:
     """`text` cut to `width` characters, an ellipsis last where it was cut."""
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def short_value(value: Any) -> str:
-    """A value in four significant figures where it is a float, '-' for None (`ablate compare`'s config values)."""
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
-    if value is None:
-        return "-"
-    return str(value)
 
 
 # --- `ablate compare`: two results directories, one line per row and metric -------------------------------------

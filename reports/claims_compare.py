@@ -82,15 +82,15 @@ class ClaimsComparison:
 
 def _effect(cv: ComparisonVerdict, base: str | None) -> Effect:
     test = cv.test
-    tested = test is not None and test.effect is not None
+    tested = test if test is not None and test.effect is not None else None
     return Effect(
         row=cv.comparison.row,
         against=cv.comparison.against or base or "",
         metric=cv.comparison.metric,
         verdict=cv.verdict,
-        effect=test.effect if tested else None,
-        low=test.ci[0] if tested else None,
-        high=test.ci[1] if tested else None,
+        effect=tested.effect if tested else None,
+        low=tested.ci[0] if tested else None,
+        high=tested.ci[1] if tested else None,
         paper_ratio=paper_ratio(cv),
         reason=cv.reason,
     )

@@ -25,7 +25,6 @@ from typing import Any
 
 from ablate.ablations.record import Record
 from ablate.data.errors import AblateError
-from ablate.reports.cells import short_value
 from ablate.reports.convergence import Convergence, row_convergence
 from ablate.reports.metrics import read_lines, system_scores
 from ablate.reports.results import StudyResults
@@ -71,6 +70,15 @@ def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, A
     ]
 
 
+def short_value(value: Any) -> str:
+    """A value in four significant figures where it is a float, '-' for None (`ablate compare`'s config values)."""
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
+    if value is None:
+        return "-"
+    return str(value)
+
+
 def sparkline(values: list[float], lo: float, hi: float, width: int = 24) -> str:
     """Values resampled to at most `width` points, drawn with block characters on the scale [lo, hi]."""
     if not values:
@@ -107,8 +115,8 @@ def compare_runs(a: Record, b: Record, *, n_samples: int = N_SAMPLES) -> str:
         rows = [("metric", "A", "B", "B - A")]
         for key in keys:
             va, vb = a.metrics.get(key), b.metrics.get(key)
-            numeric = isinstance(va, (int, float)) and isinstance(vb, (int, float))
-            rows.append((key, short_value(va), short_value(vb), f"{vb - va:+.4g}" if numeric else ""))  # type: ignore[operator]
+            diff = f"{vb - va:+.4g}" if isinstance(va, int | float) and isinstance(vb, int | float) else ""
+            rows.append((key, short_value(va), short_value(vb), diff))
         lines += ["", "metrics:"] + _table(rows)
     sig_a, sig_b = a.metrics.get("bleu_signature"), b.metrics.get("bleu_signature")
     if sig_a and sig_b and sig_a != sig_b:
@@ -156,7 +164,8 @@ def _dev_test(a: Record, b: Record, n_samples: int) -> str:
     """B's dev BLEU against A's (a pair that `check_pair` accepts), tested as the report tests rows
     (`reports.stats.compare`) with one run a side: the paired bootstrap over the dev sentences alone, since two runs
     cannot tell seed noise."""
-    hyps_a, hyps_b = read_lines(a.hypotheses), read_lines(b.hypotheses)  # type: ignore[arg-type]
+    assert a.hypotheses is not None and b.hypotheses is not None  # `check_pair` made sure
+    hyps_a, hyps_b = read_lines(a.hypotheses), read_lines(b.hypotheses)
     changed = sum(x != y for x, y in zip(hyps_a, hyps_b, strict=True))
     scores = [system_scores(replace(r, references=a.references), "bleu") for r in (b, a)]
     if scores[0] is None or scores[1] is None:

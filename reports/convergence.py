@@ -90,7 +90,9 @@ def convergence(record: Record) -> Convergence:
     points = [p for p in record.curves.get("val", []) if _bleu(p) is not None]
     if len(points) < 2:
         return Convergence(state="unknown", detail="fewer than two validations with BLEU: lower train.val_every")
-    delta = _bleu(points[-1]) - _bleu(points[-2])  # type: ignore[operator]
+    last, before = _bleu(points[-1]), _bleu(points[-2])
+    assert last is not None and before is not None  # `points` keeps the validations with BLEU
+    delta = last - before
     steps = f"steps {points[-2].get('step')} -> {points[-1].get('step')}"
     if delta >= PLATEAU_BLEU:
         return Convergence(state="rising", delta=delta, detail=f"BLEU {delta:+.2f} over {steps}: train longer")

@@ -157,10 +157,8 @@ def _tex_claims(table: ReportTable, label: str) -> list[str]:
 _TEX_MARKS = {"†": r"{}^{\dagger}", "‡": r"{}^{\ddagger}"}
 
 
-TEX_DIGITS = {
-    key: METRICS[metric].paper_digits
-    for key, (metric, _) in STAT_METRICS.items()
-    if METRICS[metric].paper_digits is not None
+TEX_DIGITS: dict[str, int] = {
+    key: digits for key, (metric, _) in STAT_METRICS.items() if (digits := METRICS[metric].paper_digits) is not None
 }
 """Decimals LaTeX shows: the paper's Table 3's (`MetricSpec.paper_digits`: BLEU to one decimal), else the table's."""
 

@@ -54,16 +54,16 @@ DODGE_DECADES = 0.007
 """How far apart, in decades of the log parameter axis (a few pixels), rows of the same size are drawn."""
 
 
-def _dodged(rows: list[ReportRow]) -> dict[str, float]:
+def _dodged(params_m: dict[str, float]) -> dict[str, float]:
     """Row -> x to draw it at: rows with the same parameter count (Table 3's A, D, E rows keep the base's) spread side
     by side around it, so that their error bars do not hide each other. On a log axis a factor is a fixed shift."""
-    same: dict[str, list[ReportRow]] = {}
-    for row in rows:
-        same.setdefault(f"{row.params_m:.4g}", []).append(row)
+    same: dict[str, list[str]] = {}
+    for name, params in params_m.items():
+        same.setdefault(f"{params:.4g}", []).append(name)
     return {
-        row.name: row.params_m * 10 ** (DODGE_DECADES * (i - (len(group) - 1) / 2))  # type: ignore[operator]
+        name: params_m[name] * 10 ** (DODGE_DECADES * (i - (len(group) - 1) / 2))
         for group in same.values()
-        for i, row in enumerate(group)
+        for i, name in enumerate(group)
     }
 
 
@@ -92,15 +92,16 @@ def bleu_vs_params_figure(table: ReportTable):
     if not rows:
         return None
     colors = _group_colors(table)
-    xs = _dodged(rows)
+    xs = _dodged({r.name: r.params_m for r in rows if r.params_m is not None})
+    bleu = {r.name: r.bleu for r in rows if r.bleu is not None}
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
     seen: set[str] = set()
     for row in rows:
         ax.errorbar(
             xs[row.name],
-            row.bleu.mean,  # type: ignore[union-attr]
-            yerr=row.bleu.std or 0.0,  # type: ignore[union-attr]
+            bleu[row.name].mean,
+            yerr=bleu[row.name].std or 0.0,
             fmt="o",
             markersize=4,
             elinewidth=1,
@@ -119,11 +120,11 @@ def bleu_vs_params_figure(table: ReportTable):
     ax.legend(fontsize=7, title="group", title_fontsize=7)
     fig.tight_layout()
     # Labels last, once the axes have their final size: adjustText needs it to measure them.
-    labels = [ax.text(xs[r.name], r.bleu.mean, r.name, fontsize=7) for r in rows]  # type: ignore[union-attr]
+    labels = [ax.text(xs[r.name], bleu[r.name].mean, r.name, fontsize=7) for r in rows]
     adjust_text(
         labels,
         x=[xs[r.name] for r in rows],
-        y=[r.bleu.mean for r in rows],  # type: ignore[union-attr]
+        y=[bleu[r.name].mean for r in rows],
         ax=ax,
         arrowprops={"arrowstyle": "-", "color": "#888", "lw": 0.5},
     )
@@ -181,7 +182,8 @@ def plot_bleu_deltas(table: ReportTable, out_dir: Path) -> Plot | None:
     rows the test marks significant filled, the paper's deltas beside."""
     from matplotlib.figure import Figure
 
-    rows = [r for r in table.rows if r.delta_bleu is not None]
+    deltas = {r.name: r.delta_bleu for r in table.rows if r.delta_bleu is not None}
+    rows = [r for r in table.rows if r.name in deltas]
     if not rows:
         return None
     paper_base = table.row(table.base).paper if table.base else None
@@ -189,11 +191,11 @@ def plot_bleu_deltas(table: ReportTable, out_dir: Path) -> Plot | None:
     ax = fig.add_subplot()
     ys = list(range(len(rows)))[::-1]
     for y, row in zip(ys, rows, strict=True):
-        test, delta = row.tests.get("bleu"), row.delta_bleu
+        test, delta = row.tests.get("bleu"), deltas[row.name]
         if test is not None and test.effect is not None and all(math.isfinite(v) for v in test.ci):
             x, err = test.effect, [[test.effect - test.ci[0]], [test.ci[1] - test.effect]]
         else:
-            x, err = delta.mean, delta.std or 0.0  # type: ignore[union-attr]
+            x, err = delta.mean, delta.std or 0.0
         significant = bool(row.mark)
         color = "#d62728" if significant else "#1f77b4"
         ax.errorbar(x, y, xerr=err, fmt="o", color=color, mfc=None if significant else "white", capsize=3)

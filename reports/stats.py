@@ -30,12 +30,12 @@ in five.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from ablate.lightning_modules.metrics import METRICS
-from ablate.reports.variance import Moderated, moderate
+from ablate.reports.variance import Moderated, holm, moderate
 
 ALPHA = 0.05
 """Significance level of every test and 1 - coverage of every interval."""
@@ -57,7 +57,7 @@ class SystemScores:
     """Corpus-level score, as reported."""
     stats: np.ndarray | None = None
     """(sentences, k) sufficient statistics whose column sums give the corpus score through `scorer`."""
-    scorer: object | None = None
+    scorer: Callable[[np.ndarray], float] | None = None
     """stats sums (k,) -> score."""
 
 
@@ -189,9 +189,9 @@ def compare(
         variance += se_seeds**2
     se_sent = None
     if weights is not None:
-        boots = [_cached(s, weights, cache) for s in (*mine, *theirs)]
-        if all(b is not None for b in boots):
-            diff = np.mean(boots[: len(mine)], axis=0) - np.mean(boots[len(mine) :], axis=0)
+        present = [b for s in (*mine, *theirs) if (b := _cached(s, weights, cache)) is not None]
+        if len(present) == len(mine) + len(theirs):
+            diff = np.mean(present[: len(mine)], axis=0) - np.mean(present[len(mine) :], axis=0)
             se_sent = float(np.std(diff, ddof=1))
             variance += se_sent**2
     if se_sent is None:
@@ -204,7 +204,7 @@ def compare(
         else se**4 / (se_seeds**4 / df_seed)
     )
     if se > 0:
-        t = stats.t.ppf(1 - ALPHA / 2, df)
+        t = float(stats.t.ppf(1 - ALPHA / 2, df))
         ci = (effect - t * se, effect + t * se)
         p = float(2 * stats.t.sf(abs(effect) / se, df))
     else:
@@ -232,17 +232,6 @@ def _cached(system: SystemScores, weights: np.ndarray, cache: dict[int, np.ndarr
     if id(system) not in cache:
         cache[id(system)] = bootstrap_scores(system, weights)
     return cache[id(system)]
-
-
-def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm's step-down adjustment (strong control of the family-wise error rate); None stays None."""
-    order = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
-    adjusted: list[float | None] = [None] * len(p_values)
-    running, m = 0.0, len(order)
-    for rank, (p, i) in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p))
-        adjusted[i] = running
-    return adjusted
 
 
 def compare_rows(

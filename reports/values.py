@@ -11,7 +11,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ablate.ablations.record import FULL, budget_label
-from ablate.reports.cells import has_test, short_value, value_text
+from ablate.reports.cells import has_test, value_text
+from ablate.reports.compare import short_value
 from ablate.reports.stats import METRICS, RowTest
 from ablate.reports.table import ReportRow, ReportTable, Stat
 
@@ -119,11 +120,11 @@ def claims_data(table: ReportTable) -> list[dict[str, Any]]:
 
 def test_fields(t: RowTest | None) -> dict[str, Any]:
     """A test's effect, 95% interval, p, Holm-corrected p and minimum detectable effect as raw values."""
-    tested = t is not None and t.effect is not None
+    tested = t if t is not None and t.effect is not None else None
     return {
         "effect": rounded(t.effect) if t else None,
-        "ci_low": rounded(t.ci[0]) if tested else None,  # type: ignore[union-attr]
-        "ci_high": rounded(t.ci[1]) if tested else None,  # type: ignore[union-attr]
+        "ci_low": rounded(tested.ci[0]) if tested else None,
+        "ci_high": rounded(tested.ci[1]) if tested else None,
         "p": rounded(t.p) if t else None,
         "p_holm": rounded(t.p_holm) if t else None,
         "mde": rounded(t.mde) if t else None,

@@ -74,7 +74,7 @@ class Moderated:
     """True when the row's seeds vary far more than the other rows' (step 1): it keeps its own variance."""
 
 
-def fit_prior(variances: Sequence[float], dfs: Sequence[float]) -> Prior | None:
+def fit_prior(variances: Sequence[float] | np.ndarray, dfs: Sequence[float] | np.ndarray) -> Prior | None:
     """limma's `fitFDist` (Smyth, 2004, section 6.2): d0 and s0^2 by moments of log s^2 (d0 = inf when the log
     variances spread no more than their chi2 alone would). None with no row to fit."""
     from scipy.special import digamma, polygamma
@@ -92,7 +92,7 @@ def fit_prior(variances: Sequence[float], dfs: Sequence[float]) -> Prior | None:
     return Prior(var=float(math.exp(float(np.mean(e)) + digamma(d0 / 2) - math.log(d0 / 2))), df=d0)
 
 
-def _valid(variances: Sequence[float], dfs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _valid(variances: Sequence[float] | np.ndarray, dfs: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s2, d = np.asarray(variances, dtype=float), np.asarray(dfs, dtype=float)
     keep = (d > 0) & np.isfinite(s2)
     return np.maximum(s2[keep], 1e-12), d[keep]  # a zero variance (identical seeds) stays finite on the log scale
@@ -121,19 +121,21 @@ def moderate(rows: Sequence[Sequence[float]], *, robust: bool = True) -> tuple[l
     ordinary rows share (None: no row has two seeds). A row with one seed gets the prior's variance; with no prior,
     none (var NaN, df 0)."""
     values = [[v for v in row if math.isfinite(v)] for row in rows]
-    own = [(float(np.var(v, ddof=1)), len(v) - 1) if len(v) >= 2 else (None, 0) for v in values]
-    fitted = [i for i, (_, d) in enumerate(own) if d > 0]
-    outliers = _outliers(own, fitted) if robust and len(fitted) >= 4 else set()
+    own: list[tuple[float | None, int]] = [
+        (float(np.var(v, ddof=1)), len(v) - 1) if len(v) >= 2 else (None, 0) for v in values
+    ]
+    fitted = {i: (s2, d) for i, (s2, d) in enumerate(own) if s2 is not None and d > 0}  # the rows of two seeds or more
+    outliers = _outliers(fitted) if robust and len(fitted) >= 4 else set()
     inliers = [i for i in fitted if i not in outliers]
-    prior = _prior([values[i] for i in inliers], [own[i] for i in inliers])
+    prior = _prior([values[i] for i in inliers], [fitted[i] for i in inliers])
     total_df = float(sum(own[i][1] for i in inliers))
     out = []
     for i, (s2, d) in enumerate(own):
-        if i in outliers:
+        if i in outliers and s2 is not None:
             out.append(Moderated(var=float(s2), df=float(d), own_var=s2, own_df=d, outlier=True))
         elif prior is None:
             out.append(Moderated(var=math.nan, df=0, own_var=s2, own_df=d))
-        elif d == 0 or math.isinf(prior.df):
+        elif d == 0 or s2 is None or math.isinf(prior.df):
             out.append(Moderated(var=prior.var, df=min(prior.df, total_df), own_var=s2, own_df=d))
         else:
             var = (prior.df * prior.var + d * s2) / (prior.df + d)
@@ -155,19 +157,30 @@ def _prior(values: list[list[float]], own: list[tuple[float, int]]) -> Prior | N
     return (fit_prior(s2, d) or pooled) if p < HETEROGENEITY_ALPHA else pooled
 
 
-def _outliers(own: list[tuple[float | None, int]], fitted: list[int]) -> set[int]:
+def _outliers(fitted: dict[int, tuple[float, int]]) -> set[int]:
     """Rows whose variance is above the others' pooled one at OUTLIER_ALPHA, Holm-corrected (step 1)."""
-    from ablate.reports.stats import holm
     from scipy import stats
 
     tails = []
     for i in fitted:
         others = [j for j in fitted if j != i]
-        df_others = sum(own[j][1] for j in others)
-        pooled = sum(own[j][0] * own[j][1] for j in others) / df_others
-        ratio = own[i][0] / pooled if pooled > 0 else (math.inf if own[i][0] > 0 else 1.0)
-        tails.append(float(stats.f.sf(ratio, own[i][1], df_others)))
+        df_others = sum(fitted[j][1] for j in others)
+        pooled = sum(fitted[j][0] * fitted[j][1] for j in others) / df_others
+        ratio = fitted[i][0] / pooled if pooled > 0 else (math.inf if fitted[i][0] > 0 else 1.0)
+        tails.append(float(stats.f.sf(ratio, fitted[i][1], df_others)))
     return {i for i, p in zip(fitted, holm(tails), strict=True) if p is not None and p < OUTLIER_ALPHA}
 
 
-__all__ = ["HETEROGENEITY_ALPHA", "OUTLIER_ALPHA", "Moderated", "Prior", "fit_prior", "moderate"]
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment (strong control of the family-wise error rate); None stays None. The outlier gate
+    here and the row tests of `reports.stats` both use it."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running, m = 0.0, len(order)
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+__all__ = ["HETEROGENEITY_ALPHA", "OUTLIER_ALPHA", "Moderated", "Prior", "fit_prior", "holm", "moderate"]

@@ -81,7 +81,7 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
         job_type="report",
         name=f"report-{group}",
         dir=str(wandb_dir),
-        mode=_mode(),
+        mode=_mode(),  # pyright: ignore[reportArgumentType]  # WANDB_MODE as the user set it: wandb checks it
         reinit="create_new",
         config={
             "study": table.study,
@@ -98,12 +98,12 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
         records = table_records(table)
         columns = list(records[0]) if records else ["row"]
         data = [[_cell(rec[c]) for c in columns] for rec in records]
-        logged: dict[str, Any] = {TABLE_KEY: wandb.Table(columns=columns, data=data)}
+        logged: dict[str, Any] = {TABLE_KEY: wandb.Table(columns=[*columns], data=[*data])}
         claims = claims_data(table)
         if claims:
             claim_columns = list(claims[0])
             logged[CLAIMS_KEY] = wandb.Table(
-                columns=claim_columns, data=[[_cell(c[k]) for k in claim_columns] for c in claims]
+                columns=[*claim_columns], data=[[_cell(c[k]) for k in claim_columns] for c in claims]
             )
         for plot in plots:
             logged[f"report/{plot.name}"] = wandb.Image(str(plot.png), caption=plot.title)
@@ -244,11 +244,12 @@ def build_view(definition: dict[str, Any], entity: str | None = None):
 def save_view(definition: dict[str, Any]) -> str:
     """Save the workspace view to W&B (online, logged in) as a new view; its URL."""
     import wandb
+    from wandb.errors import UsageError
 
     _workspaces()  # the install hint first
     try:
         api = wandb.Api()
-    except wandb.errors.UsageError as err:
+    except UsageError as err:
         raise AblateError(f"saving the W&B workspace view needs a W&B login: {err}") from None
     view = build_view(definition, entity=definition.get("entity") or api.default_entity)
     return view.save().url
@@ -338,7 +339,8 @@ def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{run_dir} holds no run-*.wandb file")
     out: dict[str, Any] = {"run": {}, "config": {}, "history": [], "summary": {}, "files": [], "finished": False}
     for payload in _payloads(log):
-        record = wandb_internal_pb2.Record()
+        # protobuf makes the message classes when the module loads; wandb ships no stub that names them
+        record = wandb_internal_pb2.Record()  # pyright: ignore[reportAttributeAccessIssue]
         record.ParseFromString(payload)
         kind = record.WhichOneof("record_type")
         if kind == "run":

@@ -27,14 +27,21 @@ def wants_help(argv: list[str]) -> bool:
     return any(arg in ("-h", "--help") for arg in argv)
 
 
-def command_parser(prog: str, description: str, *, sections: Iterable[str] = (), documented: bool = False):
+def command_parser(prog: str, description: str | None, *, sections: Iterable[str] = (), documented: bool = False):
     """A parser with --config and --print_config, plus the overrides of the named config sections.
 
     `documented`: the sections' options carry their fields' docstrings as help (read from the source, about 0.2 s,
     so only for a parser that prints its help)."""
     import argparse
 
-    from jsonargparse import ActionConfigFile, ArgumentParser, DefaultHelpFormatter, set_parsing_settings
+    # ActionConfigFile is jsonargparse's documented name; its __init__ imports it without listing it in __all__,
+    # which pyright reads as private.
+    from jsonargparse import (
+        ActionConfigFile,  # pyright: ignore[reportPrivateImportUsage]
+        ArgumentParser,
+        DefaultHelpFormatter,
+        set_parsing_settings,
+    )
 
     class Formatter(DefaultHelpFormatter, argparse.RawDescriptionHelpFormatter):
         """jsonargparse's help, with the description's paragraphs kept as written."""

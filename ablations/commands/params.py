@@ -25,7 +25,7 @@ def parameter_table(
         extra.setdefault("data", {})["vocab_size"] = vocab_size
     rows = []
     for row in study.rows:
-        cfg = study.run_config(row, preset, **extra).model
+        cfg = study.run_config(row, preset, 0, **extra).model
         with torch.device("meta"):
             params = Transformer(cfg).num_parameters()
         rows.append(

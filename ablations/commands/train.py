@@ -62,6 +62,7 @@ def build_parser(*, documented: bool = False):
     parser.add_argument("--resume", action="store_true", help="continue from <out>/checkpoints/last.ckpt if present")
     if documented:
         parser.set_defaults(_starting_values())
+        assert parser.groups is not None  # jsonargparse fills it as sections are added
         for section, cls in SECTIONS.items():
             what = (cls.__doc__ or "").strip().splitlines()[0].split(". ")[0].rstrip(".")  # the dataclass defaults
             parser.groups[section].title = (  # are the paper's, not what a run starts from: leave them unsaid here

@@ -11,11 +11,14 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ablate.ablations.storage.journal import journal_storage, repair_journal
 from ablate.ablations.storage.urls import redact, scrub, with_driver
 from ablate.data.errors import AblateError
+
+if TYPE_CHECKING:
+    from optuna import Study
 
 
 def open_storage(url: str):
@@ -94,7 +97,10 @@ def open_existing(url: str, out_dir: Path) -> Any:
     return _open_rdb(url)
 
 
-OBJECTIVES = {"bleu": ("dev BLEU", "maximize"), "ppl": ("dev PPL", "minimize")}
+OBJECTIVES: dict[str, tuple[str, Literal["maximize", "minimize"]]] = {
+    "bleu": ("dev BLEU", "maximize"),
+    "ppl": ("dev PPL", "minimize"),
+}
 """Each metric a study can optimise: its objective's name (optuna-dashboard shows it: `Study.set_metric_names`) and
 direction. A trial's values are the record's final metrics, in the study's order."""
 SWEEP_METRICS = ("bleu", "ppl")
@@ -107,7 +113,7 @@ def named_study(storage, name: str, metrics: tuple[str, ...], **kwargs: Any):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    directions = [OBJECTIVES[m][1] for m in metrics]
+    directions: list[Literal["maximize", "minimize"]] = [OBJECTIVES[m][1] for m in metrics]
     study = optuna.create_study(study_name=name, storage=storage, directions=directions, load_if_exists=True, **kwargs)
     if study.metric_names is None and [d.name.lower() for d in study.directions] == directions:
         with warnings.catch_warnings():  # "experimental since Optuna 3.2": stable in use, and optuna-dashboard reads it
@@ -116,7 +122,7 @@ def named_study(storage, name: str, metrics: tuple[str, ...], **kwargs: Any):
     return study
 
 
-def study_metrics(study) -> tuple[str, ...]:
+def study_metrics(study: Study) -> tuple[str, ...]:
     """The metrics a study's objectives are: from their names, or ('bleu',) for an unnamed study of one maximised
     objective (what ablate made before objectives were named)."""
     by_name = {label: metric for metric, (label, _) in OBJECTIVES.items()}

@@ -52,7 +52,7 @@ class ParamSpace:
         ones widen to take new values; a categorical one cannot grow, so a new choice (a row added to the study
         since it began) is left out of that trial's parameters, and a knob whose kind changed (a number where text
         was) is left out altogether. Returns the space and a line per parameter left out, for the user."""
-        from optuna.distributions import CategoricalDistribution
+        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
         settled, left_out = dict(self.distributions), []
         for name, new in self.distributions.items():
@@ -65,9 +65,18 @@ class ParamSpace:
                 if extra:
                     left_out.append(f"{name} = {', '.join(map(str, extra))} (new since the study began)")
                 continue
-            widens = (type(old), type(new)) in _widens() and not (old.log and min(old.low, new.low) <= 0)
-            if widens:  # the axis keeps its kind and scale and widens to the new values
-                settled[name] = type(old)(min(old.low, new.low), max(old.high, new.high), log=old.log)
+            numeric = (FloatDistribution, IntDistribution)
+            if (
+                isinstance(old, numeric)
+                and isinstance(new, numeric)
+                and (type(old), type(new)) in _widens()
+                and not (old.log and min(old.low, new.low) <= 0)
+            ):  # the axis keeps its kind and scale and widens to the new values
+                low, high = min(old.low, new.low), max(old.high, new.high)
+                if isinstance(old, IntDistribution):  # then so is `new` (`_widens`)
+                    settled[name] = IntDistribution(int(low), int(high), log=old.log)
+                else:
+                    settled[name] = FloatDistribution(low, high, log=old.log)
             else:
                 del settled[name]
                 left_out.append(f"{name} (its kind changed since the study began)")

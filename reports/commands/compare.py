@@ -119,6 +119,7 @@ def _compare_sweeps(args, dir_a: Path, dir_b: Path) -> int:
         print(writer.write(comparison, Context(width=width)), end="")
         return 0
     text = writer.write(comparison, Context())
+    assert text is not None, f"{fmt}: a format offered on its own writes text (None is a companion's answer)"
     if out.is_dir():
         out = out / f"{dir_a.name}-vs-{dir_b.name}{writer.suffix}"
     write_text_atomic(out, text)

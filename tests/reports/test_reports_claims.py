@@ -16,7 +16,8 @@ from ablate.ablations.record import Record
 from ablate.data.errors import AblateError
 from ablate.reports.claims import Comparison, comparison_verdict, judge, load_claims, parse_claims
 from ablate.reports.convergence import convergence
-from ablate.reports.stats import SystemScores, compare, compare_rows, holm, pooled_seed_variance, resample_weights
+from ablate.reports.stats import SystemScores, compare, compare_rows, pooled_seed_variance, resample_weights
+from ablate.reports.variance import holm
 
 
 def systems(values: list[float]) -> list[SystemScores]:

@@ -1,0 +1,207 @@
+"""The layering of ../shared/STYLE.md as a test, read from the code with `ast` (nothing is imported).
+
+Data flows one way: data -> lightning_modules -> ablations -> reports, benchmarks. A module imports only from its own
+folder or the ones before it; reports and benchmarks, the two ends, never import each other; no modules import each
+other in a circle. Every import counts: at the top of a file, inside a function, under `if TYPE_CHECKING:`.
+
+reports reads finished results only and never imports training code: no module that reports reaches, through any
+chain of imports, imports torch or Lightning when it is loaded (its records, ledger, storages, claims and configs
+are what it may read), and reports itself imports neither anywhere. (`ablate report` and `compare` are dispatched by
+name from ablations/cli.py, a string and not an import.)
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LAYERS = {"data": 0, "lightning_modules": 1, "ablations": 2, "reports": 3, "benchmarks": 3}
+TRAINING_LIBRARIES = ("torch", "pytorch_lightning", "lightning")
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module, e.g. "ablate.reports.cells"
+    target: str  # the imported module of this repository, or the top-level name of a library
+    where: str  # "reports/cells.py:16"
+    top_level: bool  # run when the module is loaded (not inside a function)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(["ablate", *(parts[:-1] if parts[-1] == "__init__" else parts)])
+
+
+def read_modules(root: Path = REPO) -> dict[str, Path]:
+    return {module_name(p): p for folder in LAYERS for p in sorted((root / folder).rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    in_function: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            in_function.update(id(child) for child in ast.walk(node) if child is not node)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([node.module] if node.module else []))
+            # `from ablate.ablations import ledger` imports the module ablate.ablations.ledger
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        else:
+            continue
+        where = f"{path.relative_to(REPO)}:{node.lineno}"
+        for target in dict.fromkeys(targets):
+            if not target.startswith("ablate."):
+                target = target.partition(".")[0]
+            found.append(Import(name, target, where, id(node) not in in_function))
+    return found
+
+
+def read_imports(root: Path = REPO) -> list[Import]:
+    modules = read_modules(root)
+    return [imp for name, path in modules.items() for imp in _imports(name, path, modules)]
+
+
+def room(module: str) -> str:
+    return module.split(".")[1]
+
+
+def upward_imports(imports: list[Import]) -> list[str]:
+    bad = []
+    for imp in imports:
+        if not imp.target.startswith("ablate."):
+            continue
+        src, dst = room(imp.source), room(imp.target)
+        if src != dst and LAYERS[dst] >= LAYERS[src]:
+            bad.append(f"{imp.where}: {imp.source} imports {imp.target} ({src} may not import {dst})")
+    return bad
+
+
+def circles(imports: list[Import]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    graph: dict[str, set[str]] = {}
+    for imp in imports:
+        graph.setdefault(imp.source, set())
+        if imp.target.startswith("ablate.") and imp.target != imp.source:
+            graph[imp.source].add(imp.target)
+            graph.setdefault(imp.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def training_code_in_reports(imports: list[Import]) -> list[str]:
+    by_source: dict[str, list[Import]] = {}
+    for imp in imports:
+        by_source.setdefault(imp.source, []).append(imp)
+    bad = [
+        f"{imp.where}: {imp.source} imports {imp.target}"
+        for imp in imports
+        if room(imp.source) == "reports" and imp.target in TRAINING_LIBRARIES
+    ]
+    # Breadth first from every reports module, remembering how each module was reached.
+    via: dict[str, str] = {m: m for m in by_source if room(m) == "reports"}
+    queue = list(via)
+    while queue:
+        module = queue.pop(0)
+        for imp in by_source.get(module, []):
+            if imp.target.startswith("ablate.") and imp.target not in via:
+                via[imp.target] = f"{via[module]} -> {imp.target}"
+                queue.append(imp.target)
+            elif imp.target in TRAINING_LIBRARIES and imp.top_level and room(module) != "reports":
+                bad.append(f"{imp.where}: {via[module]} imports {imp.target} when loaded")
+    return bad
+
+
+@pytest.fixture(scope="module")
+def imports() -> list[Import]:
+    return read_imports()
+
+
+def test_the_reader_sees_the_imports(imports):
+    """A guard for the reader itself: the imports it must see are there."""
+    edges = {(i.source, i.target, i.top_level) for i in imports}
+    assert ("ablate.reports.cells", "ablate.reports.compare", True) in edges
+    assert ("ablate.reports.results", "ablate.ablations.ledger", True) in edges  # `from ablate.ablations import ledger`
+    assert ("ablate.reports.api", "ablate.ablations.storage.opening", False) in edges  # inside a function
+    assert ("ablate.lightning_modules.transformer", "torch", True) in edges
+
+
+def test_no_module_imports_upward(imports):
+    bad = upward_imports(imports)
+    assert not bad, "imports against data -> lightning_modules -> ablations -> reports, benchmarks:\n" + "\n".join(bad)
+
+
+def test_no_modules_import_in_a_circle(imports):
+    found = circles(imports)
+    assert not found, "modules that import each other in a circle:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_reports_never_imports_training_code(imports):
+    bad = training_code_in_reports(imports)
+    assert not bad, "reports reaches training code (torch or Lightning):\n" + "\n".join(bad)
+
+
+def test_the_checks_catch_what_they_are_for():
+    """Planted imports: one upward, one circle, one into training code."""
+    up = Import("ablate.data.batching", "ablate.ablations.record", "data/batching.py:1", True)
+    loop = [
+        Import("ablate.reports.a", "ablate.reports.b", "reports/a.py:1", True),
+        Import("ablate.reports.b", "ablate.reports.a", "reports/b.py:1", False),
+    ]
+    training = [
+        Import("ablate.reports.x", "ablate.ablations.trainer", "reports/x.py:1", False),
+        Import("ablate.ablations.trainer", "torch", "ablations/trainer.py:1", True),
+    ]
+    assert upward_imports([up]) == [
+        "data/batching.py:1: ablate.data.batching imports ablate.ablations.record (data may not import ablations)"
+    ]
+    assert circles(loop) == [["ablate.reports.a", "ablate.reports.b"]]
+    assert training_code_in_reports(training) == [
+        "ablations/trainer.py:1: ablate.reports.x -> ablate.ablations.trainer imports torch when loaded"
+    ]
