@@ -21,8 +21,11 @@ from ablate.data.errors import AblateError
 BUILTIN_DIR = Path(__file__).parent / "studies"
 STUDY_KEYS = {
     "name", "description", "scale", "seeds", "control_seeds", "base", "preset", "rows", "search_space",
-    "tune_objective", "claims",
+    "tune_objective", "claims", "allocation", "min_seeds", "max_seeds",
 }  # fmt: skip
+ALLOCATIONS = ("fixed", "sequential")
+"""How a sweep spends seeds: every row its `seeds` (fixed), or seeds only where a comparison is still open
+(sequential: `reports.sequential`)."""
 TUNE_OBJECTIVES = ("bleu", "ppl", "both")
 """What `ablate tune` optimises: dev BLEU, dev PPL, or both (a Pareto front, from which the compromise is picked)."""
 ROW_KEYS = {"name", "group", "paper", *SECTIONS}
@@ -88,6 +91,14 @@ class Study:
     allocation that minimises the variance of k comparisons with one control for a fixed number of trials (Dunnett,
     1955, "A multiple comparison procedure for comparing several treatments with a control", JASA 50:
     n_control / n_row = sqrt(k)). An integer sets it outright for every control (at least the rows' seeds)."""
+    allocation: Literal["fixed", "sequential"] = "fixed"
+    """'fixed': every row trains `seeds`. 'sequential': every row starts at `min_seeds`, and a row gets one more seed
+    only while one of its comparisons is open (not yet decided at the spent error rate, and within reach of
+    `max_seeds` by the power model); `reports.sequential` has the design and its error control."""
+    min_seeds: int = 2
+    """Seeds every row trains before the first look (sequential allocation)."""
+    max_seeds: int = 6
+    """The most seeds a row trains (sequential allocation): a comparison that needs more is out of reach."""
 
     def controls(self) -> dict[str, set[str]]:
         """Control row -> the rows compared with it: the base with every other row, each claim's `against` row with
@@ -100,14 +111,19 @@ class Study:
                     out.setdefault(comp.against, set()).add(comp.row)
         return out
 
-    def control_seed_counts(self, seeds: int, override: int | None = None) -> dict[str, int]:
+    def control_seed_counts(
+        self, seeds: int, override: int | None = None, rows: list[str] | None = None
+    ) -> dict[str, int]:
         """Control row -> how many seeds it trains when every other row trains `seeds` (see `control_seeds`);
-        `override` (the command line's --control_seeds) sets every control's."""
+        `override` (the command line's --control_seeds) sets every control's. `rows` (--rows): the rows this sweep
+        runs, so k counts only the comparisons it makes (base with B1, C1, C4, D1: sqrt(4), not sqrt(20))."""
         fixed = override if override is not None else (None if self.control_seeds == "auto" else self.control_seeds)
-        return {
-            name: max(seeds, int(fixed) if fixed is not None else round(seeds * math.sqrt(len(compared))))
-            for name, compared in self.controls().items()
-        }
+        ran = set(rows) if rows is not None else None
+        counts = {}
+        for name, compared in self.controls().items():
+            k = len(compared if ran is None else compared & ran)
+            counts[name] = max(seeds, int(fixed) if fixed is not None else round(seeds * math.sqrt(max(k, 1))))
+        return counts
 
     def seed_count(self, preset: str, given: int | None = None) -> int:
         """Seeds a row trains: `given` (--seeds) where there is one, else the study's or the preset's, whichever is
@@ -189,6 +205,7 @@ def load_study(name_or_path: str | Path) -> Study:
 def parse_study(raw: Any, source: str = "<study>") -> Study:
     """Check the structure of a study mapping and turn it into a `Study` (values are checked by `validate`)."""
     scale, seeds, control, preset = _settings(raw, source)
+    allocation, min_seeds, max_seeds = _allocation(raw, source)
     base = _sections(raw.get("base") or {}, f"{source}: base")
     rows = _rows(raw.get("rows"), source)
     space = tuple(_search_dim(k, v, source) for k, v in (raw.get("search_space") or {}).items())
@@ -208,7 +225,24 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
         tune_objective=objective,
         default_preset=preset,
         source=source,
+        allocation=allocation,
+        min_seeds=min_seeds,
+        max_seeds=max_seeds,
     )
+
+
+def _allocation(raw: dict[str, Any], source: str) -> tuple[Literal["fixed", "sequential"], int, int]:
+    """allocation, min_seeds and max_seeds, checked: min_seeds >= 1 and max_seeds >= min_seeds."""
+    allocation = raw.get("allocation", "fixed")
+    if allocation not in ALLOCATIONS:
+        raise AblateError(f"{source}: allocation must be one of {', '.join(ALLOCATIONS)}, got {allocation!r}")
+    low, high = raw.get("min_seeds", 2), raw.get("max_seeds", 6)
+    for key, value in (("min_seeds", low), ("max_seeds", high)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise AblateError(f"{source}: {key} must be a positive integer, got {value!r}")
+    if high < low:
+        raise AblateError(f"{source}: max_seeds ({high}) must be at least min_seeds ({low})")
+    return allocation, low, high
 
 
 def _settings(raw: Any, source: str) -> tuple[str, int, int | Literal["auto"], str | None]:

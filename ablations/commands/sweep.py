@@ -107,7 +107,8 @@ def make_plan(ns):
         raise AblateError(f"--seeds must be >= 1, got {seeds}")
     if ns.control_seeds is not None and ns.control_seeds < seeds:
         raise AblateError(f"--control_seeds must be at least --seeds ({seeds}), got {ns.control_seeds}")
-    controls = study.control_seed_counts(seeds, ns.control_seeds)
+    only = _rows(ns.rows, study)
+    controls = study.control_seed_counts(seeds, ns.control_seeds, only)
     out = Path(ns.out or f"runs/{study.name}-{preset}")
     plan = Plan(
         study=study,
@@ -119,7 +120,7 @@ def make_plan(ns):
         name=ns.name or f"{study.name}-{preset}",
         extra=overrides(ns),
         retry_failed=ns.retry_failed,
-        only=_rows(ns.rows, study),
+        only=only,
         stop_at=ns.stop_at if ns.stop_at is not None else _stop_at(ns.timeout),
         pin=read_pin(out),
     )

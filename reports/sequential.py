@@ -1,0 +1,281 @@
+"""Sequential allocation: seeds only where a comparison is still open, with the family-wise error kept under looks.
+
+A fixed design trains every row the same seeds; most of them settle nothing (a 26-BLEU effect is decided at two
+seeds, a 0.4-BLEU one not at fifty). The sequential design starts every row at `min_seeds`, looks, and gives one
+more seed only to a row with an **open** comparison: one not yet decided at the error rate spent so far, and within
+reach of `max_seeds` by the power model of `reports.stats.seeds_needed`. A comparison is **decided** when every
+budget gives it a verdict (reproduced or contradicted, the same or not: a budget-sensitive one is settled too), and
+**out of reach** when more seeds up to `max_seeds` would not settle it (or the row is at `max_seeds`). Controls (the
+base) keep Dunnett's sqrt(k) share of the open rows' seeds.
+
+Error control. A test that looks after every seed and stops when it likes is not a fixed-sample test. Look j, at
+which the open rows have n_j seeds, tests at level a_j = A(n_j / max_seeds) - A(n_{j-1} / max_seeds), with A the
+Lan-DeMets spending function of O'Brien-Fleming's shape, A(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t)) (Lan and DeMets,
+1983). Holm over the rows within a look keeps that look's family-wise error at a_j; the looks' a_j sum to alpha,
+so by the union bound the family-wise error over all looks is at most alpha whatever the looks' correlation (no
+boundary recursion, which the moderated, Welch-corrected t of `reports.stats` would not fit). Why this and not an
+anytime-valid confidence sequence (Howard et al., 2021): with 2 to 6 seeds a row there are at most five looks, and
+measured in `simulate` (benchmarks/SCIENCE.md, section 14) the spending design keeps its error at 1-3% with the
+power of the fixed design at max_seeds, while a confidence sequence pays for infinitely many looks it never takes:
+its intervals at n = 2-6 are 1.5-2x wider, so it decides fewer rows and runs more of them to max_seeds.
+
+The statistics live here; which trials come next from the row states is `ablations.allocation.policy`, so the
+sweep runner asks it without importing reports. `row_states` turns the report's verdicts into row states;
+`simulate` measures the design on planted effects; `replay` feeds a finished study's trials to it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+from ablate.ablations.allocation import State, policy
+from ablate.reports.stats import ALPHA, RowTest, seeds_needed
+from ablate.reports.variance import holm, moderate
+
+
+
+def spent(t: float, alpha: float = ALPHA) -> float:
+    """The error spent by information fraction t (0 < t <= 1): Lan-DeMets, O'Brien-Fleming shape."""
+    from scipy import stats
+
+    if t <= 0:
+        return 0.0
+    z = stats.norm.ppf(1 - alpha / 2)
+    return float(2 - 2 * stats.norm.cdf(z / math.sqrt(min(t, 1.0))))
+
+
+def look_level(seeds: int, previous: int, max_seeds: int, alpha: float = ALPHA) -> float:
+    """The level of the look at `seeds` seeds a row, the one before at `previous`: what the spending adds between."""
+    return spent(seeds / max_seeds, alpha) - spent(previous / max_seeds, alpha)
+
+
+def confseq_level(seeds: int, max_seeds: int, alpha: float = ALPHA) -> float:
+    """The pointwise level of a two-sided normal-mixture confidence sequence at `seeds` seeds (Howard et al., 2021,
+    eq. (14), mixing variance tuned to max_seeds): valid at every n at once, so no spending. Only `simulate` uses
+    it, to compare the two designs."""
+    from scipy import stats
+
+    rho = float(max_seeds)
+    z = math.sqrt((seeds + rho) / seeds * math.log((seeds + rho) / (rho * alpha**2)))
+    return float(2 * stats.norm.sf(z))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowLook:
+    """One row at one look."""
+
+    row: str
+    """The row's name."""
+    seeds: int
+    """Its complete seeds at this look."""
+    state: State
+    """decided, open (gets one more seed) or out of reach (stops undecided)."""
+    why: str = ""
+    """Why it stopped or goes on, for the report's method note."""
+    verdicts: dict[str, str] = field(default_factory=dict)
+    """'row/metric/expect/against' -> each comparison's verdict at this look's level ('inconclusive' when a budget
+    gives none, or the budgets disagree)."""
+
+
+def at_level(test: RowTest, level: float) -> RowTest:
+    """The test read at `level` instead of ALPHA: its interval at 1 - level, its Holm p scaled so that p < ALPHA
+    exactly when the original is below `level` (so `reports.claims.comparison_verdict` judges it at `level`)."""
+    from scipy import stats
+
+    if test.effect is None or not test.se > 0:
+        return test
+    t = float(stats.t.ppf(1 - level / 2, test.df))
+    p_holm = None if test.p_holm is None else test.p_holm * ALPHA / level
+    return replace(test, ci=(test.effect - t * test.se, test.effect + t * test.se), p_holm=p_holm)
+
+
+def comparison_state(comparison, budgets, level: float, max_seeds: int) -> tuple[State, str, str]:
+    """A comparison at one look (`budgets`: its `reports.claims.BudgetVerdict`s): (state, why, verdict). Decided
+    when every budget gives a verdict at `level`, out of reach when a budget's undecided test would need more than
+    `max_seeds` (`reports.stats.seeds_needed`, at the effect seen), else open."""
+    from ablate.reports.claims import comparison_verdict
+
+    if any(b.excluded for b in budgets):
+        why = "; ".join(w for b in budgets for w in b.excluded)
+        return "out_of_reach", f"no verdict whatever its seeds: {why}", "inconclusive"
+    verdicts = [comparison_verdict(comparison, at_level(b.test, level)) if b.test else "untested" for b in budgets]
+    if all(v in ("reproduced", "contradicted") for v in verdicts):
+        verdict = verdicts[0] if len(set(verdicts)) == 1 else "inconclusive"
+        return "decided", "/".join(verdicts) + f" at level {level:.4f}", verdict
+    for b, v in zip(budgets, verdicts, strict=True):
+        if v in ("reproduced", "contradicted") or b.test is None or b.test.effect is None:
+            continue
+        target = _distance(comparison, b.test)
+        needed = seeds_needed(b.test, target) if target > 0 else None
+        if needed is None or needed > max_seeds:
+            return "out_of_reach", f"needs {needed or 'over 50'} seeds (max_seeds {max_seeds})", "inconclusive"
+    return "open", "undecided, within reach of max_seeds", "inconclusive"
+
+
+def comparison_key(comparison) -> str:
+    """'row/metric/expect/against': one comparison of a claim."""
+    return f"{comparison.row}/{comparison.metric}/{comparison.expect}/{comparison.against or ''}"
+
+
+def _distance(comparison, test: RowTest) -> float:
+    """How far the effect is from where the verdict changes: 0 for a difference, the margin for an equivalence."""
+    effect = test.effect or 0.0
+    if comparison.expect == "same":
+        return abs((comparison.margin or 0.0) - abs(effect))
+    if comparison.expect == "no_worse":
+        return abs(effect + (comparison.margin or 0.0))
+    return abs(effect)
+
+
+def row_states(claims, level: float, seeds: Mapping[str, int], max_seeds: int) -> dict[str, RowLook]:
+    """Each row a claim names, from the report's claim verdicts at this look: open if any of its comparisons is
+    open (and it is below `max_seeds`), else out of reach if any is, else decided."""
+    found: dict[str, list[tuple[str, tuple[State, str, str]]]] = {}
+    for claim in claims:
+        for cv in claim.comparisons:
+            state = comparison_state(cv.comparison, cv.budgets, level, max_seeds)
+            found.setdefault(cv.comparison.row, []).append((comparison_key(cv.comparison), state))
+    out = {}
+    for row, comps in found.items():
+        n = seeds.get(row, 0)
+        kinds = [s for _, (s, _, _) in comps]
+        state: State = "open" if "open" in kinds else "out_of_reach" if "out_of_reach" in kinds else "decided"
+        why = next(w for _, (s, w, _) in comps if s == state)
+        if state == "open" and n >= max_seeds:
+            state, why = "out_of_reach", f"still open at max_seeds ({max_seeds})"
+        verdicts = {key: v for key, (_, _, v) in comps}
+        out[row] = RowLook(row=row, seeds=n, state=state, why=why, verdicts=verdicts)
+    return out
+
+
+# --- simulation -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulationResult:
+    """What `simulate` measured over its replicates."""
+
+    fwer: float
+    """Share of replicates with a wrong verdict on an ordinary row (a difference where none is planted, or the wrong
+    sign)."""
+    wrong_unstable: float
+    """Share of replicates with a wrong verdict on a row with tenfold variance."""
+    coverage: float
+    """Share of the ordinary rows' final 95% intervals that hold the planted effect."""
+    coverage_unstable: float
+    """The same for the rows with tenfold variance."""
+    trials: float
+    """Mean trials run (rows and control)."""
+    fixed_trials: int
+    """Trials of the fixed design at max_seeds (the control at round(sqrt(k) max_seeds))."""
+    decided: float
+    """Mean share of rows with a planted effect that ended decided."""
+
+
+def simulate(
+    effects: Sequence[float],
+    *,
+    unstable: Sequence[int] = (),
+    min_seeds: int = 2,
+    max_seeds: int = 6,
+    sd: float = 1.0,
+    replicates: int = 400,
+    sequential: bool = True,
+    design: Literal["spending", "confseq"] = "spending",
+    seed: int = 0,
+) -> SimulationResult:
+    """Rows with planted `effects` against one control (seed SD `sd`; the rows in `unstable` with ten times the
+    variance), each look testing every row with the report's moderated seed variances and Welch t, Holm over the
+    rows at the look's spent level (`design`: alpha spending, or a confidence sequence's level); `sequential=False`
+    runs every row to max_seeds and tests once at ALPHA."""
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    k = len(effects)
+    sds = np.array([sd * (math.sqrt(10) if i in unstable else 1.0) for i in range(k)])
+    truth = np.asarray(effects, dtype=float)
+    control_max = round(math.sqrt(k) * max_seeds)
+    wrong, wrong_u, covered, covered_u, trials, decided = 0, 0, [], [], [], []
+    for _ in range(replicates):
+        rows = rng.normal(truth[:, None], sds[:, None], size=(k, max_seeds))
+        control = rng.normal(0.0, sd, size=control_max)
+        seeds = {i: 0 for i in range(k)} | {"c": 0}
+        states: dict = {}
+        first = min_seeds if sequential else max_seeds
+        previous, bad, verdict = 0, False, dict.fromkeys(range(k), 0)
+        while True:
+            target = (
+                policy(seeds, states, {"c": list(range(k))}, min_seeds=first, max_seeds=max_seeds)
+                if sequential or not states
+                else seeds
+            )
+            if target == seeds:
+                break
+            seeds = target
+            n = max(seeds[i] for i in range(k) if states.get(i, "open") == "open")
+            if not sequential:
+                level = ALPHA
+            elif design == "confseq":
+                level = confseq_level(n, max_seeds)
+            else:
+                level = look_level(n, previous, max_seeds)
+            previous = n
+            tests = _sim_tests(rows, control, seeds, k)
+            p_holm = holm([p for _, _, _, p in tests])
+            for i, ((effect, se, df, _), p) in enumerate(zip(tests, p_holm, strict=True)):
+                if states.get(i) in ("decided", "out_of_reach"):
+                    continue
+                if p is not None and p < level:
+                    states[i], verdict[i] = "decided", int(np.sign(effect))
+                    if i not in unstable:  # the family-wise error over the ordinary rows, as section 9 measures it
+                        bad |= truth[i] == 0 or np.sign(truth[i]) != np.sign(effect)
+                    wrong_u += i in unstable and (truth[i] == 0 or np.sign(truth[i]) != np.sign(effect))
+                elif seeds[i] >= max_seeds or not sequential:
+                    states[i] = "out_of_reach"
+                else:
+                    z = stats.norm.ppf(1 - level / 2) + stats.norm.ppf(0.8)
+                    need = (z * se / max(abs(effect), 1e-9)) ** 2 * seeds[i]
+                    states[i] = "open" if need <= max_seeds else "out_of_reach"
+        tests = _sim_tests(rows, control, seeds, k)
+        for i, (effect, se, df, _) in enumerate(tests):
+            half = stats.t.ppf(1 - ALPHA / 2, df) * se
+            (covered_u if i in unstable else covered).append(abs(effect - truth[i]) <= half)
+        wrong += bool(bad)
+        trials.append(sum(seeds.values()))
+        planted = [i for i in range(k) if truth[i] != 0]
+        decided.append(np.mean([states[i] == "decided" for i in planted]) if planted else 0.0)
+    return SimulationResult(
+        fwer=wrong / replicates,
+        wrong_unstable=wrong_u / replicates,
+        coverage=float(np.mean(covered)),
+        coverage_unstable=float(np.mean(covered_u)) if covered_u else math.nan,
+        trials=float(np.mean(trials)),
+        fixed_trials=k * max_seeds + control_max,
+        decided=float(np.mean(decided)),
+    )
+
+
+def _sim_tests(rows: np.ndarray, control: np.ndarray, seeds: Mapping, k: int) -> list[tuple[float, float, float, float]]:
+    """(effect, SE, df, p) of every row against the control from the seeds run so far, as `reports.stats` does."""
+    from scipy import stats
+
+    values = [list(rows[i, : seeds[i]]) for i in range(k)] + [list(control[: seeds["c"]])]
+    moderated, _ = moderate(values)
+    ref = moderated[-1]
+    out = []
+    for i in range(k):
+        mine, n, m = moderated[i], seeds[i], seeds["c"]
+        a, b = mine.var / n, ref.var / m
+        se = math.sqrt(a + b)
+        df = (a + b) ** 2 / (a**2 / mine.df + b**2 / ref.df) if mine.df > 0 and ref.df > 0 else 1.0
+        effect = float(np.mean(values[i]) - np.mean(values[-1]))
+        p = float(2 * stats.t.sf(abs(effect) / se, df)) if se > 0 else 1.0
+        out.append((effect, se, df, p))
+    return out
+
+
+__all__ = ["RowLook", "SimulationResult", "comparison_key", "comparison_state", "confseq_level", "look_level", "row_states", "simulate", "spent"]
