@@ -1,6 +1,6 @@
 """The `ablate` command line: a thin dispatcher. Each command lives in ablations/commands/<name>.py (those that read
-finished results, `report` and `compare`, in reports/commands/<name>.py: nothing in ablations imports reports) and
-imports torch, Lightning and W&B only when it runs, so `ablate --help` stays fast."""
+finished results, `report`, `compare` and `replay`, in reports/commands/<name>.py: nothing in ablations imports
+reports) and imports torch, Lightning and W&B only when it runs, so `ablate --help` stays fast."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tune": ("ablate.ablations.commands.tune", "search hyperparameters for one row with TPE and step-wise pruning"),
     "report": ("ablate.reports.commands.report", "rebuild the table, plots and verdicts from finished results"),
     "compare": ("ablate.reports.commands.compare", "two sweeps row by row over seeds, or two runs side by side"),
+    "replay": ("ablate.reports.commands.replay", "a finished study replayed under the sequential design"),
     "status": ("ablate.ablations.commands.status", "live view of a sweep: rows done, running, pending, failed, ETA"),
     "params": ("ablate.ablations.commands.params", "parameter count of every row (models built on the meta device)"),
     "studies": ("ablate.ablations.commands.studies", "list the built-in studies and presets; validate a study file"),

@@ -45,9 +45,7 @@ class Replay:
     max_seeds: int
 
 
-def replay(
-    out: str | Path, *, min_seeds: int = 2, max_seeds: int | None = None, n_samples: int = N_SAMPLES
-) -> Replay:
+def replay(out: str | Path, *, min_seeds: int = 2, max_seeds: int | None = None, n_samples: int = N_SAMPLES) -> Replay:
     """Replay the finished study in `out` (see the module docstring); max_seeds defaults to the seeds its rows have."""
     from ablate.reports.table import build_table
 

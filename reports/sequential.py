@@ -37,7 +37,6 @@ from ablate.reports.stats import ALPHA, RowTest, seeds_needed
 from ablate.reports.variance import holm, moderate
 
 
-
 def spent(t: float, alpha: float = ALPHA) -> float:
     """The error spent by information fraction t (0 < t <= 1): Lan-DeMets, O'Brien-Fleming shape."""
     from scipy import stats
@@ -226,7 +225,7 @@ def simulate(
             previous = n
             tests = _sim_tests(rows, control, seeds, k)
             p_holm = holm([p for _, _, _, p in tests])
-            for i, ((effect, se, df, _), p) in enumerate(zip(tests, p_holm, strict=True)):
+            for i, ((effect, se, _df, _), p) in enumerate(zip(tests, p_holm, strict=True)):
                 if states.get(i) in ("decided", "out_of_reach"):
                     continue
                 if p is not None and p < level:
@@ -259,7 +258,9 @@ def simulate(
     )
 
 
-def _sim_tests(rows: np.ndarray, control: np.ndarray, seeds: Mapping, k: int) -> list[tuple[float, float, float, float]]:
+def _sim_tests(
+    rows: np.ndarray, control: np.ndarray, seeds: Mapping, k: int
+) -> list[tuple[float, float, float, float]]:
     """(effect, SE, df, p) of every row against the control from the seeds run so far, as `reports.stats` does."""
     from scipy import stats
 
@@ -278,4 +279,14 @@ def _sim_tests(rows: np.ndarray, control: np.ndarray, seeds: Mapping, k: int) ->
     return out
 
 
-__all__ = ["RowLook", "SimulationResult", "comparison_key", "comparison_state", "confseq_level", "look_level", "row_states", "simulate", "spent"]
+__all__ = [
+    "RowLook",
+    "SimulationResult",
+    "comparison_key",
+    "comparison_state",
+    "confseq_level",
+    "look_level",
+    "row_states",
+    "simulate",
+    "spent",
+]

@@ -202,3 +202,10 @@ def test_a_preset_that_needs_more_seeds_than_the_study_asks_gets_them():
     assert table3.seed_count("smoke") == 2  # a preset without its own: the study's
     assert replace(table3, seeds=5).seed_count("tiny") == 5  # a study asking for more keeps them
     assert table3.seed_count("tiny", 1) == 1  # --seeds decides
+
+
+def test_a_sweep_of_some_rows_gives_the_base_sqrt_k_of_the_rows_it_runs():
+    """--rows base,B1,C1,C4,D1 --seeds 2 compares 4 rows with the base: sqrt(4) x 2 = 4 base seeds, not sqrt(20) x 2."""
+    study = load_study("table3")
+    assert study.control_seed_counts(2, rows=["base", "B1", "C1", "C4", "D1"]) == {"base": 4}
+    assert study.control_seed_counts(2) == {"base": 9}

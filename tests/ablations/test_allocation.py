@@ -1,0 +1,50 @@
+"""The sequential policy (`ablations.allocation.policy`): seeds only for open rows, the control's sqrt(k) share, and
+nothing queued twice when asked again."""
+
+from __future__ import annotations
+
+import pytest
+from ablate.ablations.allocation import policy
+from ablate.ablations.studies import parse_study
+from ablate.data.errors import AblateError
+
+CONTROLS = {"base": ["B1", "C1", "C4", "D1"]}
+START = dict.fromkeys(["base", "B1", "C1", "C4", "D1"], 0)
+
+
+def test_every_row_starts_at_min_seeds_and_the_base_at_sqrt_k_of_them():
+    assert policy(START, {}, CONTROLS, min_seeds=2, max_seeds=6) == {"B1": 2, "C1": 2, "C4": 2, "D1": 2, "base": 4}
+
+
+def test_only_an_open_row_gets_a_seed_and_a_decided_or_out_of_reach_row_gets_none():
+    seeds = {"B1": 2, "C1": 2, "C4": 2, "D1": 2, "base": 4}
+    states = {"B1": "decided", "C1": "open", "C4": "out_of_reach", "D1": "decided"}
+    after = policy(seeds, states, CONTROLS, min_seeds=2, max_seeds=6)
+    assert after == {"B1": 2, "C1": 3, "C4": 2, "D1": 2, "base": 4}  # the base keeps its 4 (sqrt(1) x 3 is fewer)
+    assert policy(seeds, dict.fromkeys(states, "open"), CONTROLS, min_seeds=2, max_seeds=6)["base"] == 6  # sqrt(4) 3
+
+
+def test_asked_again_at_the_same_look_the_policy_asks_for_nothing_new():
+    """A resumed sweep (or a second worker) that reads the same looks asks for the same seeds: the queue, which
+    enqueues a (row, seed) key once, then adds nothing."""
+    seeds = {"B1": 2, "C1": 3, "C4": 2, "D1": 2, "base": 4}
+    states = {"B1": "decided", "C1": "decided", "C4": "out_of_reach", "D1": "decided"}
+    assert policy(seeds, states, CONTROLS, min_seeds=2, max_seeds=6) == seeds
+    at_max = {"B1": 6, "C1": 6, "C4": 6, "D1": 6, "base": 12}
+    assert policy(at_max, dict.fromkeys(CONTROLS["base"], "open"), CONTROLS, min_seeds=2, max_seeds=6) == at_max
+
+
+def test_the_study_fields_default_to_the_fixed_design_and_are_checked():
+    rows = [{"name": "base", "group": "base"}, {"name": "B1", "model": {"d_k": 8}}]
+    study = parse_study({"name": "s", "rows": rows})
+    assert (study.allocation, study.min_seeds, study.max_seeds) == ("fixed", 2, 6)
+    study = parse_study({"name": "s", "rows": rows, "allocation": "sequential", "min_seeds": 1, "max_seeds": 4})
+    assert (study.allocation, study.min_seeds, study.max_seeds) == ("sequential", 1, 4)
+    bad_fields = (
+        ({"allocation": "adaptive"}, "allocation must be one of fixed, sequential"),
+        ({"min_seeds": 0}, "min_seeds must be a positive integer"),
+        ({"min_seeds": 3, "max_seeds": 2}, r"max_seeds \(2\) must be at least min_seeds \(3\)"),
+    )
+    for bad, message in bad_fields:
+        with pytest.raises(AblateError, match=message):
+            parse_study({"name": "s", "rows": rows, **bad})
