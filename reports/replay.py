@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ablate.ablations.allocation import State, policy
 from ablate.reports.results import StudyResults, load_results
-from ablate.reports.sequential import RowLook, comparison_key, look_level, row_states
+from ablate.reports.sequential import DESIGNS, Design, RowLook, comparison_key, confseq_level, look_level, row_states
 from ablate.reports.stats import N_SAMPLES
 
 
@@ -43,9 +43,17 @@ class Replay:
     """'claim/row/metric' -> (sequential verdict, full design's verdict)."""
     min_seeds: int
     max_seeds: int
+    design: Design = "spending"
 
 
-def replay(out: str | Path, *, min_seeds: int = 2, max_seeds: int | None = None, n_samples: int = N_SAMPLES) -> Replay:
+def replay(
+    out: str | Path,
+    *,
+    min_seeds: int = 2,
+    max_seeds: int | None = None,
+    n_samples: int = N_SAMPLES,
+    design: Design = "spending",
+) -> Replay:
     """Replay the finished study in `out` (see the module docstring); max_seeds defaults to the seeds its rows have."""
     from ablate.reports.table import build_table
 
@@ -69,7 +77,7 @@ def replay(out: str | Path, *, min_seeds: int = 2, max_seeds: int | None = None,
             break
         seeds = target
         n = max((seeds[r] for r in rows if r != base and states.get(r, "open") == "open"), default=previous)
-        level = look_level(n, previous, max_seeds)
+        level = look_level(n, previous, max_seeds) if design == "spending" else confseq_level(n, max_seeds)
         previous = n
         table = build_table(_subset(results, have, seeds), n_samples=n_samples)
         found = {r: look for r, look in row_states(table.claims, level, seeds, max_seeds).items() if r in rows}
@@ -94,6 +102,7 @@ def replay(out: str | Path, *, min_seeds: int = 2, max_seeds: int | None = None,
         verdicts=verdicts,
         min_seeds=min_seeds,
         max_seeds=max_seeds,
+        design=design,
     )
 
 
@@ -124,8 +133,8 @@ def _verdicts(looks: list[Look], full_claims) -> dict[str, tuple[str, str]]:
 
 def summary(result: Replay) -> str:
     """The replay as text: the looks, each row's trials and why it stopped, the cost, and the verdicts that differ."""
-    lines = [f"sequential design: min_seeds {result.min_seeds}, max_seeds {result.max_seeds}, "
-             "O'Brien-Fleming alpha spending (Lan-DeMets) over the looks, Holm over the rows at each look"]  # fmt: skip
+    how = DESIGNS[result.design]
+    lines = [f"sequential design: min_seeds {result.min_seeds}, max_seeds {result.max_seeds}, {how}"]
     for i, look in enumerate(result.looks, start=1):
         states = {k: [r for r, s in look.rows.items() if s.state == k] for k in ("decided", "open", "out_of_reach")}
         lines.append(

@@ -36,6 +36,13 @@ from ablate.ablations.allocation import State, policy
 from ablate.reports.stats import ALPHA, RowTest, seeds_needed
 from ablate.reports.variance import holm, moderate
 
+Design = Literal["spending", "confseq"]
+"""How the looks keep the error: alpha spending (`look_level`) or a confidence sequence (`confseq_level`)."""
+DESIGNS: dict[str, str] = {
+    "spending": "O'Brien-Fleming alpha spending (Lan-DeMets) over the looks, Holm over the rows at each look",
+    "confseq": "a normal-mixture confidence sequence (Howard et al., 2021), Holm over the rows at each look",
+}
+
 
 def spent(t: float, alpha: float = ALPHA) -> float:
     """The error spent by information fraction t (0 < t <= 1): Lan-DeMets, O'Brien-Fleming shape."""
@@ -54,8 +61,7 @@ def look_level(seeds: int, previous: int, max_seeds: int, alpha: float = ALPHA) 
 
 def confseq_level(seeds: int, max_seeds: int, alpha: float = ALPHA) -> float:
     """The pointwise level of a two-sided normal-mixture confidence sequence at `seeds` seeds (Howard et al., 2021,
-    eq. (14), mixing variance tuned to max_seeds): valid at every n at once, so no spending. Only `simulate` uses
-    it, to compare the two designs."""
+    eq. (14), mixing variance tuned to max_seeds): valid at every n at once, so no spending."""
     from scipy import stats
 
     rho = float(max_seeds)
@@ -184,7 +190,7 @@ def simulate(
     sd: float = 1.0,
     replicates: int = 400,
     sequential: bool = True,
-    design: Literal["spending", "confseq"] = "spending",
+    design: Design = "spending",
     seed: int = 0,
 ) -> SimulationResult:
     """Rows with planted `effects` against one control (seed SD `sd`; the rows in `unstable` with ten times the
@@ -284,6 +290,8 @@ __all__ = [
     "SimulationResult",
     "comparison_key",
     "comparison_state",
+    "DESIGNS",
+    "Design",
     "confseq_level",
     "look_level",
     "row_states",

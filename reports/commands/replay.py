@@ -23,6 +23,9 @@ def build_parser():
     parser.add_argument(
         "--max_seeds", type=int, default=None, help="the most seeds a row trains (default: the seeds the study ran)"
     )
+    parser.add_argument(
+        "--design", choices=["spending", "confseq"], default="spending", help="how the looks keep the error"
+    )
     parser.add_argument("--samples", type=int, default=N_SAMPLES, help="bootstrap resamples of the significance test")
     return parser
 
@@ -37,5 +40,11 @@ def main(argv: list[str]) -> int:
     if args.min_seeds < 1 or (args.max_seeds is not None and args.max_seeds < args.min_seeds):
         raise AblateError(f"need 1 <= --min_seeds <= --max_seeds, got {args.min_seeds} and {args.max_seeds}")
     out_dir = resolve_out_dir(args.study_or_out, runs_dir=args.runs_dir)
-    print(summary(replay(out_dir, min_seeds=args.min_seeds, max_seeds=args.max_seeds, n_samples=args.samples)))
+    print(
+        summary(
+            replay(
+                out_dir, min_seeds=args.min_seeds, max_seeds=args.max_seeds, n_samples=args.samples, design=args.design
+            )
+        )
+    )
     return 0
