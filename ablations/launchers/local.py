@@ -33,8 +33,11 @@ class LocalLauncher:
         if launch.dry_run or launch.wait:
             raise AblateError("--dry_run and --wait go with a launcher that submits jobs (--launcher slurm)")
         started = time.time()
-        coordinate(plan, launch.workers)
-        launch.finish()
+        trained = coordinate(plan, launch.workers)
+        if trained or not _report_current(plan):
+            launch.finish()
+        else:
+            print(f"nothing left to train; the report in {plan.out / 'report'} is up to date", file=sys.stderr)
         runner.print_next_steps(plan, time.time() - started)
         return 0
 
@@ -42,9 +45,19 @@ class LocalLauncher:
 LAUNCHER = LocalLauncher()
 
 
-def coordinate(plan: Plan, workers: int | None) -> None:
+def _report_current(plan: Plan) -> bool:
+    """Whether the sweep's report is newer than every record of it (a rerun of a finished sweep need not rebuild it)."""
+    reports = list((plan.out / "report").glob("*.json"))
+    records = [p for p in (plan.out / "records").glob("*.json")] if (plan.out / "records").is_dir() else []
+    if not reports:
+        return False
+    return min(p.stat().st_mtime for p in reports) >= max((p.stat().st_mtime for p in records), default=0.0)
+
+
+def coordinate(plan: Plan, workers: int | None) -> bool:
     """Prepare data once, queue the rows, run the workers, show progress and the final table. (The report is the
-    command's: reports build on ablations, not the other way round.)
+    command's: reports build on ablations, not the other way round.) Returns whether any trial was left to train:
+    when none is (a finished sweep run again), no worker starts.
 
     The live table needs the trials in worker processes, whose lines go to their logs: so on a terminal even one
     worker is a child process. Elsewhere (CI logs, pipes) one worker trains here and its lines are the log, with
@@ -73,6 +86,11 @@ def coordinate(plan: Plan, workers: int | None) -> None:
         rows = progress.collect(queue_now.trials(), keys)
         print(f"[sweep] {progress.summary_line(rows, workers, eta)}", file=sys.stderr, flush=True)
 
+    wanted = set(keys)
+    left = [t for t in queue.trials("WAITING", "RUNNING") if _key(t) in wanted]
+    if not left:
+        print_table(progress.render(progress.collect(queue.trials(), keys), workers, title, eta))
+        return False
     try:
         if workers > 1 or sys.stderr.isatty():
             run_workers(plan, queue, workers, keys, title, eta)
@@ -83,6 +101,12 @@ def coordinate(plan: Plan, workers: int | None) -> None:
     print_table(progress.render(progress.collect(queue.trials(), keys), workers, title, eta))
     if synced:
         print(f"{synced} record(s) from other machines written to {plan.out / 'records'}", file=sys.stderr)
+    return True
+
+
+def _key(trial) -> tuple[str, int]:
+    """A queued trial's (row, seed)."""
+    return trial.user_attrs.get("row"), trial.user_attrs.get("seed")
 
 
 def default_workers(plan: Plan) -> int:

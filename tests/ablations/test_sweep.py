@@ -196,6 +196,8 @@ def test_rerunning_a_finished_sweep_does_nothing(finished, sweeps):
     assert journal[: len(finished.journal_before)] == finished.journal_before
     assert {json.loads(line)["op_code"] for line in journal[len(finished.journal_before) :]} <= {0}
     assert not re.search(r"^\[\w+\] step ", finished.rerun.stderr, re.M)  # no training progress line
+    again = sweeps.run(STUDY, finished.out, "--workers", "2")  # nothing left: no worker process starts
+    assert again.returncode == 0 and "worker process(es) started" not in again.stderr, again.stderr[-3000:]
 
 
 # ------------------------------------------------------------------------------------------------------------ W&B
