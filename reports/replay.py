@@ -83,6 +83,8 @@ def replay(
         found = {r: look for r, look in row_states(table.claims, level, seeds, max_seeds).items() if r in rows}
         for r in rows:
             if r == base or states.get(r, "open") != "open":
+                if looks and r in looks[-1].rows:  # stopped at an earlier look: as it stood then
+                    found[r] = looks[-1].rows[r]
                 continue
             look = found.get(r, RowLook(row=r, seeds=seeds[r], state="decided", why="no claim names it"))
             if look.state == "open" and seeds[r] >= len(have.get(r, [])):

@@ -98,10 +98,11 @@ def at_level(test: RowTest, level: float) -> RowTest:
     return replace(test, ci=(test.effect - t * test.se, test.effect + t * test.se), p_holm=p_holm)
 
 
-def comparison_state(comparison, budgets, level: float, max_seeds: int) -> tuple[State, str, str]:
+def comparison_state(comparison, budgets, level: float, max_seeds: int, seeds: int = 2) -> tuple[State, str, str]:
     """A comparison at one look (`budgets`: its `reports.claims.BudgetVerdict`s): (state, why, verdict). Decided
     when every budget gives a verdict at `level`, out of reach when a budget's undecided test would need more than
-    `max_seeds` (`reports.stats.seeds_needed`, at the effect seen), else open."""
+    `max_seeds` (`reports.stats.seeds_needed`, at the effect seen; never at one seed of the row, whose effect is
+    one draw), else open."""
     from ablate.reports.claims import comparison_verdict
 
     if any(b.excluded for b in budgets):
@@ -116,7 +117,7 @@ def comparison_state(comparison, budgets, level: float, max_seeds: int) -> tuple
             continue
         target = _distance(comparison, b.test)
         needed = seeds_needed(b.test, target) if target > 0 else None
-        if needed is None or needed > max_seeds:
+        if (needed is None or needed > max_seeds) and seeds >= 2:
             return "out_of_reach", f"needs {needed or 'over 50'} seeds (max_seeds {max_seeds})", "inconclusive"
     return "open", "undecided, within reach of max_seeds", "inconclusive"
 
@@ -142,7 +143,7 @@ def row_states(claims, level: float, seeds: Mapping[str, int], max_seeds: int) -
     found: dict[str, list[tuple[str, tuple[State, str, str]]]] = {}
     for claim in claims:
         for cv in claim.comparisons:
-            state = comparison_state(cv.comparison, cv.budgets, level, max_seeds)
+            state = comparison_state(cv.comparison, cv.budgets, level, max_seeds, seeds.get(cv.comparison.row, 0))
             found.setdefault(cv.comparison.row, []).append((comparison_key(cv.comparison), state))
     out = {}
     for row, comps in found.items():
