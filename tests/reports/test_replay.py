@@ -28,3 +28,12 @@ def test_a_replay_runs_a_decided_row_at_min_seeds_and_reports_its_cost_and_verdi
     assert result.verdicts["shallow-hurts/C1/bleu"] == ("reproduced", "reproduced")
     text = summary(result)
     assert "O'Brien-Fleming" in text and f"{len(result.trials)} of 9 trials" in text
+
+
+def test_two_readers_of_the_same_trials_take_the_same_decisions(tmp_path):
+    """What two workers on one storage rely on: the looks are a function of the records alone (the bootstrap's
+    resamples are fixed), so whoever looks first, every worker asks the policy for the same seeds."""
+    rows = [r for r in fx.TABLE3_ROWS if r[0] in ("base", "C1", "E1")]
+    out = fx.make_study(tmp_path / "out", rows=rows, seeds=(0, 1, 2), meta={"claims": CLAIMS}, storage=None)
+    first, second = replay(out, min_seeds=2, n_samples=100), replay(out, min_seeds=2, n_samples=100)
+    assert first.looks == second.looks and first.trials == second.trials
