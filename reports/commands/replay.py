@@ -37,8 +37,10 @@ def main(argv: list[str]) -> int:
     from ablate.reports.replay import replay, summary
     from ablate.reports.results import resolve_out_dir
 
-    if args.min_seeds < 1 or (args.max_seeds is not None and args.max_seeds < args.min_seeds):
-        raise AblateError(f"need 1 <= --min_seeds <= --max_seeds, got {args.min_seeds} and {args.max_seeds}")
+    if args.min_seeds < 1:
+        raise AblateError(f"--min_seeds must be at least 1, got {args.min_seeds}")
+    if args.max_seeds is not None and args.max_seeds < args.min_seeds:
+        raise AblateError(f"--max_seeds ({args.max_seeds}) must be at least --min_seeds ({args.min_seeds})")
     out_dir = resolve_out_dir(args.study_or_out, runs_dir=args.runs_dir)
     print(
         summary(
