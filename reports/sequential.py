@@ -147,8 +147,8 @@ def row_states(claims, level: float, seeds: Mapping[str, int], max_seeds: int) -
     found: dict[str, list[tuple[str, tuple[State, str, str]]]] = {}
     for claim in claims:
         for cv in claim.comparisons:
-            state = comparison_state(cv.comparison, cv.budgets, level, max_seeds, seeds.get(cv.comparison.row, 0))
-            found.setdefault(cv.comparison.row, []).append((comparison_key(cv.comparison), state))
+            look = comparison_state(cv.comparison, cv.budgets, level, max_seeds, seeds.get(cv.comparison.row, 0))
+            found.setdefault(cv.comparison.row, []).append((comparison_key(cv.comparison), look))
     out = {}
     for row, comps in found.items():
         n = seeds.get(row, 0)
@@ -213,20 +213,20 @@ def simulate(
     for _ in range(replicates):
         rows = rng.normal(truth[:, None], sds[:, None], size=(k, max_seeds))
         control = rng.normal(0.0, sd, size=control_max)
-        seeds = {i: 0 for i in range(k)} | {"c": 0}
+        seeds: dict[str, int] = {str(i): 0 for i in range(k)} | {"c": 0}  # row i is "i"
         states: dict = {}
         first = min_seeds if sequential else max_seeds
         previous, bad, verdict = 0, False, dict.fromkeys(range(k), 0)
         while True:
             target = (
-                policy(seeds, states, {"c": list(range(k))}, min_seeds=first, max_seeds=max_seeds)
+                policy(seeds, states, {"c": [str(i) for i in range(k)]}, min_seeds=first, max_seeds=max_seeds)
                 if sequential or not states
                 else seeds
             )
             if target == seeds:
                 break
             seeds = target
-            n = max(seeds[i] for i in range(k) if states.get(i, "open") == "open")
+            n = max(seeds[str(i)] for i in range(k) if states.get(str(i), "open") == "open")
             if not sequential:
                 level = ALPHA
             elif design == "confseq":
@@ -237,19 +237,19 @@ def simulate(
             tests = _sim_tests(rows, control, seeds, k)
             p_holm = holm([p for _, _, _, p in tests])
             for i, ((effect, se, _df, _), p) in enumerate(zip(tests, p_holm, strict=True)):
-                if states.get(i) in ("decided", "out_of_reach"):
+                if states.get(str(i)) in ("decided", "out_of_reach"):
                     continue
                 if p is not None and p < level:
-                    states[i], verdict[i] = "decided", int(np.sign(effect))
+                    states[str(i)], verdict[i] = "decided", int(np.sign(effect))
                     if i not in unstable:  # the family-wise error over the ordinary rows, as section 9 measures it
                         bad |= truth[i] == 0 or np.sign(truth[i]) != np.sign(effect)
                     wrong_u += i in unstable and (truth[i] == 0 or np.sign(truth[i]) != np.sign(effect))
-                elif seeds[i] >= max_seeds or not sequential:
-                    states[i] = "out_of_reach"
+                elif seeds[str(i)] >= max_seeds or not sequential:
+                    states[str(i)] = "out_of_reach"
                 else:
                     z = stats.norm.ppf(1 - level / 2) + stats.norm.ppf(0.8)
-                    need = (z * se / max(abs(effect), 1e-9)) ** 2 * seeds[i]
-                    states[i] = "open" if need <= max_seeds else "out_of_reach"
+                    need = (z * se / max(abs(effect), 1e-9)) ** 2 * seeds[str(i)]
+                    states[str(i)] = "open" if need <= max_seeds else "out_of_reach"
         tests = _sim_tests(rows, control, seeds, k)
         for i, (effect, se, df, _) in enumerate(tests):
             half = stats.t.ppf(1 - ALPHA / 2, df) * se
@@ -257,7 +257,7 @@ def simulate(
         wrong += bool(bad)
         trials.append(sum(seeds.values()))
         planted = [i for i in range(k) if truth[i] != 0]
-        decided.append(np.mean([states[i] == "decided" for i in planted]) if planted else 0.0)
+        decided.append(np.mean([states[str(i)] == "decided" for i in planted]) if planted else 0.0)
     return SimulationResult(
         fwer=wrong / replicates,
         wrong_unstable=wrong_u / replicates,
@@ -270,17 +270,17 @@ def simulate(
 
 
 def _sim_tests(
-    rows: np.ndarray, control: np.ndarray, seeds: Mapping, k: int
+    rows: np.ndarray, control: np.ndarray, seeds: Mapping[str, int], k: int
 ) -> list[tuple[float, float, float, float]]:
     """(effect, SE, df, p) of every row against the control from the seeds run so far, as `reports.stats` does."""
     from scipy import stats
 
-    values = [list(rows[i, : seeds[i]]) for i in range(k)] + [list(control[: seeds["c"]])]
+    values = [list(rows[i, : seeds[str(i)]]) for i in range(k)] + [list(control[: seeds["c"]])]
     moderated, _ = moderate(values)
     ref = moderated[-1]
     out = []
     for i in range(k):
-        mine, n, m = moderated[i], seeds[i], seeds["c"]
+        mine, n, m = moderated[i], seeds[str(i)], seeds["c"]
         a, b = mine.var / n, ref.var / m
         se = math.sqrt(a + b)
         df = (a + b) ** 2 / (a**2 / mine.df + b**2 / ref.df) if mine.df > 0 and ref.df > 0 else 1.0
