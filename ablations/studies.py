@@ -94,7 +94,8 @@ class Study:
     allocation: Literal["fixed", "sequential"] = "fixed"
     """'fixed': every row trains `seeds`. 'sequential': every row starts at `min_seeds`, and a row gets one more seed
     only while one of its comparisons is open (not yet decided at the spent error rate, and within reach of
-    `max_seeds` by the power model); `reports.sequential` has the design and its error control."""
+    `max_seeds` by the power model); `reports.sequential` has the design and its error control. Not run by
+    `ablate sweep` yet (it refuses such a study with one line): `ablate replay OUT` applies it to a finished study."""
     min_seeds: int = 2
     """Seeds every row trains before the first look (sequential allocation)."""
     max_seeds: int = 6
