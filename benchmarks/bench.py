@@ -110,7 +110,7 @@ def run_shapes(sampler, max_steps: int) -> dict[str, Any]:
     seen = set()
     for epoch in range(min(epochs, RUN_SHAPES_MAX_EPOCHS)):
         sampler.set_epoch(epoch)
-        for batch in sampler._all_batches():
+        for batch in sampler:  # this rank's batches, as index lists
             seen.add((len(batch), int(sampler.src_len[batch].max()), int(sampler.tgt_len[batch].max())))
     sampler.set_epoch(0)
     return {"shapes": len(seen), "epochs": epochs, "complete": epochs <= RUN_SHAPES_MAX_EPOCHS}

@@ -7,10 +7,10 @@ B * (S + T) <= tokens_per_batch, with S = longest source + 1 (eos) and T = longe
 With `data.buckets` set, batches take one of a few fixed shapes instead (`plan_buckets`): each pair belongs to one
 length bucket, a batch holds pairs of one bucket padded to that bucket's lengths, so a whole run trains on one
 (batch, source, target) shape a bucket (every batch full; dev and test add a shorter last batch a bucket), the same
-set every epoch and on every machine. A GPU pays for every new shape
-(cuDNN builds an attention plan, torch.compile a graph); greedy cuts see a new one almost every batch (139 in a tiny
-trial). The trade is padding, measured at 8 buckets (`ablate data prepare` prints both): 11.4% against the greedy
-cut's 10.8% on the tiny preset's corpus, 12.0% against 15.2% at the paper preset's budget on the built-in corpus.
+set every epoch and on every machine. A GPU pays for every new shape (cuDNN builds an attention plan, torch.compile
+a graph); greedy cuts give most batches of an epoch their own shape (37 in a tiny run). The trade is padding,
+measured at 8 buckets (`ablate data prepare` prints both): 11.4% against the greedy cut's 10.8% on the tiny preset's
+corpus, 12.0% against 15.2% at the paper preset's budget on the built-in corpus.
 
 Pure numpy (no torch), so `ablate data prepare` can report padding without importing torch. DataLoader accepts any
 iterable of index lists with a length as `batch_sampler`, so the samplers need not subclass torch's Sampler.

@@ -24,6 +24,7 @@ The label-smoothed loss (`LabelSmoothedNLL`) saves memory on every device and is
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -345,15 +346,11 @@ class FusedLinearLabelSmoothedNLL(torch.autograd.Function):
         return (grad_x * grad_sum).to(x_dtype), (grad_w * grad_sum).to(w_dtype), None, None, None, None
 
 
-_COMPILED_CHUNK: list = []
-
-
+@functools.cache
 def compiled_chunk():
     """`FusedLinearLabelSmoothedNLL.chunk` through torch.compile, built once a process (dynamic shapes: the last
     chunk of a batch is shorter). Its eight passes over each (rows x V) chunk become a few fused kernels."""
-    if not _COMPILED_CHUNK:
-        _COMPILED_CHUNK.append(torch.compile(FusedLinearLabelSmoothedNLL.chunk, dynamic=True))
-    return _COMPILED_CHUNK[0]
+    return torch.compile(FusedLinearLabelSmoothedNLL.chunk, dynamic=True)
 
 
 __all__ = [

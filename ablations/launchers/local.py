@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from ablate.ablations import environment, interrupt, progress, runner
+from ablate.ablations import environment, interrupt, ledger, progress, runner
 from ablate.ablations.launchers import Launch
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue, recover_dead
@@ -48,7 +48,7 @@ LAUNCHER = LocalLauncher()
 def _report_current(plan: Plan) -> bool:
     """Whether the sweep's report is newer than every record of it (a rerun of a finished sweep need not rebuild it)."""
     reports = list((plan.out / "report").glob("*.json"))
-    records = [p for p in (plan.out / "records").glob("*.json")] if (plan.out / "records").is_dir() else []
+    records = list((plan.out / "records").glob("*.json"))  # an absent folder globs to nothing
     if not reports:
         return False
     return min(p.stat().st_mtime for p in reports) >= max((p.stat().st_mtime for p in records), default=0.0)
@@ -87,7 +87,7 @@ def coordinate(plan: Plan, workers: int | None) -> bool:
         print(f"[sweep] {progress.summary_line(rows, workers, eta)}", file=sys.stderr, flush=True)
 
     wanted = set(keys)
-    left = [t for t in queue.trials("WAITING", "RUNNING") if _key(t) in wanted]
+    left = [t for t in queue.trials("WAITING", "RUNNING") if ledger.trial_key(t) in wanted]
     if not left:
         print_table(progress.render(progress.collect(queue.trials(), keys), workers, title, eta))
         return False
@@ -102,11 +102,6 @@ def coordinate(plan: Plan, workers: int | None) -> bool:
     if synced:
         print(f"{synced} record(s) from other machines written to {plan.out / 'records'}", file=sys.stderr)
     return True
-
-
-def _key(trial) -> tuple[str, int]:
-    """A queued trial's (row, seed)."""
-    return trial.user_attrs.get("row"), trial.user_attrs.get("seed")
 
 
 def default_workers(plan: Plan) -> int:
