@@ -6,8 +6,11 @@ open or out of reach stay in `reports.sequential`, which reads finished results.
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 State = Literal["decided", "open", "out_of_reach"]
@@ -42,4 +45,48 @@ def policy(
     return target
 
 
-__all__ = ["State", "policy"]
+@dataclass(frozen=True)
+class Decision:
+    """What a sequential sweep runs now, from the looks over its finished trials (`reports.sequential.judge`)."""
+
+    seeds: dict[str, list[int]]
+    """Row -> the seeds it should have now: the finished ones the looks read and the ones the next look waits on."""
+    states: dict[str, State] = field(default_factory=dict)
+    """Row -> where it stood at its last look (rows not looked at yet are missing)."""
+    why: dict[str, str] = field(default_factory=dict)
+    """Row -> why it stopped or goes on, in words."""
+    looks: int = 0
+    """Looks taken so far."""
+    finished: bool = False
+    """No row is open: nothing beyond `seeds` will be asked for."""
+    controls: tuple[str, ...] = ()
+    """The control rows (the base): they keep their share of the open rows' seeds and are not judged themselves."""
+
+
+JUDGE = "ablate.reports.sequential:judge"
+"""Where the statistics that judge a look live. The runner reaches them by name, as `ablate report` is reached from
+ablations/cli.py: the statistics stay in reports, which may import this layer and not the other way round."""
+
+
+@dataclass(frozen=True)
+class Sequential:
+    """A study's sequential allocation as a sweep runs it (`Study.allocation`)."""
+
+    min_seeds: int
+    max_seeds: int
+    design: Literal["spending", "confseq"] = "spending"
+    judge: str = JUDGE
+    """'module:function' called as judge(out, rows, controls, min_seeds=, max_seeds=, design=) -> Decision."""
+
+    def decide(self, out: Path, rows: Sequence[str], controls: Mapping[str, Sequence[str]]) -> Decision:
+        """The looks over OUT's records, taken again from the first: see `reports.sequential.walk`."""
+        module, _, name = self.judge.partition(":")
+        judge: Callable[..., Decision] = getattr(importlib.import_module(module), name)
+        return judge(out, list(rows), controls, min_seeds=self.min_seeds, max_seeds=self.max_seeds, design=self.design)
+
+    def most_seeds(self, compared: int) -> int:
+        """The most seeds a control of `compared` rows can be asked for (its sqrt(k) share of max_seeds)."""
+        return max(self.max_seeds, round(math.sqrt(max(compared, 1)) * self.max_seeds))
+
+
+__all__ = ["Decision", "JUDGE", "Sequential", "State", "policy"]

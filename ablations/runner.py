@@ -41,6 +41,8 @@ def start(plan: Plan) -> tuple[Queue, int]:
             shutil.rmtree(plan.out, ignore_errors=True)
         raise
     recover_dead(queue)
+    if plan.allocation is not None:  # the looks over what is finished (an archive's records too) say what to queue
+        plan.look(queue)
     queued = enqueue(plan, queue)
     sync_records(plan, queue)
     close_recorded(plan, queue)
@@ -150,8 +152,13 @@ def worker_argv(plan: Plan, **sections: dict[str, Any]) -> list[str]:
     """A worker's `ablate sweep` arguments, written from the plan rather than copied from the command line, whose
     options are the coordinator's (launcher, --storage with its password, relative paths). `sections` adds
     settings (a SLURM job's DDP shape)."""
-    args = [str(Path(plan.study.source).resolve()), "--preset", plan.preset, "--seeds", str(len(plan.seeds)),
+    args = [str(Path(plan.study.source).resolve()), "--preset", plan.preset,
             "--out", str(plan.out.resolve()), "--name", plan.name, "--no_report"]  # fmt: skip
+    if plan.allocation is None:
+        args += ["--seeds", str(len(plan.seeds)), "--allocation", "fixed"]
+    else:
+        args += ["--allocation", "sequential", "--min_seeds", str(plan.allocation.min_seeds),
+                 "--max_seeds", str(plan.allocation.max_seeds)]  # fmt: skip
     if plan.retry_failed:
         args.append("--retry_failed")
     if plan.only is not None:

@@ -206,7 +206,7 @@ def load_study(name_or_path: str | Path) -> Study:
 def parse_study(raw: Any, source: str = "<study>") -> Study:
     """Check the structure of a study mapping and turn it into a `Study` (values are checked by `validate`)."""
     scale, seeds, control, preset = _settings(raw, source)
-    allocation, min_seeds, max_seeds = _allocation(raw, source)
+    allocation, min_seeds, max_seeds = check_allocation(raw, source)
     base = _sections(raw.get("base") or {}, f"{source}: base")
     rows = _rows(raw.get("rows"), source)
     space = tuple(_search_dim(k, v, source) for k, v in (raw.get("search_space") or {}).items())
@@ -232,7 +232,7 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
     )
 
 
-def _allocation(raw: dict[str, Any], source: str) -> tuple[Literal["fixed", "sequential"], int, int]:
+def check_allocation(raw: dict[str, Any], source: str) -> tuple[Literal["fixed", "sequential"], int, int]:
     """allocation, min_seeds and max_seeds, checked: min_seeds >= 1 and max_seeds >= min_seeds."""
     allocation = raw.get("allocation", "fixed")
     if allocation not in ALLOCATIONS:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.ablations import corpora, environment, interrupt, ledger
+from ablate.ablations.allocation import Decision, Sequential
 from ablate.ablations.claims import claims_to_data
 from ablate.ablations.presets import get_preset
 from ablate.ablations.record import Layout, Record, now, read_study_json
@@ -70,15 +71,44 @@ class Plan:
     fingerprints: dict[str, CorpusFingerprint] = field(default_factory=dict)
     """Row -> the fingerprint of the corpus it trains on here, once prepared (`corpora.prepare_rows`): study.json,
     the storage and every record keep it."""
+    allocation: Sequential | None = None
+    """The study's sequential allocation (`Study.allocation`): the seeds each row trains come from the looks over
+    its finished trials (`decision`), not from `seeds`. None: the fixed design."""
+    decision: Decision | None = None
+    """The last look's decision (`look`); taken from OUT's records on first use."""
 
     def rows(self) -> list[Row]:
         return list(self.study.rows)
+
+    def controls(self) -> dict[str, list[str]]:
+        """Control row -> the rows of this sweep compared with it (`Study.controls`, within --rows)."""
+        ran = [row.name for row in self.rows() if self.only is None or row.name in self.only]
+        out = {}
+        for control, compared in self.study.controls().items():
+            if control in ran:
+                out[control] = [name for name in ran if name in compared]
+        return out
+
+    def look(self, queue: Queue | None = None) -> Decision:
+        """Take the sequential design's looks again over every finished trial (records other machines wrote come
+        from the storage first): what this sweep should run now. Every worker that looks at the same trials decides
+        the same, and nothing is kept between looks, so a look lost to a kill costs nothing: the next one is it."""
+        assert self.allocation is not None, "a fixed design has no looks"
+        if queue is not None:
+            sync_records(self, queue)
+        ran = [row.name for row in self.rows() if self.only is None or row.name in self.only]
+        self.decision = self.allocation.decide(self.out, ran, self.controls())
+        return self.decision
 
     def timed_out(self) -> bool:
         return self.stop_at is not None and time.time() >= self.stop_at
 
     def seeds_of(self, row: Row) -> list[int]:
-        """The seeds `row` trains: a control's own (`control_seeds`), the plan's seeds for every other row."""
+        """The seeds `row` trains: under the sequential design, those the last look asks for; else a control's own
+        (`control_seeds`), the plan's seeds for every other row."""
+        if self.allocation is not None:
+            decision = self.decision or self.look()
+            return decision.seeds.get(row.name, [])
         return (self.control_seeds or {}).get(row.name, self.seeds)
 
     def keys(self) -> list[tuple[Row, int]]:
@@ -112,6 +142,9 @@ class Plan:
             config = self.run_config(row, self.seeds[0]).to_dict()
             values[row.name] = {k: config[k.partition(".")[0]][k.partition(".")[2]] for k in knobs}
         extra = [seed for seeds in (self.control_seeds or {}).values() for seed in seeds]
+        if self.allocation is not None:  # every seed a look may ask for, with room for failed ones passed over
+            most = self.allocation.most_seeds(max((len(c) for c in self.controls().values()), default=1))
+            extra = list(range(most + self.allocation.max_seeds))
         return ParamSpace.of(values, sorted({*self.seeds, *extra}))
 
     def describe(self) -> dict[str, Any]:
@@ -124,6 +157,7 @@ class Plan:
             "pipeline_check": get_preset(self.preset).pipeline_check,
             "seeds": self.seeds,
             "control_seeds": self.control_seeds or {},
+            **({"allocation": self.allocation_json()} if self.allocation is not None else {}),
             "storage": redact(self.storage),
             "optuna_study": self.name,
             "wandb_project": self.run_config(self.rows()[0], self.seeds[0]).tracking.project,
@@ -140,6 +174,17 @@ class Plan:
                 for row in self.rows()
             ],
             "created_at": now(),
+        }
+
+    def allocation_json(self) -> dict[str, Any]:
+        """study.json's account of the sequential design: reports take its looks again from the records."""
+        assert self.allocation is not None
+        return {
+            "design": "sequential",
+            "min_seeds": self.allocation.min_seeds,
+            "max_seeds": self.allocation.max_seeds,
+            "error": self.allocation.design,
+            "controls": self.controls(),
         }
 
     def check_same_design(self) -> None:
@@ -447,15 +492,58 @@ def _work(plan: Plan, queue: Queue, poll_s: float, max_trials: int | None, on_tr
         if trial is None:
             live = queue.trials("RUNNING", "WAITING")
             if not any(plan.only is None or t.user_attrs.get("row") in plan.only for t in live):
-                break
+                # Nothing left: under the sequential design, look once more (a worker killed between its trial and
+                # its look left that look to whoever comes next) before leaving.
+                if plan.allocation is None or not look_and_enqueue(plan, queue):
+                    break
+                continue
             time.sleep(poll_s)
             continue
         state = run_one(plan, queue, trial)
         counts[state] = counts.get(state, 0) + 1
         done += 1
+        if plan.allocation is not None:
+            look_and_enqueue(plan, queue)
         if on_trial_end is not None:
             on_trial_end(queue)
     return counts
+
+
+def look_and_enqueue(plan: Plan, queue: Queue) -> int:
+    """The sequential design's look after a trial ends (`Plan.look`) and the trials it asks for queued (`enqueue`
+    skips any key with a live trial: a look taken twice, by two workers or again after a kill, queues nothing
+    twice). Returns how many were newly queued; a look that prints is one that queued something."""
+    before = plan.decision
+    decision = plan.look(queue)
+    queued = enqueue(plan, queue)
+    if queued or (before is not None and before.states != decision.states):
+        print(f"[sweep] look {decision.looks}: {describe_decision(decision)}; {queued} trial(s) queued",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return queued
+
+
+def describe_decision(decision: Decision) -> str:
+    """Rows by where they stand after the last look, in one line: 'decided B1, C4; open C1; out of reach -'."""
+    by = {k: [row for row, s in decision.states.items() if s == k] for k in ("decided", "open", "out_of_reach")}
+    waiting = [row for row in decision.seeds if row not in decision.states and row not in decision.controls]
+    text = "; ".join(f"{k.replace('_', ' ')} {', '.join(v) or '-'}" for k, v in by.items())
+    return text + (f"; not looked at yet {', '.join(waiting)}" if waiting else "")
+
+
+def current_keys(plan: Plan, trials) -> list[tuple[str, int]]:
+    """The (row, seed) trials this sweep runs, for progress: the plan's, and under the sequential design every trial
+    a worker's look has queued since (the queue grows while rows stay open)."""
+    keys = [(row.name, seed) for row, seed in plan.keys()]
+    if plan.allocation is None:
+        return keys
+    seen = set(keys)
+    for trial in trials:
+        key = ledger.trial_key(trial)
+        if key is not None and key not in seen and (plan.only is None or key[0] in plan.only):
+            if trial.user_attrs.get("reason") != ledger.DUPLICATE_REASON:
+                keys.append(key)
+                seen.add(key)
+    return keys
 
 
 def sync_records(plan: Plan, queue: Queue) -> int:

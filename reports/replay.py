@@ -7,25 +7,12 @@ design's. No training: every trial it asks for is already in the archive.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.ablations.allocation import State, policy
-from ablate.reports.results import StudyResults, load_results
-from ablate.reports.sequential import DESIGNS, Design, RowLook, comparison_key, confseq_level, look_level, row_states
+from ablate.reports.results import load_results
+from ablate.reports.sequential import DESIGNS, Design, Look, RowLook, comparison_key, walk
 from ablate.reports.stats import N_SAMPLES
-
-
-@dataclass(frozen=True, kw_only=True)
-class Look:
-    """One look of the replay."""
-
-    seeds: dict[str, int]
-    """Row -> its seeds at this look."""
-    level: float
-    """The error this look spends (`reports.sequential.look_level`)."""
-    rows: dict[str, RowLook]
-    """Row -> where it stands after this look (rows no claim names are settled at min_seeds)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,32 +53,11 @@ def replay(
     rows = [r.name for r in results.rows if have.get(r.name)]  # the rows this study ran (a --rows subset: those)
     controls = {base: [r for r in rows if r != base]} if base in rows else {}
     max_seeds = max_seeds or max(len(have.get(r, [])) for r in rows if r != base)
-    seeds: dict[str, int] = dict.fromkeys(rows, 0)
-    states: dict[str, State] = {}
-    looks: list[Look] = []
-    previous, table = 0, None
-    while True:
-        target = policy(seeds, states, controls, min_seeds=min_seeds, max_seeds=max_seeds)
-        target = {r: min(n, len(have.get(r, []))) for r, n in target.items()}
-        if target == seeds:
-            break
-        seeds = target
-        n = max((seeds[r] for r in rows if r != base and states.get(r, "open") == "open"), default=previous)
-        level = look_level(n, previous, max_seeds) if design == "spending" else confseq_level(n, max_seeds)
-        previous = n
-        table = build_table(_subset(results, have, seeds), n_samples=n_samples)
-        found = {r: look for r, look in row_states(table.claims, level, seeds, max_seeds).items() if r in rows}
-        for r in rows:
-            if r == base or states.get(r, "open") != "open":
-                if looks and r in looks[-1].rows:  # stopped at an earlier look: as it stood then
-                    found[r] = looks[-1].rows[r]
-                continue
-            look = found.get(r, RowLook(row=r, seeds=seeds[r], state="decided", why="no claim names it"))
-            if look.state == "open" and seeds[r] >= len(have.get(r, [])):
-                look = replace(look, state="out_of_reach", why="the archive has no more seeds of it")
-            states[r] = look.state
-            found[r] = look
-        looks.append(Look(seeds=dict(seeds), level=level, rows=found))
+    walked = walk(
+        results, {r: have[r] for r in rows}, controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design,
+        n_samples=n_samples, archive=True,
+    )  # fmt: skip
+    looks, seeds = list(walked.looks), walked.seeds
     trials = tuple((r, s) for r in rows for s in have.get(r, [])[: seeds[r]])
     full = build_table(results, n_samples=n_samples)
     verdicts = _verdicts(looks, full.claims)
@@ -106,12 +72,6 @@ def replay(
         max_seeds=max_seeds,
         design=design,
     )
-
-
-def _subset(results: StudyResults, have: dict[str, list[int]], seeds: dict[str, int]) -> StudyResults:
-    """The study with only the first `seeds[row]` complete seeds of each row."""
-    chosen = {(r, s) for r, n in seeds.items() for s in have.get(r, [])[:n]}
-    return replace(results, status={k: v for k, v in results.status.items() if k in chosen})
 
 
 def _verdicts(looks: list[Look], full_claims) -> dict[str, tuple[str, str]]:
@@ -156,4 +116,4 @@ def summary(result: Replay) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Look", "Replay", "replay", "summary"]
+__all__ = ["Look", "Replay", "replay", "summary"]  # Look: reports.sequential's

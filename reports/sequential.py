@@ -30,13 +30,16 @@ confidence sequence at 77% and 55%, and loses gettext:de's D1.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
-from ablate.ablations.allocation import State, policy
+from ablate.ablations.allocation import Decision, State, policy
+from ablate.ablations.record import Layout
 from ablate.reports.stats import ALPHA, RowTest, seeds_needed
 from ablate.reports.variance import holm, moderate
 
@@ -160,6 +163,149 @@ def row_states(claims, level: float, seeds: Mapping[str, int], max_seeds: int) -
         verdicts = {key: v for key, (_, _, v) in comps}
         out[row] = RowLook(row=row, seeds=n, state=state, why=why, verdicts=verdicts)
     return out
+
+
+# --- the looks over a study's records ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Look:
+    """One look of the sequential design."""
+
+    seeds: dict[str, int]
+    """Row -> its seeds at this look."""
+    level: float
+    """The error this look spends (`look_level`)."""
+    rows: dict[str, RowLook]
+    """Row -> where it stands after this look (rows no claim names are settled at min_seeds)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Walk:
+    """The looks the design has taken over a study's finished trials, and what it asks for next."""
+
+    looks: tuple[Look, ...]
+    seeds: dict[str, int]
+    """Row -> the seeds its last look read."""
+    target: dict[str, int]
+    """Row -> the seeds the policy asks for now: `seeds` where the design is finished, more where a look waits for
+    trials not yet run."""
+    finished: bool
+    """True when no row is open: the policy asks for nothing more."""
+
+    def stopped(self) -> dict[str, RowLook]:
+        """Each row as it stood at the look where it stopped (decided or out of reach), or at the last look."""
+        out: dict[str, RowLook] = {}
+        for look in self.looks:
+            for row, state in look.rows.items():
+                if out.get(row) is None or out[row].state == "open":
+                    out[row] = state
+        return out
+
+
+def walk(
+    results,
+    have: Mapping[str, Sequence[int]],
+    controls: Mapping[str, Sequence[str]],
+    *,
+    min_seeds: int,
+    max_seeds: int,
+    design: Design = "spending",
+    n_samples: int | None = None,
+    archive: bool = False,
+) -> Walk:
+    """Take the design's looks over `results` (`reports.results.StudyResults`): `have` is each row's finished seeds
+    in the order the design uses them (seed order, failed seeds left out), `controls` the control rows and the
+    rows compared with each. Look after look, the policy (`ablations.allocation.policy`) asks for seeds; while every
+    row has them, the look tests each open row on its first seeds at the level the design spends there.
+
+    Live (`archive=False`) the walk stops at the first look whose seeds are not all finished, and `target` says
+    which: the trials a sweep queues next. A function of the finished trials alone (the bootstrap's resamples are
+    fixed), so every worker that reads the same trials takes the same decisions, and a look lost to a kill is taken
+    again, the same, by the next reader. Over an archive (`ablate replay`) a row whose seeds run out stops there."""
+    from ablate.reports.stats import N_SAMPLES
+    from ablate.reports.table import build_table
+
+    rows = list(have)
+    seeds: dict[str, int] = dict.fromkeys(rows, 0)
+    states: dict[str, State] = {}
+    looks: list[Look] = []
+    previous = 0
+    while True:
+        target = policy(seeds, states, controls, min_seeds=min_seeds, max_seeds=max_seeds)
+        if archive:
+            target = {r: min(n, len(have[r])) for r, n in target.items()}
+        if target == seeds:
+            return Walk(looks=tuple(looks), seeds=seeds, target=target, finished=True)
+        if any(n > len(have[r]) for r, n in target.items()):
+            return Walk(looks=tuple(looks), seeds=seeds, target=target, finished=False)
+        seeds = target
+        controlled = {r for compared in controls.values() for r in compared} or set(rows)
+        n = max((seeds[r] for r in controlled if states.get(r, "open") == "open"), default=previous)
+        level = look_level(n, previous, max_seeds) if design == "spending" else confseq_level(n, max_seeds)
+        previous = n
+        table = build_table(_subset(results, have, seeds), n_samples=n_samples or N_SAMPLES)
+        found = {r: look for r, look in row_states(table.claims, level, seeds, max_seeds).items() if r in seeds}
+        for r in rows:
+            if r in controls and r not in controlled or states.get(r, "open") != "open":
+                if looks and r in looks[-1].rows:  # stopped at an earlier look: as it stood then
+                    found[r] = looks[-1].rows[r]
+                continue
+            look = found.get(r, RowLook(row=r, seeds=seeds[r], state="decided", why="no claim names it"))
+            if archive and look.state == "open" and seeds[r] >= len(have[r]):
+                look = replace(look, state="out_of_reach", why="the archive has no more seeds of it")
+            states[r] = look.state
+            found[r] = look
+        looks.append(Look(seeds=dict(seeds), level=level, rows=found))
+
+
+def _subset(results, have: Mapping[str, Sequence[int]], seeds: Mapping[str, int]):
+    """The study with only each row's first `seeds[row]` finished seeds of `have`."""
+    chosen = {(r, s) for r, n in seeds.items() for s in list(have.get(r, []))[:n]}
+    return replace(results, status={k: v for k, v in results.status.items() if k in chosen})
+
+
+def judge(
+    out: Path,
+    rows: Sequence[str],
+    controls: Mapping[str, Sequence[str]],
+    *,
+    min_seeds: int,
+    max_seeds: int,
+    design: Design = "spending",
+    n_samples: int | None = None,
+) -> Decision:
+    """What a sequential sweep runs now (`ablations.allocation.Sequential` calls this by name): the walk over OUT's
+    records (`walk`), each row's seeds in seed order with failed ones passed over, and the seeds the policy asks for
+    at the look it waits on."""
+    from ablate.reports.results import load_results
+
+    results = load_results(out, use_optuna=False) if Layout(out).study_file.is_file() else None
+    finished: dict[str, set[int]] = {r: set() for r in rows}
+    failed: dict[str, set[int]] = {r: set() for r in rows}
+    for (row, seed), status in (results.status.items() if results else ()):
+        if row in finished and status.record is not None:
+            (finished if status.record.state == "complete" else failed)[row].add(seed)
+
+    def usable(row: str, n: int) -> list[int]:  # the row's first n seeds that did not fail
+        return list(itertools.islice((s for s in itertools.count() if s not in failed[row]), n))
+
+    have = {}
+    for row in rows:
+        prefix = list(itertools.takewhile(lambda s: s in finished[row], usable(row, len(finished[row]) + 1)))
+        have[row] = prefix
+    walked = walk(
+        results, have, controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design, n_samples=n_samples
+    )
+    stopped = walked.stopped()
+    return Decision(
+        seeds={row: usable(row, n) for row, n in walked.target.items()},
+        states={row: look.state for row, look in stopped.items()},
+        why={row: look.why for row, look in stopped.items()},
+        looks=len(walked.looks),
+        finished=walked.finished,
+        controls=tuple(c for c in controls if c not in stopped),
+    )
 
 
 # --- simulation -----------------------------------------------------------------------------------------------
@@ -291,7 +437,11 @@ def _sim_tests(
 
 
 __all__ = [
+    "Look",
     "RowLook",
+    "Walk",
+    "judge",
+    "walk",
     "SimulationResult",
     "comparison_key",
     "comparison_state",

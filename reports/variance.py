@@ -153,7 +153,8 @@ def _prior(values: list[list[float]], own: list[tuple[float, int]]) -> Prior | N
     pooled = Prior(var=_pooled(s2, d), df=math.inf)
     if len(own) < 3 or all(v == 0 for v, _ in own):
         return pooled
-    p = float(stats.bartlett(*values).pvalue)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a row of identical seeds (log 0): no test, pooled
+        p = float(stats.bartlett(*values).pvalue)
     return (fit_prior(s2, d) or pooled) if p < HETEROGENEITY_ALPHA else pooled
 
 

@@ -6,6 +6,7 @@ checkpoint). Run it on another machine with the same --storage postgresql://... 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import time
@@ -34,6 +35,16 @@ def build_parser(documented: bool = False):
         "against (default: the study's control_seeds; 'auto' there is about sqrt(k) x --seeds for k rows, Dunnett's "
         "allocation)",
     )
+    p.add_argument(
+        "--allocation",
+        choices=["fixed", "sequential"],
+        default=None,
+        help="fixed: every row trains --seeds; sequential: every row starts at --min_seeds and a row gets one more "
+        "seed only while a comparison of it is open, up to --max_seeds, with the error kept over the looks (default: "
+        "the study's allocation)",
+    )
+    p.add_argument("--min_seeds", type=int, default=None, help="sequential: seeds every row trains before the first look")
+    p.add_argument("--max_seeds", type=int, default=None, help="sequential: the most seeds a row trains")
     p.add_argument(
         "--storage",
         default=None,
@@ -97,28 +108,35 @@ def _add_launcher_settings(p, found: dict, documented: bool) -> None:
 def make_plan(ns):
     from ablate.ablations.corpora import read_pin
     from ablate.ablations.storage.urls import storage_url
+    from ablate.ablations.allocation import Sequential
     from ablate.ablations.studies import load_study
     from ablate.ablations.sweep import Plan
 
-    study = load_study(ns.study)
-    if study.allocation == "sequential":  # issue 40: the policy and its replay exist; the runner's looks do not yet
-        raise AblateError(
-            f"{study.source}: allocation: sequential is not run by ablate sweep yet; sweep with allocation: fixed, "
-            "and see what the sequential design would have run with ablate replay OUT"
-        )
+    study = _with_allocation(load_study(ns.study), ns)
     preset = ns.preset or study.default_preset or "tiny"
-    seeds = study.seed_count(preset, ns.seeds)
-    if seeds < 1:
-        raise AblateError(f"--seeds must be >= 1, got {seeds}")
-    if ns.control_seeds is not None and ns.control_seeds < seeds:
-        raise AblateError(f"--control_seeds must be at least --seeds ({seeds}), got {ns.control_seeds}")
     only = _rows(ns.rows, study)
-    controls = study.control_seed_counts(seeds, ns.control_seeds, only)
     out = Path(ns.out or f"runs/{study.name}-{preset}")
+    allocation = None
+    if study.allocation == "sequential":
+        if ns.seeds is not None or ns.control_seeds is not None:
+            raise AblateError(
+                f"{study.source}: --seeds and --control_seeds set a fixed design's seeds; a sequential study's come "
+                "from its looks: pass --min_seeds/--max_seeds, or --allocation fixed"
+            )
+        allocation = Sequential(study.min_seeds, study.max_seeds)
+        seeds, controls = study.min_seeds, {}
+    else:
+        seeds = study.seed_count(preset, ns.seeds)
+        if seeds < 1:
+            raise AblateError(f"--seeds must be >= 1, got {seeds}")
+        if ns.control_seeds is not None and ns.control_seeds < seeds:
+            raise AblateError(f"--control_seeds must be at least --seeds ({seeds}), got {ns.control_seeds}")
+        controls = study.control_seed_counts(seeds, ns.control_seeds, only)
     plan = Plan(
         study=study,
         preset=preset,
         seeds=list(range(seeds)),
+        allocation=allocation,
         control_seeds={name: list(range(n)) for name, n in controls.items()},
         out=out,
         storage=storage_url(ns.storage, out),
@@ -136,6 +154,19 @@ def make_plan(ns):
             raise AblateError(f"{err} (with the command-line settings)") from None
     plan.check_same_design()
     return plan
+
+
+def _with_allocation(study, ns):
+    """The study with the command line's --allocation, --min_seeds and --max_seeds, checked as the study file's."""
+    from ablate.ablations.studies import check_allocation
+
+    given = {"allocation": ns.allocation, "min_seeds": ns.min_seeds, "max_seeds": ns.max_seeds}
+    if all(v is None for v in given.values()):
+        return study
+    raw = {"allocation": study.allocation, "min_seeds": study.min_seeds, "max_seeds": study.max_seeds}
+    raw |= {k: v for k, v in given.items() if v is not None}
+    allocation, low, high = check_allocation(raw, "the command line")
+    return dataclasses.replace(study, allocation=allocation, min_seeds=low, max_seeds=high)
 
 
 def _rows(text: str | None, study) -> list[str] | None:

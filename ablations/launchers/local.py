@@ -20,7 +20,7 @@ from ablate.ablations.launchers import Launch
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue, recover_dead
 from ablate.ablations.storage.urls import ENV_VAR, redact
-from ablate.ablations.sweep import Plan, sync_records, work
+from ablate.ablations.sweep import Plan, current_keys, describe_decision, sync_records, work
 from ablate.data.errors import AblateError
 
 
@@ -63,7 +63,7 @@ def coordinate(plan: Plan, workers: int | None) -> bool:
     worker is a child process. Elsewhere (CI logs, pipes) one worker trains here and its lines are the log, with
     a summary line after each trial."""
     queue, queued = runner.start(plan)
-    keys = [(row.name, seed) for row, seed in plan.keys()]
+    keys = current_keys(plan, queue.trials())
     workers = workers or default_workers(plan)
     eta = progress.Eta.for_plan(plan)
     storage = redact(plan.storage)
@@ -72,9 +72,16 @@ def coordinate(plan: Plan, workers: int | None) -> bool:
     control = f" ({', '.join(f'{n} {k}' for n, k in more.items())}: controls, in several comparisons)" if more else ""
     cores = None if _gpus() else runner.cpu_cores()
     cost = progress.cost_line(plan, eta.work, workers, cores, done=runner.recorded(plan))
+    if plan.allocation is not None and plan.decision is not None:
+        design = (
+            f"sequential, {plan.allocation.min_seeds} to {plan.allocation.max_seeds} seeds a row; after "
+            f"{plan.decision.looks} look(s): {describe_decision(plan.decision)}"
+        )
+        shape = f"{rows} rows, {design}: {len(keys)} trials so far"
+    else:
+        shape = f"{rows} rows x {len(plan.seeds)} seeds{control} = {len(keys)} trials"
     print(
-        f"sweep {plan.study.name} at preset {plan.preset}: {rows} rows x {len(plan.seeds)} seeds{control} = "
-        f"{len(keys)} trials ({queued} newly queued), {workers} worker(s) here\n"
+        f"sweep {plan.study.name} at preset {plan.preset}: {shape} ({queued} newly queued), {workers} worker(s) here\n"
         f"  {cost}\n"
         f"  storage {storage}\n"
         f"  output  {plan.out}",
@@ -83,7 +90,8 @@ def coordinate(plan: Plan, workers: int | None) -> bool:
     title = f"{plan.study.name} ({plan.preset})"
 
     def show(queue_now: Queue) -> None:
-        rows = progress.collect(queue_now.trials(), keys)
+        trials = queue_now.trials()
+        rows = progress.collect(trials, current_keys(plan, trials))
         print(f"[sweep] {progress.summary_line(rows, workers, eta)}", file=sys.stderr, flush=True)
 
     wanted = set(keys)
@@ -93,12 +101,14 @@ def coordinate(plan: Plan, workers: int | None) -> bool:
         return False
     try:
         if workers > 1 or sys.stderr.isatty():
-            run_workers(plan, queue, workers, keys, title, eta)
+            run_workers(plan, queue, workers, title, eta)
         work(plan, on_trial_end=show)  # after worker processes: anything a crashed one left behind
     except interrupt.Interrupted as err:
-        raise interrupt.Interrupted(err.step, err.checkpoint, saved=runner.saved_summary(plan, keys)) from None
+        saved = runner.saved_summary(plan, current_keys(plan, queue.trials()))
+        raise interrupt.Interrupted(err.step, err.checkpoint, saved=saved) from None
     synced = sync_records(plan, queue)
-    print_table(progress.render(progress.collect(queue.trials(), keys), workers, title, eta))
+    trials = queue.trials()
+    print_table(progress.render(progress.collect(trials, current_keys(plan, trials)), workers, title, eta))
     if synced:
         print(f"{synced} record(s) from other machines written to {plan.out / 'records'}", file=sys.stderr)
     return True
@@ -122,7 +132,7 @@ def _gpus() -> int:
     return torch.cuda.device_count()
 
 
-def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str, eta: progress.Eta | None = None) -> None:
+def run_workers(plan: Plan, queue: Queue, n: int, title: str, eta: progress.Eta | None = None) -> None:
     """Start n worker processes (one GPU each when there are GPUs) and show the live table until they finish; `eta`
     learns each row's cost per step from what the table shows.
 
@@ -143,7 +153,8 @@ def run_workers(plan: Plan, queue: Queue, n: int, keys, title: str, eta: progres
                     stopping = True
                     _signal(procs, signal.SIGINT)
                 recover_dead(queue)
-                rows = progress.collect(queue.trials(), keys)
+                trials = queue.trials()
+                rows = progress.collect(trials, current_keys(plan, trials))
                 eta.observe(rows)
                 live(progress.render(rows, n, title, eta), progress.summary_line(rows, n, eta))
                 time.sleep(0.5 if stopping else 3)
