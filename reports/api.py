@@ -170,15 +170,15 @@ class Study:
         the study's precision and a verdict per claim, as `ablate report` builds it (the same
         `reports.stats.N_SAMPLES` resamples)."""
         from ablate.reports.claims import load_claims
+        from ablate.reports.sequential import report_table
         from ablate.reports.stats import N_SAMPLES
-        from ablate.reports.table import build_table
 
         n_samples = N_SAMPLES if n_samples is None else n_samples
         key = (n_samples, None if claims is None else str(claims))
         if key not in self._tables:
             base = self.results.base.name if self.results.base else None
             chosen = None if claims is None else load_claims(claims, [r.name for r in self.results.rows], base)
-            self._tables[key] = build_table(self.results, n_samples=n_samples, claims=chosen)
+            self._tables[key] = report_table(self.results, n_samples=n_samples, claims=chosen)
         return self._tables[key]
 
     def verdicts(self, **kwargs: Any) -> list[ClaimVerdict]:

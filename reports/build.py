@@ -11,8 +11,9 @@ from ablate.ablations.record import Layout
 from ablate.reports.cells import check_columns
 from ablate.reports.claims import load_claims
 from ablate.reports.results import StudyResults, load_results
+from ablate.reports.sequential import report_table
 from ablate.reports.stats import N_SAMPLES
-from ablate.reports.table import ReportTable, build_table
+from ablate.reports.table import ReportTable
 from ablate.reports.writers import Context, companions, format_names, get_writer, parse_formats
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def build_report(
     columns = parse_columns(columns)
     out_dir = Path(out_dir)
     results = load_results(out_dir, storage=storage)
-    table = build_table(results, n_samples=n_samples, claims=_claims(results, claims))
+    table = report_table(results, n_samples=n_samples, claims=_claims(results, claims))
     report_dir = Path(report_dir) if report_dir is not None else Layout(out_dir).report_dir
     report_dir.mkdir(parents=True, exist_ok=True)
 

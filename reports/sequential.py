@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -265,6 +265,95 @@ def _subset(results, have: Mapping[str, Sequence[int]], seeds: Mapping[str, int]
     return replace(results, status={k: v for k, v in results.status.items() if k in chosen})
 
 
+def finished_seeds(results, rows: Sequence[str]) -> tuple[dict[str, list[int]], Callable[[str, int], list[int]]]:
+    """Each row's seeds as the design uses them: in seed order, failed ones passed over; the finished prefix of
+    them (`have`), and `usable(row, n)`, the row's first n seeds that did not fail."""
+    finished: dict[str, set[int]] = {r: set() for r in rows}
+    failed: dict[str, set[int]] = {r: set() for r in rows}
+    for (row, seed), status in results.status.items() if results is not None else ():
+        if row in finished and status.record is not None:
+            (finished if status.record.state == "complete" else failed)[row].add(seed)
+
+    def usable(row: str, n: int) -> list[int]:
+        return list(itertools.islice((s for s in itertools.count() if s not in failed[row]), n))
+
+    have = {r: list(itertools.takewhile(finished[r].__contains__, usable(r, len(finished[r]) + 1))) for r in rows}
+    return have, usable
+
+
+def report_table(results, *, n_samples: int | None = None, claims=None):
+    """`reports.table.build_table`, with a sequential study's verdicts and method note (`apply_design`): what
+    `ablate report` and the Python API show."""
+    from ablate.reports.stats import N_SAMPLES
+    from ablate.reports.table import build_table
+
+    table = build_table(results, n_samples=n_samples or N_SAMPLES, claims=claims)
+    if (results.meta.get("allocation") or {}).get("design") == "sequential" and table.claims:
+        apply_design(table, results, n_samples)
+    return table
+
+
+def apply_design(table, results, n_samples: int | None = None) -> None:
+    """A report of a study run at the sequential design (study.json's `allocation`): each comparison's verdict is
+    the one its row stopped with (decided at the level its look spent, or out of reach: inconclusive), not a
+    fixed-sample test of the seeds it ended with; the method note gives the looks and why each row stopped."""
+    from ablate.reports.claims import claim_verdict
+
+    meta = results.meta.get("allocation") or {}
+    controls = {c: list(rows) for c, rows in (meta.get("controls") or {}).items()}
+    rows = list(dict.fromkeys([*controls, *(r for compared in controls.values() for r in compared)]))
+    have, _ = finished_seeds(results, rows)
+    design: Design = meta.get("error", "spending")
+    max_seeds = int(meta["max_seeds"])
+    walked = walk(results, have, controls, min_seeds=int(meta["min_seeds"]), max_seeds=max_seeds, design=design,
+                  n_samples=n_samples)  # fmt: skip
+    stopped = walked.stopped()
+    for i, claim in enumerate(table.claims):
+        comparisons = []
+        for cv in claim.comparisons:
+            row = stopped.get(cv.comparison.row)
+            if cv.verdict == "untested" or cv.comparison.row not in have:
+                comparisons.append(cv)
+                continue
+            if row is None or row.state == "open":
+                verdict, reason = "inconclusive", "open: the sequential design asks for more seeds (sweep again)"
+            else:
+                verdict = row.verdicts.get(comparison_key(cv.comparison), "inconclusive")
+                reason = "" if verdict != "inconclusive" else f"sequential design: {row.why}"
+            if verdict == "inconclusive":
+                reason = reason or cv.reason
+            comparisons.append(replace(cv, verdict=verdict, reason=reason))
+        verdicts = [c.verdict for c in comparisons]
+        table.claims[i] = replace(claim, comparisons=tuple(comparisons), verdict=claim_verdict(verdicts))
+    table.notes.append(method_note(walked, meta, max_seeds, design))
+    extra = [r for r in rows if len(have.get(r, [])) > walked.seeds.get(r, 0)]
+    if extra:
+        table.notes.append(
+            f"rows with more finished seeds than the design asked for ({', '.join(extra)}): the table's means and "
+            "intervals use them all, the verdicts only the seeds the design's looks read"
+        )
+
+
+def method_note(walked: Walk, meta: Mapping, max_seeds: int, design: Design) -> str:
+    """The report's account of a sequential study: the design, each look (its level and what it decided), and why
+    each row stopped."""
+    looks = []
+    for i, look in enumerate(walked.looks, start=1):
+        by = {k: [r for r, s in look.rows.items() if s.state == k] for k in ("decided", "open", "out_of_reach")}
+        said = "; ".join(f"{k.replace('_', ' ')} {', '.join(v)}" for k, v in by.items() if v)
+        looks.append(f"look {i} at {sum(look.seeds.values())} trials, level {look.level:.4f}: {said or 'nothing'}")
+    rows = [f"{r} {s.seeds} seeds, {s.state.replace('_', ' ')} ({s.why})" for r, s in walked.stopped().items()]
+    end = "finished" if walked.finished else "still running: the next look waits on queued trials"
+    return (
+        f"Sequential design ({meta.get('min_seeds')} to {max_seeds} seeds a row, {DESIGNS[design]}; the controls "
+        f"keep Dunnett's sqrt(k) share of the open rows' seeds): every row starts at min_seeds, and a row gets one "
+        f"more seed only while a comparison of it is open. A comparison's verdict is its test at the level its look "
+        f"spent (the intervals shown are 95%), so the family-wise error stays at 5% over every look. "
+        + "; ".join(looks)
+        + f". Rows: {'; '.join(rows)}. The design is {end}."
+    )
+
+
 def judge(
     out: Path,
     rows: Sequence[str],
@@ -281,22 +370,8 @@ def judge(
     from ablate.reports.results import load_results
 
     results = load_results(out, use_optuna=False) if Layout(out).study_file.is_file() else None
-    finished: dict[str, set[int]] = {r: set() for r in rows}
-    failed: dict[str, set[int]] = {r: set() for r in rows}
-    for (row, seed), status in (results.status.items() if results else ()):
-        if row in finished and status.record is not None:
-            (finished if status.record.state == "complete" else failed)[row].add(seed)
-
-    def usable(row: str, n: int) -> list[int]:  # the row's first n seeds that did not fail
-        return list(itertools.islice((s for s in itertools.count() if s not in failed[row]), n))
-
-    have = {}
-    for row in rows:
-        prefix = list(itertools.takewhile(lambda s: s in finished[row], usable(row, len(finished[row]) + 1)))
-        have[row] = prefix
-    walked = walk(
-        results, have, controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design, n_samples=n_samples
-    )
+    have, usable = finished_seeds(results, rows)
+    walked = walk(results, have, controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design, n_samples=n_samples)
     stopped = walked.stopped()
     return Decision(
         seeds={row: usable(row, n) for row, n in walked.target.items()},
@@ -440,7 +515,11 @@ __all__ = [
     "Look",
     "RowLook",
     "Walk",
+    "apply_design",
+    "report_table",
+    "finished_seeds",
     "judge",
+    "method_note",
     "walk",
     "SimulationResult",
     "comparison_key",

@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     spec = read_study_json(out)
     url = storage_url(args.storage, out, remembered=spec.get("storage"))
-    keys = [(row, seed) for row, seeds in declared_seeds(spec).items() for seed in seeds]  # controls' extra seeds too
+    declared = [(row, seed) for row, seeds in declared_seeds(spec).items() for seed in seeds]  # controls' too
     title = f"{spec['study']} ({spec['preset']})"
     eta = None
     while True:
@@ -43,6 +43,7 @@ def main(argv: list[str]) -> int:
                 f"{out}: no study {spec['optuna_study']!r} in {redact(url)} ({scrub(str(err), url)}): "
                 "has the sweep started? Pass --storage (or set ABLATE_STORAGE) if it runs elsewhere"
             ) from None
+        keys, unqueued = queued_keys(trials, declared)
         rows = progress.collect(trials, keys)
         _with_job_states(rows, out)
         if args.json:
@@ -56,11 +57,53 @@ def main(argv: list[str]) -> int:
             # how many there are (a sweep of 2 workers showed twice its ETA when status assumed one).
             workers = max(1, progress.counts(rows)["running"])
             Console(width=140).print(progress.render(rows, workers, title, eta))
+            for line in _notes(spec, out, unqueued):
+                print(line)
         counts = progress.counts(rows)
         if not args.watch or not (counts["pending"] or counts["running"]):
             return 0
         time.sleep(args.watch)
         print(file=sys.stdout)
+
+
+def queued_keys(trials, declared: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], list[str]]:
+    """The trials a sweep queued (the storage's, in study.json's order, then any others), and the rows study.json
+    declares that no sweep has queued (a sweep with --rows leaves the others for a later one). With nothing queued
+    yet, every declared trial."""
+    from ablate.ablations import ledger
+
+    queued = {key for key, trial in ledger.resolve(trials).items() if key is not None}
+    if not queued:
+        return declared, []
+    keys = [key for key in declared if key in queued] + sorted(queued - set(declared))
+    unqueued = list(dict.fromkeys(row for row, _ in declared if not any(k[0] == row for k in queued)))
+    return keys, unqueued
+
+
+def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
+    """What the table leaves out: the rows no sweep queued, and where a sequential design's rows stand."""
+    lines = []
+    if unqueued:
+        lines.append(
+            f"{len(unqueued)} row(s) not queued by any sweep: {', '.join(unqueued)} "
+            "(the sweep without --rows trains them)"
+        )
+    design = spec.get("allocation") or {}
+    if design.get("design") == "sequential":
+        from ablate.ablations.allocation import Sequential
+        from ablate.ablations.sweep import describe_decision
+
+        controls = design.get("controls") or {}
+        ran = list(dict.fromkeys([*controls, *(r for rows in controls.values() for r in rows)]))
+        allocation = Sequential(int(design["min_seeds"]), int(design["max_seeds"]), design.get("error", "spending"))
+        decision = allocation.decide(out, ran, controls)
+        lines.append(
+            f"sequential design, {allocation.min_seeds} to {allocation.max_seeds} seeds a row; after "
+            f"{decision.looks} look(s): {describe_decision(decision)}"
+            + ("; finished" if decision.finished else "; the queue grows while a row is open")
+        )
+        lines += [f"  {row}: {decision.states[row].replace('_', ' ')}, {why}" for row, why in decision.why.items()]
+    return lines
 
 
 def _eta(spec: dict):

@@ -43,7 +43,9 @@ def build_parser(documented: bool = False):
         "seed only while a comparison of it is open, up to --max_seeds, with the error kept over the looks (default: "
         "the study's allocation)",
     )
-    p.add_argument("--min_seeds", type=int, default=None, help="sequential: seeds every row trains before the first look")
+    p.add_argument(
+        "--min_seeds", type=int, default=None, help="sequential: seeds every row trains before the first look"
+    )
     p.add_argument("--max_seeds", type=int, default=None, help="sequential: the most seeds a row trains")
     p.add_argument(
         "--storage",
@@ -106,9 +108,9 @@ def _add_launcher_settings(p, found: dict, documented: bool) -> None:
 
 
 def make_plan(ns):
+    from ablate.ablations.allocation import Sequential
     from ablate.ablations.corpora import read_pin
     from ablate.ablations.storage.urls import storage_url
-    from ablate.ablations.allocation import Sequential
     from ablate.ablations.studies import load_study
     from ablate.ablations.sweep import Plan
 

@@ -48,18 +48,3 @@ def test_the_study_fields_default_to_the_fixed_design_and_are_checked():
     for bad, message in bad_fields:
         with pytest.raises(AblateError, match=message):
             parse_study({"name": "s", "rows": rows, **bad})
-
-
-def test_a_sweep_refuses_a_sequential_study_in_one_line_before_writing_anything(tmp_path, capsys):
-    """The runner does not take the policy's looks yet: a sequential study is refused, not swept as a fixed one."""
-    import yaml
-    from ablate.ablations.cli import main
-
-    study = tmp_path / "seq.yaml"
-    rows = [{"name": "base", "group": "base"}, {"name": "B1", "model": {"d_k": 8}}]
-    study.write_text(yaml.safe_dump({"name": "seq", "rows": rows, "allocation": "sequential"}))
-    out = tmp_path / "out"
-    assert main(["sweep", str(study), "--preset", "smoke", "--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "allocation: sequential is not run by ablate sweep yet" in err[0]
-    assert not out.exists()

@@ -1,0 +1,59 @@
+"""A sequential sweep whose looks the test chooses: `python sequential_judge.py STUDY OUT [sweep options]` runs
+`ablate sweep` in this process with one worker, the real queue, storage and training, and `judge` below in place
+of the statistics (`reports.sequential.judge`, which smoke-sized rows could not move). The looks follow the real
+policy; a row is open until it has OPEN_UNTIL[row] finished seeds, then decided.
+
+SEQ_KILL_AT=ROW:SEED: the process SIGKILLs itself at the look that first asks for that seed, after the look and
+before anything is queued (a marker file in OUT keeps it to the first time)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sys
+from pathlib import Path
+
+OPEN_UNTIL = {"C1": 3}
+
+
+def judge(out, rows, controls, *, min_seeds, max_seeds, design):
+    from ablate.ablations import ledger
+    from ablate.ablations.allocation import Decision, policy
+
+    finished = {r: sorted(rec.seed for rec in ledger.read_records(Path(out)) if rec.row == r and
+                          rec.state == "complete") for r in rows}  # fmt: skip
+    compared = {r for rs in controls.values() for r in rs}
+    seeds, states, looks = dict.fromkeys(rows, 0), {}, 0
+    while True:
+        target = policy(seeds, states, controls, min_seeds=min_seeds, max_seeds=max_seeds)
+        if target == seeds or any(n > len(finished[r]) for r, n in target.items()):
+            break
+        seeds, looks = target, looks + 1
+        states = {r: "open" if seeds[r] < OPEN_UNTIL.get(r, 0) else "decided" for r in compared}
+    kill = os.environ.get("SEQ_KILL_AT", "")
+    if kill:
+        row, seed = kill.split(":")
+        marker = Path(out) / "killed-at-look"
+        if target.get(row, 0) > int(seed) and not marker.exists():
+            marker.write_text(f"look {looks}\n")
+            os.kill(os.getpid(), signal.SIGKILL)
+    return Decision(seeds={r: list(range(n)) for r, n in target.items()}, states=states, looks=looks,
+                    finished=target == seeds, controls=tuple(controls))  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    from ablate.ablations.commands.options import parse
+    from ablate.ablations.commands.sweep import build_parser, make_plan
+    from ablate.ablations.launchers.local import coordinate
+
+    plan = make_plan(parse(build_parser(), argv))
+    assert plan.allocation is not None
+    plan.allocation = dataclasses.replace(plan.allocation, judge=f"{Path(__file__).stem}:judge")
+    coordinate(plan, 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,65 @@
+"""The report of a study run at the sequential design (study.json's `allocation`): each comparison carries the
+verdict its row stopped with at the level its look spent, a row the design has not finished looking at gives none
+(however large its effect looks: the report does not peek), and the method note states the looks and why each
+row stopped. `ablate status` says where each row stands and which rows no sweep has queued."""
+
+from __future__ import annotations
+
+import json
+
+import reports_fixtures as fx
+from ablate.reports.results import load_results
+from ablate.reports.sequential import report_table
+from ablate.reports.table import build_table
+
+CLAIMS = [
+    {"id": "shallow", "text": "One layer is worse", "compare": [{"row": "C1", "metric": "bleu", "expect": "lower"}]},
+    {"id": "learned", "text": "Learned positions", "compare": [{"row": "E1", "metric": "bleu", "expect": "lower"}]},
+]
+DESIGN = {"design": "sequential", "min_seeds": 2, "max_seeds": 4, "error": "spending",
+          "controls": {"base": ["C1", "E1"]}}  # fmt: skip
+ROWS = [r for r in fx.TABLE3_ROWS if r[0] in ("base", "C1", "E1")]
+
+
+def verdicts(table) -> dict[str, tuple[str, str]]:
+    return {cv.comparison.row: (cv.verdict, cv.reason) for claim in table.claims for cv in claim.comparisons}
+
+
+def test_a_sequential_report_gives_each_row_the_verdict_it_stopped_with_and_states_the_looks(tmp_path):
+    out = fx.make_study(tmp_path / "out", rows=ROWS, seeds=(0, 1, 2), storage=None,
+                        meta={"claims": CLAIMS, "allocation": DESIGN})  # fmt: skip
+    results = load_results(out, use_optuna=False)
+    table = report_table(results, n_samples=100)
+    assert verdicts(table)["C1"][0] == "reproduced"  # a large effect, decided at the first look
+    note = next(n for n in table.notes if n.startswith("Sequential design"))
+    assert "look 1 at 7 trials, level 0.0" in note and "C1 2 seeds, decided" in note and "O'Brien-Fleming" in note
+    assert "The design is finished" in note or "still running" in note
+    fixed = build_table(results, n_samples=100)  # the same records read as a fixed design: no method note
+    assert not any(n.startswith("Sequential design") for n in fixed.notes)
+
+
+def test_a_row_the_design_has_not_looked_at_gives_no_verdict_however_large_its_effect(tmp_path):
+    """E1's second seed is still running: the first look waits on it, so no row has been looked at, and C1's
+    effect, which a fixed-sample test of its seeds would call reproduced, is open, not a verdict."""
+    out = fx.make_study(tmp_path / "out", rows=ROWS, seeds=(0, 1, 2), storage=None,
+                        plan={("E1", 1): "running", ("E1", 2): "pending"},
+                        meta={"claims": CLAIMS, "allocation": DESIGN})  # fmt: skip
+    results = load_results(out, use_optuna=False)
+    assert verdicts(build_table(results, n_samples=100))["C1"][0] == "reproduced"
+    verdict, reason = verdicts(report_table(results, n_samples=100))["C1"]
+    assert verdict == "inconclusive" and "open: the sequential design asks for more seeds" in reason
+
+
+def test_status_says_where_each_row_stands_and_which_rows_no_sweep_queued(tmp_path, capsys):
+    from ablate.ablations.cli import main
+
+    out = fx.make_study(tmp_path / "out", rows=ROWS, seeds=(0, 1, 2), meta={"claims": CLAIMS, "allocation": DESIGN})
+    meta = json.loads((out / "study.json").read_text())
+    meta["rows"].append({**meta["rows"][0], "name": "A1", "group": "A"})  # declared by the study, never queued
+    (out / "study.json").write_text(json.dumps(meta))
+    assert main(["status", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "1 row(s) not queued by any sweep: A1" in text
+    assert "A1  " not in text.split("not queued")[0]  # not listed as pending trials in the table
+    assert "sequential design, 2 to 4 seeds a row; after 1 look(s): decided C1" in text
+    assert "  C1: decided, reproduced at level 0.0" in text and "  E1: out of reach, needs" in text
