@@ -8,6 +8,7 @@ the paper's relations at every preset: h * d_k = d_model in row A, d_k at 1/4 an
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -215,6 +216,31 @@ PRESETS: dict[str, Preset] = {
         ),
     )
 }
+
+
+def _rung(tiny: Preset, **changes: Any) -> Preset:
+    """A preset one rung up the scale ladder from tiny (issue 42): tiny's recipe, data and depth, wider, so that
+    across the rungs only the width changes, and the steps where the base's calibration asks for more."""
+    return dataclasses.replace(tiny, seeds=None, base_step_s=None, base_trial_s=None, **changes)
+
+
+PRESETS = dict(
+    [
+        *((name, preset) for name, preset in PRESETS.items() if name != "smoke"),
+        (
+            "small",
+            _rung(
+                PRESETS["tiny"],
+                name="small",
+                description="the scale ladder's second rung: tiny at widths /4 (base N=3, d_model=128), "
+                "calibrated on gettext:de",
+                width_scale=0.25,
+            ),
+        ),
+        ("smoke", PRESETS["smoke"]),
+    ]
+)
+"""Presets in the order `ablate presets` lists them: the paper, the CPU rungs from small to larger, the CI check."""
 
 
 def get_preset(name: str) -> Preset:

@@ -312,12 +312,13 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     extra = [t for _, seed, t in todo if seed not in plan.seeds]
     if extra:
         line += f", of which the controls' {len(extra)} extra seeds {sum(extra) / 3600:.1f}"
-    if plan.study.allocation == "sequential":
+    if plan.allocation is not None:
+        low_n, high_n = plan.allocation.min_seeds, plan.allocation.max_seeds
         trial_s = {row.name: per_step * work[row.name].total * size[row.name] for row, _ in plan.keys()}
-        low, high = sequential_range(plan.study, trial_s, plan.only)
+        low, high = sequential_range(plan.controls(), low_n, high_n, trial_s)
         line += (
-            f"; sequential: from {low / 3600:.1f} (every row settled at min_seeds {plan.study.min_seeds}) to "
-            f"{high / 3600:.1f} core-hours (every row open to max_seeds {plan.study.max_seeds})"
+            f"; sequential: from {low / 3600:.1f} (every row settled at min_seeds {low_n}) to "
+            f"{high / 3600:.1f} core-hours (every row open to max_seeds {high_n})"
         )
     if cores is None:
         return f"{line}; this machine's GPUs will differ"
@@ -326,14 +327,16 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     return f"{line}; on this machine's {machine} with {workers} worker(s) about {_fmt(wall)}"
 
 
-def sequential_range(study: Any, trial_s: dict[str, float], only: list[str] | None = None) -> tuple[float, float]:
-    """The seconds a sequential study costs (`Study.allocation`) at the two ends: every row settled at `min_seeds`
-    (the controls at their sqrt(k) share of them), or every row open until `max_seeds` (the controls likewise).
-    `trial_s`: one trial's seconds by row, for the rows this sweep runs."""
+def sequential_range(
+    controls: dict[str, list[str]], min_seeds: int, max_seeds: int, trial_s: dict[str, float]
+) -> tuple[float, float]:
+    """The seconds a sequential study costs at the two ends: every row settled at `min_seeds` (each control at its
+    sqrt(k) share of them, k the rows tested against it: `Plan.controls`), or every row open until `max_seeds` (the
+    controls likewise). `trial_s`: one trial's seconds by row, for the rows this sweep runs."""
     ends = []
-    for n in (study.min_seeds, study.max_seeds):
-        controls = study.control_seed_counts(n, rows=only)
-        ends.append(sum(t * controls.get(row, n) for row, t in trial_s.items()))
+    for n in (min_seeds, max_seeds):
+        share = {c: max(n, round(math.sqrt(max(len(rows), 1)) * n)) for c, rows in controls.items()}
+        ends.append(sum(t * share.get(row, n) for row, t in trial_s.items()))
     return ends[0], ends[1]
 
 

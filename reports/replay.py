@@ -51,7 +51,9 @@ def replay(
         have.setdefault(row, []).append(seed)
     base = results.base.name if results.base else None
     rows = [r.name for r in results.rows if have.get(r.name)]  # the rows this study ran (a --rows subset: those)
-    controls = {base: [r for r in rows if r != base]} if base in rows else {}
+    claimed = {c.get("row") for claim in results.meta.get("claims") or [] for c in claim.get("compare") or []}
+    tested = [r for r in rows if r != base and (not claimed or r in claimed)]  # as `Plan.controls`
+    controls = {base: tested} if base in rows else {}
     max_seeds = max_seeds or max(len(have.get(r, [])) for r in rows if r != base)
     walked = walk(
         results, {r: have[r] for r in rows}, controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design,

@@ -166,8 +166,7 @@ class SlurmLauncher:
             )
         if launch.wait:
             started = time.time()
-            keys = [(row.name, seed) for row, seed in plan.keys()]
-            wait(plan, keys, ids, f"{plan.study.name} ({plan.preset}) on SLURM")
+            wait(plan, ids, f"{plan.study.name} ({plan.preset}) on SLURM")
             sync_records(plan, queue)
             launch.finish()
             runner.print_next_steps(plan, time.time() - started)
@@ -325,17 +324,20 @@ def job_states(ids: list[str]) -> dict[str, str]:
     return {j: states.get(j, "ENDED") for j in ids}
 
 
-def wait(plan, keys, ids: list[str], title: str, poll_s: float = 3.0) -> None:
-    """Follow the study until no trial is pending or running and no job is alive (`--wait`)."""
+def wait(plan, ids: list[str], title: str, poll_s: float = 3.0) -> None:
+    """Follow the study until no trial is pending or running and no job is alive (`--wait`); the trials are the
+    plan's and, at the sequential design, those the workers' looks queue as it runs (`sweep.current_keys`)."""
     from ablate.ablations import progress
     from ablate.ablations.storage.queue import Queue
+    from ablate.ablations.sweep import current_keys
 
     queue = Queue.open(plan.storage, plan.name)
     live = runner.live_view(title)
     idle = 0
     try:
         while True:
-            rows = progress.collect(queue.trials(), keys)
+            trials = queue.trials()
+            rows = progress.collect(trials, current_keys(plan, trials))
             alive = [j for j, s in job_states(ids).items() if s in ALIVE]
             counts = progress.counts(rows)
             live(progress.render(rows, len(ids), title),

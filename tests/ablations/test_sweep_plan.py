@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from ablate.ablations.allocation import Sequential
 from ablate.ablations.presets import PRESETS
 from ablate.ablations.progress import CPU_SIZE_ALPHA, Work, cost_line
 from ablate.ablations.studies import load_study
@@ -214,9 +215,8 @@ def test_a_sweep_of_some_rows_gives_the_base_sqrt_k_of_the_rows_it_runs():
 def test_a_sequential_studys_cost_runs_from_every_row_at_min_seeds_to_every_row_at_max_seeds():
     from ablate.ablations.progress import sequential_range
 
-    study = replace(load_study("table3"), allocation="sequential", min_seeds=2, max_seeds=6)
     rows = ["base", "B1", "C1", "C4", "D1"]
-    low, high = sequential_range(study, dict.fromkeys(rows, 100.0), rows)
+    low, high = sequential_range({"base": rows[1:]}, 2, 6, dict.fromkeys(rows, 100.0))
     assert (low, high) == (100.0 * (4 * 2 + 4), 100.0 * (4 * 6 + 12))  # the base: sqrt(4) x 2 and sqrt(4) x 6
 
 
@@ -224,6 +224,7 @@ def test_the_cost_line_of_a_sequential_study_states_its_range(tmp_path, monkeypa
     monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=600.0, base_step_s=0.5))
     the_plan = plan(tmp_path)
     the_plan.study = replace(the_plan.study, allocation="sequential", min_seeds=2, max_seeds=4)
+    the_plan.allocation = Sequential(2, 4)
     work = dict.fromkeys(["ok1", "nan", "ok2"], base)  # no base row: every row at 2 seeds, or at 4
     assert "; sequential: from 1.0 (every row settled at min_seeds 2) to 2.0 core-hours (every row open to " in (
         cost_line(the_plan, work, workers=2, cores=2)
