@@ -4,40 +4,19 @@ or preset (`ablate compare A B --claims`).
 Claims are matched by id (the shipped studies share them: `table3.claims.yaml` and `modern.claims.yaml` use the same
 ids for Table 3's claims), each side judged by its own study exactly as its report judges it (`reports.table`). A
 claim only one study has is listed as such. Numbers stay numbers here; the writers (Markdown, LaTeX, HTML, text)
-turn them into text.
+turn them into text. One comparison in one study (`Effect`) is `reports.trend`'s, which follows claims over any number
+of studies at several sizes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ablate.ablations.record import budget_label
-from ablate.reports.claims import ClaimVerdict, ComparisonVerdict, paper_ratio
-from ablate.reports.stats import METRICS
+from ablate.reports.claims import ClaimVerdict
 from ablate.reports.table import ReportTable
+from ablate.reports.trend import Effect, effect_of, study_labels
 from ablate.reports.writers import Context, writer
-
-
-@dataclass(frozen=True, kw_only=True)
-class Effect:
-    """One comparison of a claim in one study, at T: the effect, its 95% interval and its verdict."""
-
-    row: str
-    against: str
-    metric: str
-    verdict: str
-    effect: float | None
-    low: float | None
-    high: float | None
-    paper_ratio: float | None
-    """Our effect over the paper's (signed), where the paper gives one of at least 0.3."""
-    reason: str
-    """Why it is inconclusive ('' otherwise)."""
-
-    @property
-    def digits(self) -> int:
-        return METRICS[self.metric].digits
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,26 +59,10 @@ class ClaimsComparison:
     budgets_b: tuple[str, ...]
 
 
-def _effect(cv: ComparisonVerdict, base: str | None) -> Effect:
-    test = cv.test
-    tested = test if test is not None and test.effect is not None else None
-    return Effect(
-        row=cv.comparison.row,
-        against=cv.comparison.against or base or "",
-        metric=cv.comparison.metric,
-        verdict=cv.verdict,
-        effect=tested.effect if tested else None,
-        low=tested.ci[0] if tested else None,
-        high=tested.ci[1] if tested else None,
-        paper_ratio=paper_ratio(cv),
-        reason=cv.reason,
-    )
-
-
 def _side(cv: ClaimVerdict | None, base: str | None) -> Side | None:
     if cv is None:
         return None
-    return Side(verdict=cv.verdict, effects=tuple(_effect(c, base) for c in cv.comparisons))
+    return Side(verdict=cv.verdict, effects=tuple(effect_of(c, base) for c in cv.comparisons))
 
 
 def compare_claims(a: ReportTable, b: ReportTable) -> ClaimsComparison:
@@ -119,7 +82,7 @@ def compare_claims(a: ReportTable, b: ReportTable) -> ClaimsComparison:
                 b=_side(by_b.get(claim_id), b.base),
             )
         )
-    label_a, label_b = _labels(a, b)
+    label_a, label_b = study_labels(a, b)
     return ClaimsComparison(
         a=label_a,
         b=label_b,
@@ -129,16 +92,6 @@ def compare_claims(a: ReportTable, b: ReportTable) -> ClaimsComparison:
         budgets_a=tuple(budget_label(f) for f in a.fractions),
         budgets_b=tuple(budget_label(f) for f in b.fractions),
     )
-
-
-def _labels(a: ReportTable, b: ReportTable) -> tuple[str, str]:
-    """'table3 (tiny)' for each side; where both read the same (one study rerun on another corpus, say), each
-    side's results directory instead, so the two columns can be told apart."""
-    label_a, label_b = f"{a.study} ({a.preset})", f"{b.study} ({b.preset})"
-    if label_a != label_b:
-        return label_a, label_b
-    name_a, name_b = Path(a.out_dir).name, Path(b.out_dir).name
-    return (name_a, name_b) if name_a != name_b else (str(a.out_dir), str(b.out_dir))
 
 
 def effect_text(effect: Effect) -> str:

@@ -1,5 +1,6 @@
 """HTML: the report as one self-contained page (inline CSS, plots as data URIs, no script, no network), rendered
-from `templates/report.html.j2`. Registered with `reports.writers` as format 'html'.
+from `templates/report.html.j2`; the claims' trend over model size as another, from `templates/trend.html.j2`.
+Registered with `reports.writers` as format 'html' of `ablate report` and of the trend.
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ from ablate.reports.cells import (
 from ablate.reports.claims import comparison_text
 from ablate.reports.legend import claim_title, claims_legend, headline, legend
 from ablate.reports.table import ReportRow, ReportTable
+from ablate.reports.trend import (
+    LEGEND,
+    PLOT_CAPTION,
+    SizeTrend,
+    comparison_label,
+    inside_text,
+    paper_text,
+    point_text,
+    rung_header,
+    rung_line,
+    summary_line,
+)
 from ablate.reports.writers import Context, writer
 
 _HTML_HEADERS = {
@@ -65,15 +78,9 @@ def to_html(
     """One self-contained page (inline CSS, plots as data URIs, no script, no network). `plots`: title -> PNG, shown
     under the table; `claim_plots`: claim id -> PNG, shown beside its claim; `columns`: keys of `COLUMNS` (default:
     all that apply but the optional ones); `corpus`: named in the legend."""
-    import jinja2
     import markupsafe
 
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("ablate.reports", "templates"),
-        autoescape=jinja2.select_autoescape(["html", "j2"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    env = _environment()
     cols = display_columns(table, columns, "html")
     span = other_span(table, cols)
     if span is not None:  # as in LaTeX: the difference written across the blank configuration cells
@@ -114,6 +121,17 @@ def to_html(
     )
 
 
+def _environment():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("ablate.reports", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
 def _html_claims(table: ReportTable, plots: dict[str, Path]) -> list[dict[str, Any]]:
     """Each claim for the template: title, verdict, one line of evidence per comparison, and its plot if drawn."""
     return [
@@ -132,3 +150,40 @@ def write_html(table: ReportTable, ctx: Context) -> str:
     plots = {p.title: p.png for p in ctx.plots if p.claim is None}
     claim_plots = {p.claim: p.png for p in ctx.plots if p.claim is not None}
     return to_html(table, plots, ctx.columns, corpus=ctx.corpus, claim_plots=claim_plots)
+
+
+def trend_to_html(trend: SizeTrend, plots: Sequence[Path] = ()) -> str:
+    """The claims over model size as one self-contained page: the rungs, the table (a cell per rung, shaded by its
+    verdict, greyed where the rung is left out of the trend), the summary, the legend and the plot (`plots`: PNGs)."""
+    rows = [
+        {
+            "claim": f"{claim.id}: {claim.text}" + (f" ({claim.section})" if claim.section else ""),
+            "comparison": comparison_label(comp),
+            "paper": paper_text(comp),
+            "cells": [
+                {
+                    "text": point_text(p, comp.usable(i)),
+                    "cls": p.verdict if p is not None and comp.usable(i) else "out",
+                }
+                for i, p in enumerate(comp.points)
+            ],
+            "trend": comp.trend,
+            "why": comp.why + inside_text(comp),
+        }
+        for claim, comp in trend.comparisons
+    ]
+    template = _environment().get_template("trend.html.j2")
+    return template.render(
+        title=f"Claims over model size: {' < '.join(r.label for r in trend.rungs)}",
+        rungs=[rung_line(r) for r in trend.rungs],
+        headers=[rung_header(r) for r in trend.rungs],
+        rows=rows,
+        summary=summary_line(trend),
+        legend=LEGEND,
+        images=[{"title": PLOT_CAPTION, "src": data_uri(p)} for p in plots if p.suffix == ".png" and p.is_file()],
+    )
+
+
+@writer("html", "one self-contained page with the plot", suffix=".html", subject="trend")
+def write_trend_html(trend: SizeTrend, ctx: Context) -> str:
+    return trend_to_html(trend, [p.png for p in ctx.plots])

@@ -1,8 +1,9 @@
-"""Markdown: the report (its table in the paper's layout, the claims' verdicts, the legend) and a comparison's table.
+"""Markdown: the report (its table in the paper's layout, the claims' verdicts, the legend), a comparison's table,
+and the claims' trend over model size.
 
-Both are GitHub-flavoured Markdown that also reads in a terminal (the sweep prints the report's file), and both
-tables are written by `md_table`. Registered with `reports.writers` as format 'md' of `ablate report` and of
-`ablate compare`.
+All are GitHub-flavoured Markdown that also reads in a terminal (the sweep prints the report's file), and every
+table is written by `md_table`. Registered with `reports.writers` as format 'md' of `ablate report` and of
+`ablate compare` (and 'text' of the trend, which a terminal gets).
 """
 
 from __future__ import annotations
@@ -14,6 +15,17 @@ from ablate.reports.cells import SWEEP_COLUMNS, SWEEP_NUMERIC, display_columns, 
 from ablate.reports.claims import comparison_text
 from ablate.reports.legend import claim_title, claims_legend, headline, legend, sweep_header, sweep_legend
 from ablate.reports.table import ReportTable
+from ablate.reports.trend import (
+    LEGEND,
+    SizeTrend,
+    comparison_label,
+    paper_text,
+    point_text,
+    rung_header,
+    rung_line,
+    summary_line,
+    trend_text,
+)
 from ablate.reports.writers import Context, writer
 
 if TYPE_CHECKING:
@@ -70,4 +82,27 @@ def sweep_to_markdown(cmp: SweepComparison, ctx: Context) -> str:
     aligns = ["r" if c in SWEEP_NUMERIC else "l" for c in SWEEP_COLUMNS]
     lines += ["", *md_table(SWEEP_COLUMNS, aligns, sweep_lines(cmp))]
     lines += [""] + [f"- {md_escape(line)}" for line in sweep_legend(cmp)]
+    return "\n".join(lines) + "\n"
+
+
+@writer("md", "Markdown table (also what a terminal gets: 'text')", suffix=".md", subject="trend", aliases=("text",))
+def trend_to_markdown(trend: SizeTrend, ctx: Context) -> str:
+    """The claims over model size: the rungs, one table line per comparison (a cell per rung, then the trend), the
+    summary, the legend, and the plot where it was drawn beside the file (`ctx.plots`)."""
+    lines = [f"## Claims over model size: {' < '.join(r.label for r in trend.rungs)}", ""]
+    lines += [f"- {md_escape(rung_line(r))}" for r in trend.rungs]
+    header = ["claim", "comparison", "paper", *(md_escape(rung_header(r)) for r in trend.rungs), "trend"]
+    rows = (
+        (
+            f"{claim.id}: {claim.text}" + (f" ({claim.section})" if claim.section else ""),
+            comparison_label(comp),
+            paper_text(comp),
+            *(point_text(p, comp.usable(i)) for i, p in enumerate(comp.points)),
+            trend_text(comp),
+        )
+        for claim, comp in trend.comparisons
+    )
+    lines += ["", *md_table(header, "llr" + "l" * (len(trend.rungs) + 1), rows), ""]
+    lines += [f"- {md_escape(summary_line(trend))}.", f"- {md_escape(LEGEND)}"]
+    lines += [f"\n![{md_escape(p.title)}]({p.png.name})" for p in ctx.plots]
     return "\n".join(lines) + "\n"

@@ -4,7 +4,9 @@
 - dev PPL and BLEU over training steps, one figure per row group, with the base for reference;
 - BLEU deltas vs the base with their 95% intervals, significant ones highlighted, the paper's deltas beside them;
 - per claim, each compared row's effect with its 95% interval at every budget (T/2, T), the paper's beside it;
-- two runs' curves side by side (`ablate compare A B --plot`).
+- two runs' curves side by side (`ablate compare A B --plot`);
+- the claims over model size: each comparison's effect against the base's parameter count, the paper's as a line
+  (`ablate compare A B C --claims`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ablate.reports.claims import ClaimVerdict, ComparisonVerdict
 from ablate.reports.results import StudyResults
 from ablate.reports.stats import METRICS
 from ablate.reports.table import ReportRow, ReportTable
+from ablate.reports.trend import PLOT_CAPTION, ComparisonTrend, SizeTrend, comparison_label
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
@@ -290,6 +293,78 @@ def make_plots(table: ReportTable, results: StudyResults, out_dir: Path) -> list
         *plot_claims(table, out_dir),
     ]
     return [p for p in plots if p is not None]
+
+
+VERDICT_COLORS = {"reproduced": "#2ca02c", "contradicted": "#d62728", "inconclusive": "#1f77b4"}
+
+
+def plot_trend(trend: SizeTrend, out_dir: Path, name: str) -> Plot | None:
+    """One panel per comparison with a tested rung: its effect at T with the 95% interval against the base's
+    parameter count (log scale), coloured by the rung's verdict (hollow where the rung is left out of the trend),
+    the paper's difference dashed and zero solid; written as `name`.png and .svg. None when nothing was tested."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    shown = [(claim, comp) for claim, comp in trend.comparisons if any(_tested(p) for p in comp.points)]
+    if not shown:
+        return None
+    cols = min(3, len(shown))
+    rows = math.ceil(len(shown) / cols)
+    fig = Figure(figsize=(3.6 * cols, 0.6 + 2.9 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    sizes = [r.params_m for r in trend.rungs]
+    for ax, (claim, comp) in zip(axes, shown, strict=False):
+        _trend_panel(ax, comp, sizes)
+        ax.set_title(textwrap.fill(f"{claim.id}: {comparison_label(comp)} ({comp.trend})", 44), fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xticks(sizes, [f"{s:.3g}" for s in sizes], fontsize=7)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:+g}" if v else "0"))
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_xlabel("base parameters ×10⁶ (log scale)", fontsize=7)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(shown) :]:
+        ax.set_visible(False)
+    handles = [
+        Line2D([], [], marker="o", color=color, linestyle="none", label=verdict)
+        for verdict, color in VERDICT_COLORS.items()
+    ]
+    handles += [
+        Line2D([], [], marker="o", color="#999", mfc="white", linestyle="none", label="not in the trend"),
+        Line2D([], [], color="#777", linestyle="--", label="paper"),
+    ]
+    axes[0].legend(handles=handles, fontsize=6, loc="best")
+    fig.suptitle(textwrap.fill(f"Effects over model size: {' < '.join(r.label for r in trend.rungs)}", 100), fontsize=9)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return _save(fig, out_dir, name, PLOT_CAPTION)
+
+
+def _tested(point) -> bool:
+    return point is not None and point.effect is not None and point.low is not None and point.high is not None
+
+
+def _trend_panel(ax, comp: ComparisonTrend, sizes: list[float]) -> None:
+    """One comparison over the rungs: the intervals, a line through the rungs in the trend, the paper's line."""
+    line = []
+    for i, (point, x) in enumerate(zip(comp.points, sizes, strict=True)):
+        if point is None or point.effect is None or point.low is None or point.high is None:
+            continue
+        effect = point.effect
+        lo, hi = (v if math.isfinite(v) else effect for v in (point.low, point.high))
+        used = comp.usable(i)
+        color = VERDICT_COLORS.get(point.verdict, "#777") if used else "#999"
+        ax.errorbar(x, effect, yerr=[[effect - lo], [hi - effect]], fmt="o", markersize=5, color=color,
+                    mfc=color if used else "white", capsize=3, elinewidth=1)  # fmt: skip
+        if used:
+            line.append((x, effect))
+    if len(line) > 1:
+        ax.plot(*zip(*line, strict=True), color="#555", linewidth=0.8, zorder=0)
+    ax.axhline(0.0, color="#444", linewidth=0.8)
+    if comp.paper_delta is not None:
+        ax.axhline(comp.paper_delta, color="#777", linestyle="--", linewidth=1.0)
+    metric = METRICS[comp.metric].label
+    ax.set_ylabel(f"{metric} − {metric} of {comp.against}", fontsize=7)
 
 
 def plot_comparison(a: Record, b: Record, path: Path) -> Path:

@@ -26,9 +26,10 @@ from ablate.data.errors import AblateError
 if TYPE_CHECKING:
     from ablate.reports.plots import Plot
 
-Subject = Literal["report", "comparison", "claims"]
-"""What a writer writes out: a `ReportTable` ('report'), a `SweepComparison` ('comparison') or a `ClaimsComparison`
-('claims': two studies' verdicts side by side, `ablate compare A B --claims`)."""
+Subject = Literal["report", "comparison", "claims", "trend"]
+"""What a writer writes out: a `ReportTable` ('report'), a `SweepComparison` ('comparison'), a `ClaimsComparison`
+('claims': two studies' verdicts side by side, `ablate compare A B --claims`) or a `SizeTrend` ('trend': the claims
+over studies at several sizes, `ablate compare A B C --claims`)."""
 
 BUILTIN_MODULES = (
     "ablate.reports.text",

@@ -1,4 +1,5 @@
-"""`ablate compare A B`: what differs between two results directories row by row, or between two runs.
+"""`ablate compare A B [C ...]`: what differs between two results directories row by row, or between two runs; the
+paper's claims over studies at several sizes.
 
 Two results directories (A and B are OUT directories of `ablate sweep`, finished or not, or study names looked up
 as RUNS_DIR/<study>-<preset> like `ablate report` does):
@@ -18,6 +19,18 @@ Two runs (A and B are record files, OUT/records/<row>__seed<s>.json, or rows of 
     ablate compare B1 base --out runs/table3-tiny [--plot cmp.png]
 
 config fields that differ, the metrics, a paired bootstrap on the dev set, and the curves.
+
+The claims over model size (the same rows at several presets: rungs), from two or more results directories whose
+bases differ in size (two directories of one size get the side by side above):
+
+    ablate compare runs/table3-tiny-gettext runs/table3-small-gettext [runs/table3-gpu-gettext ...] --claims
+        [--format md|tex|html] [--out trend.md]
+
+orders the studies by their base row's parameter count and prints, comparison by comparison, each rung's effect at T
+with its 95% interval, its ratio to the paper's difference and its verdict, then whether the effect moves toward the
+paper's as the model grows, away from it, flips sign, or stays flat (`reports.trend.classify`). The plot of effect
+against the base's size (PNG and SVG) goes beside --out, or without it into the directories' parent's `trends/`;
+the command names it.
 """
 
 from __future__ import annotations
@@ -37,14 +50,18 @@ def build_parser():
     parser.add_argument("run_a", metavar="A", help="results directory or study name; or record file, row, row@seed")
     parser.add_argument("run_b", metavar="B", help="results directory or study name; or record file, row, row@seed")
     parser.add_argument(
+        "more", metavar="C", nargs="*", default=[], help="with --claims: more results directories (the trend)"
+    )
+    parser.add_argument(
         "--out",
         default=None,
         metavar="PATH",
-        help="two directories: the file (or directory) to write the comparison to; two rows: their results directory",
+        help="results directories: the file (or directory) to write the comparison to, the trend's plot beside it; "
+        "two rows: their results directory",
     )
     parser.add_argument(
         "--format",
-        choices=list(dict.fromkeys([*format_names("comparison"), *format_names("claims")])),
+        choices=list(dict.fromkeys([*format_names("comparison"), *format_names("claims"), *format_names("trend")])),
         default=None,
         help=f"two directories: {formats_help('comparison')}; unset: from --out's suffix, else text",
     )
@@ -55,8 +72,9 @@ def build_parser():
     parser.add_argument(
         "--claims",
         action="store_true",
-        help="two directories: their verdicts side by side, claim by claim (matched by id), instead of row by row; "
-        f"formats: {formats_help('claims')}",
+        help="two directories of one size: their verdicts side by side, claim by claim (matched by id), instead of "
+        f"row by row (formats: {formats_help('claims')}); directories at several sizes: the trend of each claim's "
+        f"effects over size, and its plot (formats: {formats_help('trend')})",
     )
     return parser
 
@@ -65,9 +83,18 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
         return print_config(options(args))
+    if args.more:
+        if not args.claims:
+            raise AblateError("more than two directories go with --claims: the claims' trend over model size")
+        from ablate.reports.results import resolve_out_dir
+
+        specs = (args.run_a, args.run_b, *args.more)
+        return _compare_claims(args, [resolve_out_dir(s, runs_dir=args.runs_dir) for s in specs])
     dirs = _directories(args)
     if dirs is None:
         return _compare_runs(args)
+    if args.claims:
+        return _compare_claims(args, list(dirs))
     return _compare_sweeps(args, *dirs)
 
 
@@ -99,43 +126,106 @@ def _directories(args) -> tuple[Path, Path] | None:
 
 
 def _compare_sweeps(args, dir_a: Path, dir_b: Path) -> int:
-    from ablate.ablations.ledger import write_text_atomic
     from ablate.reports.compare import compare_sweeps
     from ablate.reports.lookup import load_sweep
-    from ablate.reports.writers import Context, format_of, get_writer
+    from ablate.reports.writers import format_of, get_writer
 
-    if args.plot:
-        raise AblateError("--plot draws the curves of two runs; for two results directories, leave it out")
+    _no_plot(args)
     out = Path(args.out) if args.out else None
-    subject = "claims" if args.claims else "comparison"
-    fmt = "json" if args.json else args.format or (out and format_of(out, subject)) or "text"
-    writer = get_writer(fmt, subject)
-    if args.claims:
-        comparison = _claims_of(dir_a, dir_b, args.samples)
-    else:
-        comparison = compare_sweeps(load_sweep(dir_a), load_sweep(dir_b), n_samples=args.samples)
+    fmt = "json" if args.json else args.format or (out and format_of(out, "comparison")) or "text"
+    writer = get_writer(fmt, "comparison")
+    comparison = compare_sweeps(load_sweep(dir_a), load_sweep(dir_b), n_samples=args.samples)
+    return _write(
+        comparison, writer, out, f"{dir_a.name}-vs-{dir_b.name}", f"comparison of {dir_a} (A) and {dir_b} (B)"
+    )
+
+
+def _no_plot(args) -> None:
+    if args.plot:
+        raise AblateError("--plot draws the curves of two runs; for results directories, leave it out (the trend's "
+                          "plot goes beside --out)")  # fmt: skip
+
+
+def _write(what, writer, out: Path | None, name: str, title: str, ctx=None) -> int:
+    """Print `what` in `writer`'s format, or write it to `out` (a file, or a directory: `name` + the suffix there)."""
+    from ablate.ablations.ledger import write_text_atomic
+    from ablate.reports.writers import Context
+
     if out is None:
         width = shutil.get_terminal_size((160, 24)).columns  # 160 when stdout is not a terminal
-        print(writer.write(comparison, Context(width=width)), end="")
+        print(writer.write(what, Context(width=width)), end="")
         return 0
-    text = writer.write(comparison, Context())
-    assert text is not None, f"{fmt}: a format offered on its own writes text (None is a companion's answer)"
+    text = writer.write(what, ctx or Context())
+    assert text is not None, f"{writer.name}: a format offered on its own writes text (None is a companion's answer)"
     if out.is_dir():
-        out = out / f"{dir_a.name}-vs-{dir_b.name}{writer.suffix}"
+        out = out / f"{name}{writer.suffix}"
     write_text_atomic(out, text)
-    print(f"comparison of {dir_a} (A) and {dir_b} (B): {out}")
+    print(f"{title}: {out}")
     return 0
 
 
-def _claims_of(dir_a: Path, dir_b: Path, samples: int):
-    """Both studies judged as their reports judge them, then matched claim by claim."""
-    from ablate.reports.api import load
+def _compare_claims(args, dirs: list[Path]) -> int:
+    """Each study judged as its report judges it (`reports.sequential.report_table`); two of one size side by side,
+    claim by claim, else the trend over their sizes."""
     from ablate.reports.claims_compare import compare_claims
+    from ablate.reports.results import load_results
+    from ablate.reports.sequential import report_table
+    from ablate.reports.trend import distinct_sizes
+    from ablate.reports.writers import format_of, get_writer
 
-    tables = [load(d).table(n_samples=samples) for d in (dir_a, dir_b)]
+    _no_plot(args)
+    studies = [load_results(d) for d in dirs]
+    tables = [report_table(results, n_samples=args.samples) for results in studies]
     if not any(t.claims for t in tables):
-        raise AblateError(f"--claims: neither {dir_a} nor {dir_b} declares claims; give studies with a claims file")
-    return compare_claims(*tables)
+        which = f"neither {dirs[0]} nor {dirs[1]}" if len(dirs) == 2 else f"none of {', '.join(map(str, dirs))}"
+        raise AblateError(f"--claims: {which} declares claims; give studies with a claims file")
+    if len(dirs) > 2 or distinct_sizes(tables):
+        sequential = [(r.meta.get("allocation") or {}).get("design") == "sequential" for r in studies]
+        return _trend(args, tables, sequential)
+    out = Path(args.out) if args.out else None
+    fmt = "json" if args.json else args.format or (out and format_of(out, "claims")) or "text"
+    writer = get_writer(fmt, "claims")
+    a, b = dirs
+    return _write(compare_claims(*tables), writer, out, f"{a.name}-vs-{b.name}", f"comparison of {a} (A) and {b} (B)")
+
+
+def _trend(args, tables, sequential: list[bool]) -> int:
+    """The trend table, printed or written to --out, and its plot beside --out (else in the directories' parent's
+    trends/)."""
+    from ablate.reports.plots import plot_trend
+    from ablate.reports.trend import size_trend
+    from ablate.reports.writers import Context, format_of, get_writer
+
+    trend = size_trend(tables, sequential=sequential)
+    dirs = [Path(r.out_dir) for r in trend.rungs]
+    name = "-vs-".join(d.name for d in dirs)
+    out = Path(args.out) if args.out else None
+    fmt = "json" if args.json else args.format or (out and format_of(out, "trend")) or "text"
+    writer = get_writer(fmt, "trend")
+    if out is None:
+        plot_dir = _common_parent(dirs) / "trends"
+    elif out.suffix.lower() in (".png", ".svg"):
+        raise AblateError(f"--out {out}: name the table's file (.md, .tex, .html) or a directory; the plot goes "
+                          "beside it")  # fmt: skip
+    elif out.is_dir():
+        plot_dir = out
+    else:
+        plot_dir, name = out.parent, out.stem
+    plot = plot_trend(trend, plot_dir, name)
+    where = f"plot: {plot.png} and {plot.svg}" if plot else "no plot: no comparison was tested at any rung"
+    title = f"the claims of {len(dirs)} studies over model size"
+    if out is None:
+        _write(trend, writer, None, name, title)
+        print(where)
+        return 0
+    return _write(trend, writer, out, name, f"{title}: {where}; table", Context(plots=(plot,) if plot else ()))
+
+
+def _common_parent(dirs: list[Path]) -> Path:
+    """The deepest directory holding all of `dirs` ('runs' for runs/a and runs/b)."""
+    import os
+
+    return Path(os.path.commonpath([d.resolve() for d in dirs]))
 
 
 def _compare_runs(args) -> int:

@@ -84,9 +84,11 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     return model, train
 
 
-def row_config(overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def row_config(overrides: dict[str, Any], base_model: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """A row's resolved config; `base_model`: model fields of the study's base that differ from BASE_MODEL's (a study
+    at another size)."""
     model, train = split_overrides(overrides)
-    return {"model": BASE_MODEL | model, "train": BASE_TRAIN | train, "data": dict(BASE_DATA)}
+    return {"model": BASE_MODEL | (base_model or {}) | model, "train": BASE_TRAIN | train, "data": dict(BASE_DATA)}
 
 
 def params_of(model: dict[str, Any]) -> int:
@@ -150,13 +152,17 @@ def make_record(
     device: str = "cpu",
     budgets: dict[float, list[str]] | None = None,
     ratios: dict[float, float] | None = None,
+    base_model: dict[str, Any] | None = None,
+    preset: str = "smoke",
 ) -> dict[str, Any]:
     """Write records/<name>__seed<seed>.json (and its hypotheses); returns the record. `budgets`: fraction -> the
     hypotheses of that shorter budget (then every score also gets its per-sentence NLL); `ratios`: fraction (1.0 for
-    T) -> source_ppl_ratio (default 18) of each score, or None for records without one."""
-    config = row_config(overrides)
+    T) -> source_ppl_ratio (default 18) of each score, or None for records without one; `base_model`, as in
+    `row_config`; `preset`: the record's preset."""
+    config = row_config(overrides, base_model)
     config["train"]["seed"] = seed
     record = _skeleton(name, group, overrides, seed, config, state=state, reason=reason, study=study)
+    record["preset"] = preset
     if state == "complete":
         assert hyps is not None
         steps = config["train"]["max_steps"]
@@ -258,13 +264,17 @@ def make_study(
     ratios: dict[tuple[str, float], float] | None = None,
     seed_rates: dict[tuple[str, int], float] | None = None,
     meta: dict[str, Any] | None = None,
+    base_model: dict[str, Any] | None = None,
+    preset: str = "smoke",
 ) -> Path:
     """A results directory. `plan` gives (row, seed) -> 'complete' | 'failed' | 'running' | 'pending' (default
     complete); with storage='journal' an Optuna journal holds one trial per row x seed in that state.
 
     `budgets`: shorter budget (fraction of T) -> row -> the corruption rate of its hypotheses there (a row not named:
     its rate at T + 0.05). `ratios`: (row, fraction) -> source_ppl_ratio (unnamed: 18), None: records without one.
-    `seed_rates`: (row, seed) -> the rate at T of that seed instead of the row's. `meta`: more study.json fields."""
+    `seed_rates`: (row, seed) -> the rate at T of that seed instead of the row's. `meta`: more study.json fields.
+    `base_model`: model fields every row starts from instead of BASE_MODEL's (a rung of another size: its records'
+    `params` follow); `preset`: the preset study.json and the records name."""
     out.mkdir(parents=True, exist_ok=True)
     plan = plan or {}
     reasons, budgets, seed_rates = reasons or {}, budgets or {}, seed_rates or {}
@@ -276,12 +286,14 @@ def make_study(
         out / "study.json",
         {
             "study": study,
-            "preset": "smoke",
+            "preset": preset,
             "seeds": list(seeds),
             "storage": storage_url,
-            "optuna_study": f"{study}-smoke",
+            "optuna_study": f"{study}-{preset}",
             "wandb_project": "ablate-test",
-            "rows": [{"name": n, "group": g, "overrides": o, "config": row_config(o)} for n, g, o, _ in rows],
+            "rows": [
+                {"name": n, "group": g, "overrides": o, "config": row_config(o, base_model)} for n, g, o, _ in rows
+            ],
             "created_at": "2026-01-01T00:00:00+00:00",
             **(meta or {}),
         },
@@ -294,9 +306,10 @@ def make_study(
                 shorter = {f: _hyps(refs, r.get(name, rate + 0.05), f"{name}@{seed}@{f}") for f, r in budgets.items()}
                 mine = {f: r for (row, f), r in ratios.items() if row == name} if ratios is not None else None
                 make_record(out, name, group, overrides, seed, hyps=hyps, refs=refs, state=state, study=study,
-                            reason=reasons.get((name, seed)), budgets=shorter, ratios=mine)  # fmt: skip
+                            reason=reasons.get((name, seed)), budgets=shorter, ratios=mine, base_model=base_model,
+                            preset=preset)  # fmt: skip
     if storage == "journal":
-        _make_journal(out / "optuna.journal", f"{study}-smoke", rows, seeds, plan, reasons)
+        _make_journal(out / "optuna.journal", f"{study}-{preset}", rows, seeds, plan, reasons)
     return out
 
 

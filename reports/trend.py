@@ -1,0 +1,458 @@
+"""Do a study's effects approach the paper's as the model grows? The same claims judged at several sizes (rungs: one
+study at several presets), each comparison's effect followed from the smallest base to the largest
+(`ablate compare OUT_A OUT_B [OUT_C ...] --claims`).
+
+Every rung is judged as its own report judges it (`reports.sequential.report_table`: a study run at the sequential
+design keeps the design's verdicts) and the rungs are ordered by their base row's parameter count. Each comparison
+(claim, row, reference, metric) gets its effect at T with the 95% interval at every rung, its ratio to the paper's
+difference, the verdict, and one trend over the rungs, `classify`'s. Numbers stay numbers here; the phrases all
+three writers share (`point_text`, `trend_text`, `LEGEND`) are at the end, the writers are in `reports.markdown`,
+`reports.latex` and `reports.htmlpage` (subject 'trend'), the plot in `reports.plots.plot_trend`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ablate.ablations.record import budget_label
+from ablate.data.errors import AblateError
+from ablate.reports.claims import ComparisonVerdict, paper_ratio
+from ablate.reports.stats import METRICS
+from ablate.reports.table import ReportTable
+
+Trend = Literal["toward", "away", "flips", "mixed", "flat", "n/a"]
+
+SAME_SIZE = 1.1
+"""Two bases whose parameter counts are within this factor are one size, not two rungs (the modern study matches the
+paper's count within 0.2%; a rung up in width multiplies it several times)."""
+PAPER_FLOOR = 0.3
+"""The smallest paper difference a ratio is taken to (as `reports.claims.paper_ratio`: a ratio to 0.1 BLEU says
+little)."""
+
+
+# --- one comparison in one study, and the studies' names (`reports.claims_compare` reads them too) -------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Effect:
+    """One comparison of a claim in one study, at T: the effect, its 95% interval and its verdict."""
+
+    row: str
+    against: str
+    metric: str
+    verdict: str
+    effect: float | None
+    low: float | None
+    high: float | None
+    paper_ratio: float | None
+    """Our effect over the paper's (signed), where the paper gives one of at least 0.3."""
+    reason: str
+    """Why it is inconclusive ('' otherwise)."""
+    paper_delta: float | None = None
+    """The paper's difference for the same comparison, where it gives both numbers."""
+    excluded: tuple[str, ...] = ()
+    """Why T gives no verdict whatever the test says (a row of it diverged or did not train at this preset, one seed
+    only, a study that gives no verdict at all); () otherwise."""
+
+    @property
+    def digits(self) -> int:
+        return METRICS[self.metric].digits
+
+
+def effect_of(cv: ComparisonVerdict, base: str | None, withheld: str | None = None) -> Effect:
+    """One comparison at T as its study judged it; `withheld`: why the study gives no verdict at all, else None."""
+    test = cv.test
+    tested = test if test is not None and test.effect is not None else None
+    return Effect(
+        row=cv.comparison.row,
+        against=cv.comparison.against or base or "",
+        metric=cv.comparison.metric,
+        verdict=cv.verdict,
+        effect=tested.effect if tested else None,
+        low=tested.ci[0] if tested else None,
+        high=tested.ci[1] if tested else None,
+        paper_ratio=paper_ratio(cv),
+        reason=cv.reason,
+        paper_delta=cv.paper_delta,
+        excluded=(*(cv.budgets[-1].excluded if cv.budgets else ()), *((withheld,) if withheld else ())),
+    )
+
+
+def study_labels(*tables: ReportTable) -> tuple[str, ...]:
+    """'table3 (tiny)' for each study; where two read the same (one study rerun on another corpus, say), each one's
+    results directory instead, so that the columns can be told apart."""
+    for labels in (
+        tuple(f"{t.study} ({t.preset})" for t in tables),
+        tuple(Path(t.out_dir).name for t in tables),
+    ):
+        if len(set(labels)) == len(labels):
+            return labels
+    return tuple(str(t.out_dir) for t in tables)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rung:
+    """One study of the trend: a size."""
+
+    label: str
+    """'table3 (tiny)', or its directory where two studies read the same."""
+    out_dir: str
+    params_m: float
+    """The base row's parameters x10^6 (mean over its complete trials): the rung's place on the size axis."""
+    seeds: tuple[int, ...]
+    budgets: tuple[str, ...]
+    """The budgets each verdict needed to agree at ('T/2', 'T')."""
+    sequential: bool
+    """True when the study ran at the sequential design (its verdicts are the design's)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonTrend:
+    """One comparison of a claim at every rung, and its trend."""
+
+    row: str
+    against: str
+    metric: str
+    paper_delta: float | None
+    """The paper's difference (the first rung's that gives one)."""
+    points: tuple[Effect | None, ...]
+    """The comparison at each rung, smallest first; None where the study does not have it."""
+    trend: Trend
+    why: str
+    """What the trend rests on ('10.5x -> 6.3x -> 1.0x: nearer the paper's beyond the noise'), or why there is none."""
+    paper_inside: str | None
+    """The largest classified rung's label when its 95% interval holds the paper's difference, else None."""
+
+    def usable(self, i: int) -> bool:
+        """Whether rung i enters the trend: tested, with a finite interval, and no row of it excluded at T."""
+        return _usable(self.points[i])
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimTrend:
+    id: str
+    text: str
+    section: str
+    verdicts: tuple[str | None, ...]
+    """The claim's verdict at each rung; None where the study does not have the claim."""
+    comparisons: tuple[ComparisonTrend, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeTrend:
+    """The claims over the rungs, smallest base first."""
+
+    rungs: tuple[Rung, ...]
+    claims: tuple[ClaimTrend, ...]
+
+    @property
+    def comparisons(self) -> list[tuple[ClaimTrend, ComparisonTrend]]:
+        return [(claim, comp) for claim in self.claims for comp in claim.comparisons]
+
+
+# --- the rungs -----------------------------------------------------------------------------------------------------
+
+
+def base_params_m(table: ReportTable) -> float | None:
+    """The base row's parameters x10^6, or None without a base that has a complete trial."""
+    if table.base is None:
+        return None
+    return table.row(table.base).params_m
+
+
+def distinct_sizes(tables: Sequence[ReportTable]) -> bool:
+    """True when every study's base has a known size and no two are within SAME_SIZE of each other."""
+    known = [size for t in tables if (size := base_params_m(t)) is not None]
+    if len(known) < len(tables):
+        return False
+    sizes = sorted(known)
+    return all(b >= a * SAME_SIZE for a, b in zip(sizes, sizes[1:], strict=False))
+
+
+def size_trend(tables: Sequence[ReportTable], *, sequential: Sequence[bool] | None = None) -> SizeTrend:
+    """The studies' claims followed over size. `tables`: each study's report table (`report_table`), in any order;
+    `sequential`: whether each ran at the sequential design. AblateError when a base's size is unknown or two
+    bases are one size."""
+    sequential = sequential or [False] * len(tables)
+    for table in tables:
+        if base_params_m(table) is None:
+            raise AblateError(f"{table.out_dir}: the base row has no complete trial with a parameter count, so the "
+                              "study has no size to order it by")  # fmt: skip
+        if not table.claims:
+            raise AblateError(f"--claims: {table.out_dir} declares no claims; give studies with a claims file")
+    order = sorted(range(len(tables)), key=lambda i: base_params_m(tables[i]) or 0.0)
+    tables = [tables[i] for i in order]
+    flags = [sequential[i] for i in order]
+    for small, large in zip(tables, tables[1:], strict=False):
+        a, b = base_params_m(small) or 0.0, base_params_m(large) or 0.0
+        if b < a * SAME_SIZE:
+            raise AblateError(f"{small.out_dir} and {large.out_dir} have bases of one size ({a:.3g}M and {b:.3g}M "
+                              "parameters): a trend needs rungs of different sizes; compare studies of one size two "
+                              "at a time")  # fmt: skip
+    labels = study_labels(*tables)
+    rungs = tuple(
+        Rung(
+            label=label,
+            out_dir=str(t.out_dir),
+            params_m=base_params_m(t) or 0.0,
+            seeds=tuple(t.seeds),
+            budgets=tuple(budget_label(f) for f in t.fractions),
+            sequential=seq,
+        )
+        for label, t, seq in zip(labels, tables, flags, strict=True)
+    )
+    return SizeTrend(rungs=rungs, claims=tuple(_claims(tables, rungs)))
+
+
+def _claims(tables: Sequence[ReportTable], rungs: Sequence[Rung]) -> list[ClaimTrend]:
+    """Every claim of any rung (by id, in the first order found), its comparisons matched by (row, reference,
+    metric)."""
+    by_rung = [{cv.claim.id: cv for cv in t.claims} for t in tables]
+    ids = list(dict.fromkeys(i for claims in by_rung for i in claims))
+    out = []
+    for claim_id in ids:
+        verdicts = [claims.get(claim_id) for claims in by_rung]
+        claim = next(cv for cv in verdicts if cv is not None).claim
+        effects: dict[tuple[str, str, str], list[Effect | None]] = {}
+        for i, (cv, table) in enumerate(zip(verdicts, tables, strict=True)):
+            for comp in cv.comparisons if cv is not None else ():
+                effect = effect_of(comp, table.base, table.withheld)
+                effects.setdefault((effect.row, effect.against, effect.metric), [None] * len(tables))[i] = effect
+        comparisons = tuple(_comparison(key, points, rungs) for key, points in effects.items())
+        out.append(ClaimTrend(id=claim_id, text=claim.text, section=claim.section or "",
+                              verdicts=tuple(cv.verdict if cv else None for cv in verdicts),
+                              comparisons=comparisons))  # fmt: skip
+    return out
+
+
+def _comparison(key: tuple[str, str, str], points: list[Effect | None], rungs: Sequence[Rung]) -> ComparisonTrend:
+    used = [i for i, p in enumerate(points) if _usable(p)]
+    paper = next((p.paper_delta for p in points if p is not None and p.paper_delta is not None), None)
+    numbers = [_numbers(points[i]) for i in used]
+    trend, why = classify(numbers, [rungs[i].label for i in used])
+    inside = None
+    if numbers:
+        _, low, high, paper_last = numbers[-1]
+        if paper_last is not None and low <= paper_last <= high:
+            inside = rungs[used[-1]].label
+    row, against, metric = key
+    return ComparisonTrend(row=row, against=against, metric=metric, paper_delta=paper, points=tuple(points),
+                           trend=trend, why=why, paper_inside=inside)  # fmt: skip
+
+
+def _numbers(point: Effect | None) -> tuple[float, float, float, float | None]:
+    """(effect, low, high, paper's difference) of a usable point."""
+    assert point is not None and point.effect is not None and point.low is not None and point.high is not None
+    return point.effect, point.low, point.high, point.paper_delta
+
+
+def _usable(point: Effect | None) -> bool:
+    return (
+        point is not None
+        and point.effect is not None
+        and point.low is not None
+        and point.high is not None
+        and math.isfinite(point.low)
+        and math.isfinite(point.high)
+        and not point.excluded
+    )
+
+
+# --- the classification -------------------------------------------------------------------------------------------
+
+
+def classify(points: Sequence[tuple[float, float, float, float | None]], labels: Sequence[str]) -> tuple[Trend, str]:
+    """The trend of one comparison over the rungs it was classified at, smallest base first: `points` are (effect,
+    low, high, paper's difference) at T, the 95% interval [low, high]; `labels` name the rungs. Returns the trend
+    and what it rests on.
+
+    With r_i = effect_i / paper_i the ratio at rung i and h_i = (high_i - low_i) / 2 / |paper_i| its noise:
+
+    - 'n/a': fewer than two rungs; or, unless it flips, a paper difference missing or below PAPER_FLOOR at some rung
+      (there is no ratio to follow);
+    - 'flips': two rungs whose intervals both exclude zero, on opposite sides (the paper's value plays no part);
+    - otherwise each rung's distance from the paper's is |ln r_i| where r_i > 0, and a ratio at or below zero (the
+      effect not on the paper's side) is farther than any positive ratio, the farther the more negative. A change
+      between rungs i and j is *real* when |r_j - r_i| > sqrt(h_i^2 + h_j^2), and it goes toward or away as the
+      distance falls or rises;
+    - 'toward': a real change from the smallest rung to the largest that goes toward, and no real change away
+      between neighbouring rungs; 'away' the mirror image;
+    - 'mixed': real changes both ways between neighbouring rungs, or ends that change really one way while a
+      neighbouring step changes really the other;
+    - 'flat': no real change between the ends, nor opposite real steps.
+
+    With two rungs the ends are the only step, so 'mixed' cannot occur.
+    """
+    # Why this rule. A sign change that both rungs' own intervals vouch for is the regime, whatever the sizes; it is
+    # told first because it also moves the ratio. Otherwise the question is the reviewer's: is the largest model's
+    # effect nearer the paper's than the smallest's, by more than the noise? The ratio is read on a log scale
+    # because effects are quoted as multiples ("5-34x the paper's"): 10x -> 2x and 0.1x -> 0.5x are both moves
+    # toward it, and 3x -> 0.2x (the effect vanishing) is a move away. The noise test is that of the difference of
+    # two independent estimates (the rungs are separate trials): the difference lies outside its own 95% interval.
+    # They share the dev sentences, whose noise then partly cancels, so the test errs on the side of 'flat'. The
+    # ends, not a fitted slope, carry the verdict: two or three points give a slope no usable error and assume a
+    # shape; the neighbouring steps only keep a zig-zag from reading as a trend.
+    if len(points) < 2:
+        return "n/a", f"tested at {len(points)} rung{'s' * (len(points) != 1)}: a trend needs two"
+    for i, (e_i, lo_i, hi_i, _) in enumerate(points):
+        for j in range(i + 1, len(points)):
+            e_j, lo_j, hi_j, _ = points[j]
+            if (lo_i > 0 and hi_j < 0) or (hi_i < 0 and lo_j > 0):
+                return "flips", f"{e_i:+.2f} at {labels[i]}, {e_j:+.2f} at {labels[j]}, both clear of 0" + _side(points)
+    if any(paper is None or abs(paper) < PAPER_FLOOR for *_, paper in points):
+        return "n/a", f"the paper's difference is missing or below {PAPER_FLOOR:g}: no ratio to follow"
+    ratios = [(e / p, (hi - lo) / 2 / abs(p)) for e, lo, hi, p in points if p is not None]
+
+    def step(i: int, j: int) -> int:
+        """+1: a real change toward the paper's from rung i to j; -1: away; 0: within the noise (or level)."""
+        (r_i, h_i), (r_j, h_j) = ratios[i], ratios[j]
+        if abs(r_j - r_i) <= math.hypot(h_i, h_j):
+            return 0
+        d_i, d_j = _distance(r_i), _distance(r_j)
+        return 1 if d_j < d_i else -1 if d_j > d_i else 0
+
+    ends = step(0, len(ratios) - 1)
+    steps = {step(i, i + 1) for i in range(len(ratios) - 1)}
+    path = " -> ".join(ratio_text(r) for r, _ in ratios)
+    if ends == 1 and -1 not in steps:
+        return "toward", f"{path}: nearer the paper's beyond the noise"
+    if ends == -1 and 1 not in steps:
+        return "away", f"{path}: farther from the paper's beyond the noise"
+    if {1, -1} <= steps or ends != 0:
+        return "mixed", f"{path}: real changes both toward and away from the paper's"
+    return "flat", f"{path}: no change beyond the noise"
+
+
+def _side(points: Sequence[tuple[float, float, float, float | None]]) -> str:
+    """'; the paper's sign at the largest rung' (or 'against ...') where its interval is clear of 0, else ''."""
+    _, lo, hi, paper = points[-1]
+    if paper is None or paper == 0 or lo <= 0 <= hi:
+        return ""
+    return (
+        "; the paper's sign at the largest rung"
+        if (lo > 0) == (paper > 0)
+        else "; against the paper's sign at the largest rung"
+    )
+
+
+def _distance(ratio: float) -> tuple[int, float]:
+    """How far a ratio is from 1 (the paper's value), ordered: (0, |ln r|) on the paper's side, (1, -r) off it."""
+    return (0, abs(math.log(ratio))) if ratio > 0 else (1, -ratio)
+
+
+# --- the phrases the writers share --------------------------------------------------------------------------------
+
+
+def ratio_text(ratio: float) -> str:
+    """'10.5x', '-0.8x'."""
+    return f"{ratio:.1f}x"
+
+
+def rung_header(rung: Rung) -> str:
+    """'table3 (tiny), base 0.065M'."""
+    return f"{rung.label}, base {rung.params_m:.3g}M"
+
+
+def point_text(point: Effect | None, used: bool) -> str:
+    """'-22.12 [-26.22, -18.02] 10.5x, reproduced'; a rung left out of the trend says why in brackets."""
+    if point is None:
+        return "not in this study"
+    if point.effect is None or point.low is None or point.high is None:
+        return f"untested ({point.verdict})" if point.verdict != "untested" else "untested"
+    d = point.digits
+    text = f"{point.effect:+.{d}f} [{point.low:+.{d}f}, {point.high:+.{d}f}]"
+    if point.paper_ratio is not None:
+        text += f" {ratio_text(point.paper_ratio)}"
+    text += f", {point.verdict}"
+    if not used:
+        text += f" (not in the trend: {'; '.join(point.excluded) or 'no finite interval'})"
+    return text
+
+
+def comparison_label(comp: ComparisonTrend) -> str:
+    """'C1 vs base, BLEU'."""
+    return f"{comp.row} vs {comp.against}, {METRICS[comp.metric].label}"
+
+
+def paper_text(comp: ComparisonTrend) -> str:
+    return f"{comp.paper_delta:+.2f}" if comp.paper_delta is not None else "-"
+
+
+def trend_text(comp: ComparisonTrend) -> str:
+    """'toward: 10.5x -> 5.3x -> 1.0x: nearer the paper's beyond the noise; the paper's -2.10 is inside the interval
+    at table3 (medium)'."""
+    return f"{comp.trend}: {comp.why}{inside_text(comp)}"
+
+
+def inside_text(comp: ComparisonTrend) -> str:
+    """'; the paper's -2.10 is inside the interval at table3 (medium)', or '' where it is not."""
+    if comp.paper_inside is None:
+        return ""
+    return f"; the paper's {paper_text(comp)} is inside the interval at {comp.paper_inside}"
+
+
+def rung_line(rung: Rung) -> str:
+    """'table3 (tiny): runs/table3-tiny, base 0.065M parameters, seeds 0, 1, 2, verdicts at T/2 and T (sequential
+    design)'."""
+    design = ", at the sequential design" if rung.sequential else ""
+    return (
+        f"{rung.label}: {rung.out_dir}, base {rung.params_m:.3g}M parameters, seeds "
+        f"{', '.join(map(str, rung.seeds))}, verdicts over {' and '.join(rung.budgets)}{design}"
+    )
+
+
+def summary_line(trend: SizeTrend) -> str:
+    """'3 comparisons over 3 rungs: 1 toward the paper's, 1 flips, 1 flat; 1 with the paper's value inside the
+    interval at the largest rung'."""
+    comparisons = [c for _, c in trend.comparisons]
+    counts: dict[str, int] = {}
+    for c in comparisons:
+        counts[c.trend] = counts.get(c.trend, 0) + 1
+    names = {"toward": "toward the paper's", "away": "away from the paper's"}
+    order = ("toward", "away", "flips", "mixed", "flat", "n/a")
+    parts = [f"{counts[k]} {names.get(k, k)}" for k in order if k in counts]
+    inside = sum(c.paper_inside is not None for c in comparisons)
+    text = f"{len(comparisons)} comparisons over {len(trend.rungs)} rungs: {', '.join(parts)}"
+    return text + (f"; {inside} with the paper's value inside the interval at the largest rung" if inside else "")
+
+
+LEGEND = (
+    "Each cell: the effect at T (row minus reference) [95% interval, seed and dev-sentence noise], its ratio to the "
+    "paper's difference, and the verdict as that study's report gives it. Rungs are ordered by the base's parameter "
+    "count; a rung where a row did not train, diverged, or the comparison is untested is shown and left out of the "
+    "trend. Trend, over the ratio r: flips = two rungs with intervals clear of 0 on opposite sides; toward (away) = "
+    "the largest rung nearer (farther from) the paper's than the smallest on the absolute log of r (r <= 0 farthest), "
+    "by more than the two intervals' combined noise, with no step between neighbouring rungs the other way beyond the "
+    "noise; "
+    "mixed = real steps both ways; flat = no change beyond the noise; n/a = fewer than two rungs, or no paper "
+    "difference of at least 0.3."
+)
+
+PLOT_CAPTION = (
+    "Each comparison's effect at T against the base's parameter count (log scale), with its 95% interval, coloured "
+    "by the rung's verdict; dashed: the paper's difference; hollow grey: a rung left out of the trend."
+)
+
+
+__all__ = [
+    "LEGEND",
+    "PLOT_CAPTION",
+    "ClaimTrend",
+    "ComparisonTrend",
+    "Effect",
+    "Rung",
+    "SizeTrend",
+    "Trend",
+    "base_params_m",
+    "classify",
+    "distinct_sizes",
+    "effect_of",
+    "size_trend",
+    "study_labels",
+    "summary_line",
+    "trend_text",
+]
