@@ -27,12 +27,18 @@ def policy(
     max_seeds: int,
 ) -> dict[str, int]:
     """The seeds each row should have after this look: `min_seeds` for a row not yet there, one more for an open row
-    below `max_seeds`, its seeds for the others. A control (the base) starts at Dunnett's round(sqrt(k) min_seeds),
-    k the rows compared with it that this sweep runs, and then keeps round(sqrt(k_open) n) for the k_open rows still
-    open at n seeds: the comparisons still being tested are the ones its extra seeds serve. It never loses seeds."""
+    below `max_seeds`, its seeds for the others; a row that no control is compared with (where some are: a row no
+    claim tests, `Plan.controls`) one seed, a cell of the table like the paper's own single runs. A control (the
+    base) starts at Dunnett's round(sqrt(k) min_seeds), k the rows compared with it that this sweep runs, and then
+    keeps round(sqrt(k_open) n) for the k_open rows still open at n seeds: the comparisons still being tested are the
+    ones its extra seeds serve. It never loses seeds."""
+    tested = {r for compared in controls.values() for r in compared}
     target = {}
     for row, n in seeds.items():
         if row in controls:
+            continue
+        if tested and row not in tested:  # in the table to be read, as the paper's single runs: no test to feed
+            target[row] = max(n, 1)
             continue
         grow = states.get(row) == "open" and min_seeds <= n < max_seeds
         target[row] = max(n, min_seeds) + (1 if grow else 0)

@@ -332,11 +332,15 @@ def sequential_range(
 ) -> tuple[float, float]:
     """The seconds a sequential study costs at the two ends: every row settled at `min_seeds` (each control at its
     sqrt(k) share of them, k the rows tested against it: `Plan.controls`), or every row open until `max_seeds` (the
-    controls likewise). `trial_s`: one trial's seconds by row, for the rows this sweep runs."""
+    controls likewise); a row no claim tests at one seed at both ends. `trial_s`: one trial's seconds by row, for the
+    rows this sweep runs."""
+    tested = {row for rows in controls.values() for row in rows}
     ends = []
     for n in (min_seeds, max_seeds):
         share = {c: max(n, round(math.sqrt(max(len(rows), 1)) * n)) for c, rows in controls.items()}
-        ends.append(sum(t * share.get(row, n) for row, t in trial_s.items()))
+        # A row no control is compared with (no claim tests it) is one cell: one seed (`allocation.policy`).
+        seeds = {row: share.get(row, n if not tested or row in tested else 1) for row in trial_s}
+        ends.append(sum(t * seeds[row] for row, t in trial_s.items()))
     return ends[0], ends[1]
 
 

@@ -122,8 +122,8 @@ def make_plan(ns):
     if study.allocation == "sequential":
         if ns.seeds is not None or ns.control_seeds is not None:
             raise AblateError(
-                f"{study.source}: --seeds and --control_seeds set a fixed design's seeds; a sequential study's come "
-                "from its looks: pass --min_seeds/--max_seeds, or --allocation fixed"
+                "--allocation sequential: --seeds and --control_seeds set a fixed design's seeds; a sequential "
+                "study's come from its looks: pass --min_seeds/--max_seeds, or leave out --allocation"
             )
         allocation = Sequential(study.min_seeds, study.max_seeds)
         seeds, controls = study.min_seeds, {}
@@ -162,7 +162,10 @@ def _with_allocation(study, ns):
     """The study with the command line's --allocation, --min_seeds and --max_seeds, checked as the study file's."""
     from ablate.ablations.studies import check_allocation
 
-    given = {"allocation": ns.allocation, "min_seeds": ns.min_seeds, "max_seeds": ns.max_seeds}
+    allocation = ns.allocation
+    if allocation is None and (ns.seeds is not None or ns.control_seeds is not None):
+        allocation = "fixed"  # --seeds N asks for N seeds a row: the fixed design, whatever the study's default
+    given = {"allocation": allocation, "min_seeds": ns.min_seeds, "max_seeds": ns.max_seeds}
     if all(v is None for v in given.values()):
         return study
     raw = {"allocation": study.allocation, "min_seeds": study.min_seeds, "max_seeds": study.max_seeds}

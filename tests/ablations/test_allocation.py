@@ -48,3 +48,27 @@ def test_the_study_fields_default_to_the_fixed_design_and_are_checked():
     for bad, message in bad_fields:
         with pytest.raises(AblateError, match=message):
             parse_study({"name": "s", "rows": rows, **bad})
+
+
+def test_a_row_no_claim_tests_gets_one_seed_and_the_base_counts_only_the_tested_rows():
+    """Table 3's rows without a claim (A2, A3, C3, ...) are cells to read, like the paper's single runs: one seed;
+    the base's sqrt(k) share serves the comparisons being tested."""
+    seeds = dict.fromkeys(["base", "B1", "C1", "A2"], 0)
+    first = policy(seeds, {}, {"base": ["B1", "C1"]}, min_seeds=2, max_seeds=6)
+    assert first == {"B1": 2, "C1": 2, "A2": 1, "base": 3}  # round(sqrt(2) x 2)
+    states = {"B1": "open", "C1": "decided", "A2": "decided"}
+    assert policy(first, states, {"base": ["B1", "C1"]}, min_seeds=2, max_seeds=6)["A2"] == 1
+    no_controls = policy(dict.fromkeys(["x", "y"], 0), {}, {}, min_seeds=2, max_seeds=6)
+    assert no_controls == {"x": 2, "y": 2}  # a study without a base: every row is what is read and tested
+
+
+def test_the_plan_tests_against_the_base_only_the_rows_a_claim_names(tmp_path):
+    from ablate.ablations.commands.options import parse
+    from ablate.ablations.commands.sweep import build_parser, make_plan
+
+    argv = ["table3", "--allocation", "sequential", "--out", str(tmp_path / "o")]
+    plan = make_plan(parse(build_parser(), argv))
+    tested = plan.controls()["base"]
+    assert {"A1", "B1", "C1", "D3", "E1", "big"} <= set(tested) and not {"A2", "A3", "C3", "D2", "D4", "F1"} & set(
+        tested
+    )

@@ -110,7 +110,8 @@ def test_a_folder_written_by_the_previous_version_reads_and_round_trips(tmp_path
 
 
 def test_status_counts_the_controls_extra_seeds(smoke, capsys):
-    """`ablate status` lists what the sweep queued: the base's third seed too, and every other row's two."""
+    """`ablate status` lists what the sweep queued (--rows base,B1): the base's third seed too, and not the rows no
+    sweep queued, which it names in one line instead of listing their trials as pending."""
     import json
 
     from ablate.ablations.cli import main
@@ -118,6 +119,9 @@ def test_status_counts_the_controls_extra_seeds(smoke, capsys):
     assert main(["status", str(smoke), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     keys = {(r["row"], r["seed"]) for r in rows}
-    assert len(rows) == len(keys) == (len(load_study("table3").rows) - 1) * 2 + 3
+    assert len(rows) == len(keys) == 5
     assert {("base", 2), ("B1", 1)} <= keys and ("B1", 2) not in keys
+    assert main(["status", str(smoke)]) == 0
+    others = [r.name for r in load_study("table3").rows if r.name not in ("base", "B1")]
+    assert f"{len(others)} row(s) not queued by any sweep: {', '.join(others)}" in capsys.readouterr().out
     assert {r["state"] for r in rows if r["row"] in ("base", "B1")} == {"complete"}

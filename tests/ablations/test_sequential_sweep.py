@@ -63,14 +63,19 @@ def test_a_sigkill_between_a_look_and_its_enqueue_loses_nothing_and_runs_nothing
     assert after == before  # and nothing that had finished trained again
 
 
-def test_a_sequential_sweep_refuses_fixed_seed_counts_in_one_line(tmp_path, capsys):
+def test_seed_counts_on_the_command_line_make_the_design_fixed_unless_it_asks_for_sequential(tmp_path, capsys):
     from ablate.ablations.cli import main
 
     out = tmp_path / "out"
-    assert main(["sweep", str(STUDY), "--seeds", "3", "--out", str(out)]) == 2
+    assert main(["sweep", str(STUDY), "--allocation", "sequential", "--seeds", "3", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--seeds and --control_seeds set a fixed design's seeds" in err[0]
     assert not out.exists()
+    from ablate.ablations.commands.options import parse
+    from ablate.ablations.commands.sweep import build_parser, make_plan
+
+    fixed = make_plan(parse(build_parser(), [str(STUDY), "--seeds", "3", "--out", str(out)]))
+    assert fixed.allocation is None and fixed.seeds == [0, 1, 2]  # --seeds alone: a fixed design of 3 seeds
 
 
 def test_the_command_line_turns_a_fixed_study_sequential_and_checks_the_seed_bounds(tmp_path, capsys):

@@ -218,6 +218,8 @@ def test_a_sequential_studys_cost_runs_from_every_row_at_min_seeds_to_every_row_
     rows = ["base", "B1", "C1", "C4", "D1"]
     low, high = sequential_range({"base": rows[1:]}, 2, 6, dict.fromkeys(rows, 100.0))
     assert (low, high) == (100.0 * (4 * 2 + 4), 100.0 * (4 * 6 + 12))  # the base: sqrt(4) x 2 and sqrt(4) x 6
+    untested = sequential_range({"base": ["B1"]}, 2, 6, dict.fromkeys(["base", "B1", "A2"], 100.0))
+    assert untested == (100.0 * (2 + 2 + 1), 100.0 * (6 + 6 + 1))  # A2, which no claim tests: one seed at both ends
 
 
 def test_the_cost_line_of_a_sequential_study_states_its_range(tmp_path, monkeypatch, base):
