@@ -530,6 +530,8 @@ def describe_decision(decision: Decision) -> str:
     by = {k: [row for row, s in decision.states.items() if s == k] for k in ("decided", "open", "out_of_reach")}
     waiting = [row for row in decision.seeds if row not in decision.states and row not in decision.controls]
     text = "; ".join(f"{k.replace('_', ' ')} {', '.join(v) or '-'}" for k, v in by.items())
+    if len(waiting) > 6:  # before the first look, every row: a count says it
+        return f"{len(waiting)} rows not looked at yet"
     return text + (f"; not looked at yet {', '.join(waiting)}" if waiting else "")
 
 
