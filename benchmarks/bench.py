@@ -132,7 +132,10 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
     cuda = sdpa_check(trainees[0], batches[0], s) if s.device.type == "cuda" else None
 
     say(f"decoding {src.size(0)} sentences: beam {bench.beam_size} and greedy")
-    decoding, profile["beam_search"] = decoding_figures(trainees, src, bench, s)
+    from ablate.lightning_modules.kernels import eager
+
+    with eager():  # layers compiled in place (--compile_scope layers) decode eagerly, as in training runs
+        decoding, profile["beam_search"] = decoding_figures(trainees, src, bench, s)
 
     overhead = None
     if bench.overhead:
@@ -216,7 +219,9 @@ def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
         modules[name] = Transformer(s.rows[name]) if name in s.rows else build_peer(name, s.cfg, BOS_ID, EOS_ID)
     fused = {"ours": s.run.train.fused_loss}  # our run's loss; a peer (or another row) trains through its logits
     return [
-        make_trainee(name, module, s.device, bench.compile, fused_loss=fused.get(name, False))
+        make_trainee(
+            name, module, s.device, bench.compile, fused_loss=fused.get(name, False), scope=bench.compile_scope
+        )
         for name, module in modules.items()
     ]
 
@@ -284,7 +289,7 @@ def training_figures(t: Trainee, batches, figures, s: Setup, info) -> dict[str, 
 
 def lightning_figures(s: Setup, bench: BenchConfig, figures, info) -> dict[str, Any]:
     """Throughput of our training through the Lightning Trainer, on the same first batches."""
-    intervals = lightning_step_times(s, bench.warmup + bench.repeats, bench.compile)
+    intervals = lightning_step_times(s, bench.warmup + bench.repeats, bench.compile, bench.compile_scope)
     # Interval j runs from the end of batch j to the end of batch j + 1 (its data loading included).
     timed = [(seconds, j + 1) for j, seconds in enumerate(intervals) if j + 1 >= bench.warmup]
     return throughput(

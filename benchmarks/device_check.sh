@@ -13,6 +13,10 @@
 #   bash benchmarks/device_check.sh validate  a tiny run's first validation with cuDNN's attention, without it, and
 #                                           with fixed eval shapes (about 4 minutes)
 #   bash benchmarks/device_check.sh tests   the test files that failed on earlier leases (CPU tests; GPU hidden)
+#   bash benchmarks/device_check.sh lease   one call of about 9 minutes for a 15-minute lease: those tests on cores
+#                                           10-15 beside the rest; the gpu-marked tests; the paper base eager, then
+#                                           compiled by layers (train.compile_scope); `validate`'s default and
+#                                           no-cuDNN runs; the whole-model compile with its stacks every 40 s
 # Results and findings: benchmarks/RESULTS.md ("GPU path on an H100"). PRESET=smoke tries the tiny mode on a CPU.
 # Run from the repository root there, with the wheels the machine lacks in .whl/ and the prepared corpora in
 # .ablate-cache/, both carried. Here, first (the machine's own packages: .library/device/KINDS.md):
@@ -50,7 +54,7 @@ torch.cuda.get_device_name() if torch.cuda.is_available() else "no cuda")'
 bench() {  # bench NAME LIMIT ARGS...: one `ablate bench` run, its JSON in $WORK/NAME.json, its report in the log
     local name=$1 limit=$2; shift 2
     step "bench $name: $*"
-    timeout "$limit" ablate bench "$@" --json >"$WORK/$name.json" 2>"$WORK/$name.err"
+    timeout "$limit" ${PIN:-} ablate bench "$@" --json >"$WORK/$name.json" 2>"$WORK/$name.err"
     echo "rc=$? $(tail -c 300 "$WORK/$name.err")"
     python3 -c "import json,sys; from ablate.benchmarks.summary import format_report; \
 print(format_report(json.load(open(sys.argv[1]))))" "$WORK/$name.json" 2>/dev/null | tee "$WORK/$name.txt" | tail -14
@@ -119,6 +123,43 @@ from ablate.ablations.cli import main; sys.exit(main(sys.argv[1:]))" "${short[@]
         echo "rc=$? after $(( $(date +%s) - start )) s; $(grep -E 'dev PPL' "$WORK/validate-$variant.log" | tail -1)"
         pack
     done
+elif [ "$MODE" = lease ]; then
+    # Everything a 15-minute lease holds, in the order of what it is worth; each step's limit is cut to what is left
+    # of DEADLINE seconds from here, so the call ends inside the tool's limit whatever hangs.
+    t0=$(date +%s); DEADLINE=${DEADLINE:-540}
+    left() { local l=$(( DEADLINE - ($(date +%s) - t0) )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+    step "the tests that failed on earlier leases, GPU hidden, on cores 10-15, beside the rest"
+    ( CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout "$(left 420)" taskset -c 10-15 python3 -m pytest -q -n 6 \
+        --timeout 180 --tb=short -rfE -W ignore -p no:cacheprovider tests/ablations/test_api.py \
+        tests/ablations/test_secrets.py tests/ablations/test_reliability.py >"$WORK/tests-failed.log" 2>&1 ) &
+    TESTS=$!
+    PIN="taskset -c 0-9"
+    step "gpu-marked and fill-the-card tests"
+    timeout "$(left 90)" $PIN python3 -m pytest -q -rs -p no:cacheprovider tests/lightning_modules/test_gpu.py \
+        tests/lightning_modules/test_fill_the_card.py 2>&1 | tee "$WORK/tests-gpu.log" | tail -4
+    common=(--preset paper --vs none --overhead false --lightning false --decode_repeats 1 --warmup 3 --repeats 12)
+    bench paper-eager "$(left 100)" "${common[@]}"
+    TORCH_LOGS=recompiles,graph_breaks bench paper-layers "$(left 200)" "${common[@]}" --compile true \
+        --compile_scope layers
+    short=(train --preset tiny --train.max_steps 400 --train.val_every 400 --train.budgets "[]"
+           --train.test_eval false --train.final_full_validation false)
+    for cudnn in True False; do
+        step "400 tiny steps and one validation, cuDNN attention $cudnn"
+        start=$(date +%s)
+        timeout "$(left 110)" $PIN python3 -c "import sys, torch; torch.backends.cuda.enable_cudnn_sdp($cudnn)
+from ablate.ablations.cli import main; sys.exit(main(sys.argv[1:]))" "${short[@]}" \
+            --out "/tmp/validate-$cudnn" >"$WORK/validate-cudnn-$cudnn.log" 2>&1
+        echo "rc=$? after $(( $(date +%s) - start )) s; $(grep -E 'dev PPL' "$WORK/validate-cudnn-$cudnn.log" | tail -1)"
+        pack
+    done
+    step "the whole model compiled as one graph (train.compile_scope model), its stacks every 40 s"
+    TORCH_LOGS=recompiles,graph_breaks timeout "$(left 300)" $PIN python3 -c "import faulthandler, sys
+faulthandler.dump_traceback_later(40, repeat=True)
+from ablate.ablations.cli import main; sys.exit(main(sys.argv[1:]))" bench "${common[@]}" --compile true --json \
+        >"$WORK/paper-model.json" 2>"$WORK/paper-model.err"
+    echo "rc=$?"; grep -c "Recompiling" "$WORK/paper-model.err"; tail -c 300 "$WORK/paper-model.err"
+    wait $TESTS; tail -n 5 "$WORK/tests-failed.log"
+    pack
 elif [ "$MODE" = tests ]; then
     step "the tests that failed on the H200's leases of 2026-11-26"
     OMP_NUM_THREADS=1 timeout 200 python3 -m pytest -q -n 8 --timeout 180 --tb=short -rfE -W ignore -p no:cacheprovider \

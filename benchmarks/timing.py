@@ -68,19 +68,27 @@ class Trainee:
 
 
 def make_trainee(
-    name: str, module, device, compile_model: bool, lr: float = 1e-4, fused: bool = True, fused_loss: bool = False
+    name: str,
+    module,
+    device,
+    compile_model: bool,
+    lr: float = 1e-4,
+    fused: bool = True,
+    fused_loss: bool = False,
+    scope: str = "model",
 ) -> Trainee:
     """Move to the device, train mode, Adam (0.9, 0.98, 1e-9), fused as TranslationModule uses it (every system
     gets the same; `fused=False` is Adam's default implementation, for `cpu_choices`). `fused_loss`: our model
     trains as train.fused_loss does, its `features` then the projection inside the loss. Compiled as train.compile
-    compiles (`compile_for_training`: one graph for every shape), peers alike."""
+    compiles (`compile_for_training`: one graph for every shape, of the model or, `scope` 'layers', of each layer),
+    peers alike."""
     import torch
     from ablate.lightning_modules.kernels import compile_for_training
 
     module = module.to(device).train()
     opt = torch.optim.Adam(module.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
     net = module.features if fused_loss else module
-    net = compile_for_training(net) if compile_model else net
+    net = compile_for_training(net, scope=scope) if compile_model else net
     return Trainee(name, module, opt, net, fused_loss=fused_loss, compiled=compile_model)
 
 
@@ -269,7 +277,7 @@ def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, s: Setup
     }
 
 
-def lightning_step_times(s: Setup, steps: int, compile_model: bool) -> list[float]:
+def lightning_step_times(s: Setup, steps: int, compile_model: bool, scope: str = "model") -> list[float]:
     """Seconds between consecutive batch ends when `TranslationModule` trains through the Lightning Trainer on the
     same data module (so the same first batches): data collation, Lightning's loop, logging and the step."""
     import pytorch_lightning as pl
@@ -285,7 +293,7 @@ def lightning_step_times(s: Setup, steps: int, compile_model: bool) -> list[floa
             stamps.append(time.perf_counter())
 
     pl.seed_everything(run.train.seed, verbose=False)
-    train = replace(run.train, compile=compile_model, max_steps=steps)
+    train = replace(run.train, compile=compile_model, compile_scope=scope, max_steps=steps)
     module = TranslationModule(run.model, train, bos_id=BOS_ID, eos_id=EOS_ID)
     trainer = pl.Trainer(
         accelerator=device.type,

@@ -15,7 +15,12 @@ import pytorch_lightning as pl
 import torch
 from ablate.lightning_modules.config import ModelConfig, TrainConfig, cooldown_factor, for_compile, paper_lr
 from ablate.lightning_modules.decoding import beam_search, greedy_search
-from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL, LabelSmoothedNLL, compile_for_training
+from ablate.lightning_modules.kernels import (
+    FusedLinearLabelSmoothedNLL,
+    LabelSmoothedNLL,
+    compile_for_training,
+    eager,
+)
 from ablate.lightning_modules.metrics import bleu_metric, chrf_metric, corpus_score, perplexity
 from ablate.lightning_modules.transformer import Transformer
 from torch import Tensor
@@ -96,7 +101,7 @@ class TranslationModule(pl.LightningModule):
         if self.train_config.compile and "_compiled" not in self.__dict__:
             # Not a submodule: no duplicate state_dict keys.
             net = self.model.features if self.train_config.fused_loss else self.model
-            self.__dict__["_compiled"] = compile_for_training(net)
+            self.__dict__["_compiled"] = compile_for_training(net, scope=self.train_config.compile_scope)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         net = self.__dict__.get("_compiled") if self.training and not self.train_config.fused_loss else None
@@ -227,14 +232,21 @@ class TranslationModule(pl.LightningModule):
         cfg = self.train_config
         beam = cfg.beam_size if beam_size is None else beam_size
         ids = dict(bos_id=self.bos_id, eos_id=self.eos_id, max_len_b=cfg.max_len_b)
-        if beam == 1:
-            return greedy_search(self.model, src, max_len_a=cfg.max_len_a, **ids)
-        return beam_search(self.model, src, beam_size=beam, alpha=cfg.length_penalty, max_len_a=cfg.max_len_a, **ids)
+        with eager():  # a decoder's cache is Python state, and its shapes change every step
+            if beam == 1:
+                return greedy_search(self.model, src, max_len_a=cfg.max_len_a, **ids)
+            return beam_search(
+                self.model, src, beam_size=beam, alpha=cfg.length_penalty, max_len_a=cfg.max_len_a, **ids
+            )
 
     def on_validation_epoch_start(self) -> None:
         self._val = {"loss_sum": {}, "nll_sum": {}, "ntok": {}, "hyps": {}, "nll_swapped": {}}
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        with eager():  # compiled layers (train.compile_scope 'layers') train compiled and evaluate eagerly
+            self._validate(batch)
+
+    def _validate(self, batch: dict[str, Tensor]) -> None:
         out = self._shared_step(batch, "val")
         index = batch["index"].tolist()
         # Keyed by sentence index, so a batch repeated to even out ranks is counted once.
@@ -337,7 +349,8 @@ class TranslationModule(pl.LightningModule):
         tokenizer = self._tokenizer()
         if tokenizer is None:
             raise RuntimeError("test decoding needs a TranslationDataModule on the trainer (tokenizer, references)")
-        texts = tokenizer.decode(self.translate(batch["src"]))
+        with eager():
+            texts = tokenizer.decode(self.translate(batch["src"]))
         self._test["hyps"].update(zip(batch["index"].tolist(), texts, strict=True))
 
     def on_test_epoch_end(self) -> None:
