@@ -213,6 +213,7 @@ def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
     from ablate.lightning_modules.transformer import Transformer
 
     torch.manual_seed(bench.seed)
+    torch.backends.cuda.enable_cudnn_sdp(s.run.train.cudnn_attention)  # as TranslationModule.configure_model does
     cfg = for_compile(s.cfg) if bench.compile else s.cfg
     modules: dict[str, torch.nn.Module] = {"ours": Transformer(cfg)}
     for name in bench.peers:

@@ -17,6 +17,9 @@
 #                                           10-15 beside the rest; the gpu-marked tests; the paper base eager, then
 #                                           compiled by layers (train.compile_scope); `validate`'s default and
 #                                           no-cuDNN runs; the whole-model compile with its stacks every 40 s
+#   bash benchmarks/device_check.sh trial   one whole tiny trial alone as a sweep runs it (cuDNN's attention off, the
+#                                           default since the lease above), then the paper base eager without and
+#                                           with cuDNN's attention, in about 3 minutes
 # Results and findings: benchmarks/RESULTS.md ("GPU path on an H100"). PRESET=smoke tries the tiny mode on a CPU.
 # Run from the repository root there, with the wheels the machine lacks in .whl/ and the prepared corpora in
 # .ablate-cache/, both carried. Here, first (the machine's own packages: .library/device/KINDS.md):
@@ -160,6 +163,16 @@ from ablate.ablations.cli import main; sys.exit(main(sys.argv[1:]))" bench "${co
     echo "rc=$?"; grep -c "Recompiling" "$WORK/paper-model.err"; tail -c 300 "$WORK/paper-model.err"
     wait $TESTS; tail -n 5 "$WORK/tests-failed.log"
     pack
+elif [ "$MODE" = trial ]; then
+    t0=$(date +%s); DEADLINE=${DEADLINE:-190}
+    left() { local l=$(( DEADLINE - ($(date +%s) - t0) )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+    step "one whole $PRESET base trial alone"
+    start=$(date +%s)
+    timeout "$(left 130)" ablate train --preset "$PRESET" --out /tmp/alone --json >"$WORK/alone.json" 2>"$WORK/alone.log"
+    echo "rc=$? after $(( $(date +%s) - start )) s"; grep -E "dev PPL|test BLEU" "$WORK/alone.log" | tail -4; pack
+    common=(--preset paper --vs none --overhead false --lightning false --decode_repeats 1 --warmup 3 --repeats 12)
+    bench paper-eager-nocudnn "$(left 60)" "${common[@]}"
+    bench paper-eager-cudnn "$(left 60)" "${common[@]}" --train.cudnn_attention true
 elif [ "$MODE" = tests ]; then
     step "the tests that failed on the H200's leases of 2026-11-26"
     OMP_NUM_THREADS=1 timeout 200 python3 -m pytest -q -n 8 --timeout 180 --tb=short -rfE -W ignore -p no:cacheprovider \

@@ -44,9 +44,9 @@ class BenchConfig:
     """CPU threads of torch (torch.set_num_threads); None: torch's default (one per core)."""
     compile: bool = False
     """torch.compile every trained model (ours and the peers); the first warm-up step then includes compilation."""
-    compile_scope: Literal["model", "layers"] = "model"
-    """What --compile compiles (train.compile_scope): the whole model as one graph, or each layer in place (the
-    identical layers share one graph: a layer's cold compile, not the model's)."""
+    compile_scope: Literal["model", "layers"] = "layers"
+    """What --compile compiles (train.compile_scope): each layer in place (the identical layers share one graph: a
+    layer's cold compile, not the model's), or the whole model as one graph."""
     lightning: bool = True
     """Also time our training through the Lightning Trainer, as `ablate train` runs it."""
     overhead: bool = True

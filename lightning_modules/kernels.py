@@ -201,7 +201,7 @@ def _gather_into(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
 
 # ------------------------------------------------------------------------------------------------------- compile
 def compile_for_training(
-    model: Callable[..., Tensor], backend: str = "inductor", scope: Literal["model", "layers"] = "model"
+    model: Callable[..., Tensor], backend: str = "inductor", scope: Literal["model", "layers"] = "layers"
 ) -> Callable[..., Tensor]:
     """`train.compile`: the model compiled once for every batch shape (`torch.compile(dynamic=True)`).
 
@@ -218,7 +218,8 @@ def compile_for_training(
     `scope` (train.compile_scope): 'model' compiles the whole call as one graph; 'layers' compiles, in place, each
     layer of every nn.ModuleList of the module the call belongs to (PyTorch's "regional compilation"): the N identical
     layers share one compiled graph, so a cold compile costs a layer's, not the model's (paper base, 6+6 layers, on
-    this project's CPU: first step 76 s whole, 23 s by layers, warm steps the same), while embeddings, masks and the
+    this project's CPU: first step 76 s whole, 23 s by layers, warm steps the same; on an H200 29.6 s by layers, and
+    the whole model still in AOTAutograd's first trace after 113 s), while embeddings, masks and the
     final norm stay eager. Compiled in place, the layers are compiled for every caller: run evaluation and decoding
     under `eager()`. Returns what to call."""
     if scope == "layers":

@@ -98,6 +98,8 @@ class TranslationModule(pl.LightningModule):
     def configure_model(self) -> None:
         """torch.compile the training forward when asked (decoding stays eager: its shapes change every step). With
         train.fused_loss the training forward is `features` (the projection happens in the loss)."""
+        # Process-wide, as PyTorch's switch is: a trial process trains one model. No-op without CUDA.
+        torch.backends.cuda.enable_cudnn_sdp(self.train_config.cudnn_attention)
         if self.train_config.compile and "_compiled" not in self.__dict__:
             # Not a submodule: no duplicate state_dict keys.
             net = self.model.features if self.train_config.fused_loss else self.model
