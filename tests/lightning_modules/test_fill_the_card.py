@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 from ablate.lightning_modules.config import ModelConfig, TrainConfig
-from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL, compile_for_training
+from ablate.lightning_modules.decoding import beam_search
+from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL, compile_for_training, eager
 from ablate.lightning_modules.module import TranslationModule, label_smoothed_nll
 from ablate.lightning_modules.transformer import Transformer
 
@@ -97,20 +98,11 @@ def bucketed_batches(tmp_path_factory):
     return datamodule.vocab_size, epochs
 
 
-@pytest.mark.parametrize("fused", [False, True])
-def test_training_compiles_once_and_never_again_in_the_second_epoch(bucketed_batches, fused):
-    """What train.compile compiles (the model, or its `features` under fused_loss), over real bucketed batches:
-    the first epoch may compile (one graph for every shape; a one-pair batch may add one), the second compiles
-    nothing, and the compiled step computes the eager one's loss."""
+def _compiled_graphs(epochs, model, net) -> list[int]:
+    """Dynamo's graphs after each epoch of training steps through `net`."""
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    vocab, epochs = bucketed_batches
-    shapes = {tuple(b["src"].shape) + (b["tgt_in"].size(1),) for b in epochs[0]}
-    assert 2 <= len(shapes) <= 6
-    torch.manual_seed(0)
-    model = Transformer(ModelConfig(vocab_size=vocab, n_layers=1, d_model=16, d_ff=32, n_heads=2, p_drop=0.0))
-    net = compile_for_training(model.features if fused else model, backend="eager")
     torch._dynamo.reset()
     counters.clear()
     graphs = []
@@ -118,12 +110,53 @@ def test_training_compiles_once_and_never_again_in_the_second_epoch(bucketed_bat
         for batch in batches:
             net(batch["src"], batch["tgt_in"]).sum().backward()
         graphs.append(counters["stats"]["unique_graphs"])
-    assert 1 <= graphs[0] <= 2, f"compiled {graphs[0]} graphs for {len(shapes)} shapes"
+    return graphs
+
+
+def _tiny(vocab: int, layers: int = 2) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(ModelConfig(vocab_size=vocab, n_layers=layers, d_model=16, d_ff=32, n_heads=2, p_drop=0.0))
+
+
+@pytest.mark.parametrize("scope", ["model", "layers"])
+@pytest.mark.parametrize("fused", [False, True])
+def test_training_compiles_once_and_never_again_in_the_second_epoch(bucketed_batches, fused, scope):
+    """What train.compile compiles (the model, or its `features` under fused_loss; whole, or layer by layer), over
+    real bucketed batches: the first epoch may compile (one graph for every shape, of the model or of each layer
+    class; a one-pair batch may add one), the second compiles nothing, and the compiled step computes the eager
+    one's loss."""
+    vocab, epochs = bucketed_batches
+    shapes = {tuple(b["src"].shape) + (b["tgt_in"].size(1),) for b in epochs[0]}
+    assert 2 <= len(shapes) <= 6
+    model = _tiny(vocab)
+    reference = _tiny(vocab)
+    net = compile_for_training(model.features if fused else model, backend="eager", scope=scope)
+    graphs = _compiled_graphs(epochs, model, net)
+    most = 2 if scope == "model" else 4  # layers: an encoder layer's graph and a decoder layer's
+    assert 1 <= graphs[0] <= most, f"compiled {graphs[0]} graphs for {len(shapes)} shapes"
     assert graphs[1] == graphs[0], "the second epoch recompiled"
+    reference.load_state_dict(model.state_dict())  # the same keys: compiling in place renames nothing
     batch = epochs[1][0]
     with torch.no_grad():
-        eager = model.features if fused else model
+        eager = reference.features if fused else reference
         torch.testing.assert_close(net(batch["src"], batch["tgt_in"]), eager(batch["src"], batch["tgt_in"]))
+
+
+def test_compiled_layers_share_one_graph_whatever_the_depth_and_evaluate_eagerly(bucketed_batches):
+    """train.compile_scope 'layers': six identical layers compile what one does (a cold compile costs a layer's),
+    and under `eager()` (evaluation and decoding) the compiled layers run without compiling anything more."""
+    from torch._dynamo.utils import counters
+
+    vocab, epochs = bucketed_batches
+    one, six = _tiny(vocab, 1), _tiny(vocab, 6)
+    graphs = [_compiled_graphs(epochs[:1], m, compile_for_training(m, backend="eager"))[0] for m in (one, six)]
+    assert graphs[0] == graphs[1] >= 2, graphs
+    six.eval()
+    batch = epochs[1][0]
+    with torch.no_grad(), eager():
+        six(batch["src"], batch["tgt_in"])
+        beam_search(six, batch["src"][:2], bos_id=2, eos_id=3, beam_size=2, alpha=0.6, max_len_a=0.0, max_len_b=5)
+    assert counters["stats"]["unique_graphs"] == graphs[1], "evaluation or decoding compiled a graph"
 
 
 def test_a_compiled_module_takes_the_reference_kernels_where_auto():
