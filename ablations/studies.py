@@ -8,6 +8,7 @@ surface after 16 finished trainings.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -110,6 +111,19 @@ class Study:
             for comp in claim.compare:
                 if comp.against and comp.against != base:
                     out.setdefault(comp.against, set()).add(comp.row)
+        return out
+
+    def claim_coverage(self, rows: Iterable[str]) -> list[tuple[Claim, int, list[str]]]:
+        """Each claim with how many of its comparisons `rows` (a --rows subset) can test, and the rows it lacks for
+        the others: a comparison needs its row and its reference (`against`, else the base)."""
+        ran = set(rows)
+        base = next((r.name for r in self.rows if r.group == "base"), None)
+        out = []
+        for claim in self.claims:
+            needed = [{c.row, c.against or base} - {None} for c in claim.compare]
+            tested = sum(1 for names in needed if names <= ran)
+            missing = sorted(set().union(*needed) - ran) if tested < len(needed) else []
+            out.append((claim, tested, missing))
         return out
 
     def control_seed_counts(
@@ -335,3 +349,19 @@ def _search_dim(name: str, spec: Any, source: str) -> SearchDim:
     if kind not in ("int", "float") or not spec["low"] < spec["high"]:
         raise AblateError(f"{source}: search_space.{name}: need low < high and type int or float")
     return SearchDim(name=name, low=spec["low"], high=spec["high"], log=bool(spec.get("log", False)), type=kind)
+
+
+def coverage_summary(study: Study, rows: Iterable[str]) -> str | None:
+    """What a --rows subset tests, as the rest of a sentence ("--rows base,B1 test 1 of 8 claims; untested: A-single-
+    head (needs A1); ..."): the claims it leaves untested or partly tested, each with the rows it still needs. None
+    when the subset tests every claim (or the study has none)."""
+    coverage = study.claim_coverage(rows)
+    whole = [claim.id for claim, tested, _ in coverage if tested == len(claim.compare)]
+    left = [
+        f"{claim.id} ({'partly, ' if tested else ''}needs {', '.join(missing)})"
+        for claim, tested, missing in coverage
+        if tested < len(claim.compare)
+    ]
+    if not left:
+        return None
+    return f"test {len(whole)} of {len(coverage)} claims; untested: {'; '.join(left)}"

@@ -1,4 +1,5 @@
-"""`ablate studies [FILE.yaml]`: list the built-in studies and presets, or validate a study file at every preset."""
+"""`ablate studies [FILE.yaml] [--rows A,B]`: list the built-in studies and presets, or validate a study file at every
+preset; with --rows, which of its claims those rows leave untested."""
 
 from __future__ import annotations
 
@@ -6,21 +7,35 @@ from argparse import SUPPRESS
 
 from ablate.ablations.commands.options import command_parser, options, parse, print_config
 from ablate.ablations.presets import PRESETS
+from ablate.data.errors import AblateError
 
 
 def main(argv: list[str]) -> int:
     parser = command_parser("ablate studies", __doc__)
-    parser.add_argument("files", nargs="*", default=SUPPRESS, help="study YAML files to validate")
+    parser.add_argument("files", nargs="*", default=SUPPRESS, help="study YAML files (or built-in names) to validate")
+    parser.add_argument(
+        "--rows",
+        default=None,
+        help="a --rows subset as `ablate sweep` takes it: say which of each study's claims it tests, and which rows "
+        "the others need",
+    )
     args = parse(parser, argv)
     if args.print_config:
         return print_config(options(args))
-    from ablate.ablations.studies import builtin_studies, load_study
+    from ablate.ablations.commands.sweep import parse_rows
+    from ablate.ablations.studies import builtin_studies, coverage_summary, load_study
 
     if getattr(args, "files", None):
         for path in args.files:
             study = load_study(path)
+            rows = parse_rows(args.rows, study)
             print(f"{path}: ok ({len(study.rows)} rows, {study.seeds} seed(s), scale {study.scale})")
+            if rows is not None:
+                summary = coverage_summary(study, rows) or f"test every claim ({len(study.claims)})"
+                print(f"  --rows {','.join(rows)} {summary}")
         return 0
+    if args.rows is not None:
+        raise AblateError("--rows: name the study it selects from, e.g. ablate studies modern --rows base,E1")
     print("built-in studies:")
     for name in builtin_studies():
         study = load_study(name)

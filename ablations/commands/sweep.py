@@ -116,7 +116,7 @@ def make_plan(ns):
 
     study = _with_allocation(load_study(ns.study), ns)
     preset = ns.preset or study.default_preset or "tiny"
-    only = _rows(ns.rows, study)
+    only = parse_rows(ns.rows, study)
     out = Path(ns.out or f"runs/{study.name}-{preset}")
     allocation = None
     if study.allocation == "sequential":
@@ -174,7 +174,7 @@ def _with_allocation(study, ns):
     return dataclasses.replace(study, allocation=allocation, min_seeds=low, max_seeds=high)
 
 
-def _rows(text: str | None, study) -> list[str] | None:
+def parse_rows(text: str | None, study) -> list[str] | None:
     """--rows as a list of the study's row names; one line naming the unknown ones otherwise."""
     if text is None:
         return None

@@ -20,6 +20,7 @@ from ablate.ablations.launchers import Launch
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue, recover_dead
 from ablate.ablations.storage.urls import ENV_VAR, redact
+from ablate.ablations.studies import coverage_summary
 from ablate.ablations.sweep import Plan, current_keys, describe_decision, sync_records, work
 from ablate.data.errors import AblateError
 
@@ -80,9 +81,11 @@ def coordinate(plan: Plan, workers: int | None) -> bool:
         shape = f"{rows} rows, {design}: {len(keys)} trials so far"
     else:
         shape = f"{rows} rows x {len(plan.seeds)} seeds{control} = {len(keys)} trials"
+    claims = coverage_summary(plan.study, plan.only) if plan.only is not None else None
     print(
         f"sweep {plan.study.name} at preset {plan.preset}: {shape} ({queued} newly queued), {workers} worker(s) here\n"
-        f"  {cost}\n"
+        + (f"  --rows {','.join(plan.only or [])} {claims}\n" if claims else "")
+        + f"  {cost}\n"
         f"  storage {storage}\n"
         f"  output  {plan.out}",
         file=sys.stderr,

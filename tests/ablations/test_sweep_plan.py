@@ -231,3 +231,24 @@ def test_the_cost_line_of_a_sequential_study_states_its_range(tmp_path, monkeypa
     assert "; sequential: from 1.0 (every row settled at min_seeds 2) to 2.0 core-hours (every row open to " in (
         cost_line(the_plan, work, workers=2, cores=2)
     )
+
+
+def test_a_rows_subset_says_which_claims_it_leaves_untested_and_what_they_need(capsys):
+    """`ablate studies STUDY --rows ...` (and a sweep's header): a claim is tested when every comparison's row and
+    reference are in the subset; partly when some are; otherwise untested, with the rows it still needs."""
+    from ablate.ablations.cli import main
+    from ablate.ablations.studies import coverage_summary
+
+    study = load_study("modern")
+    coverage = {claim.id: (tested, missing) for claim, tested, missing in study.claim_coverage(["base", "E1"])}
+    assert coverage["rope-matches-sinusoids"] == (1, ["M-rope", "paper"])  # E1 against the modern base: one of two
+    assert coverage["gqa-matches-mha"] == (0, ["M-gqa2", "paper"])
+    assert coverage_summary(study, [row.name for row in study.rows]) is None  # the whole study tests every claim
+
+    assert main(["studies", "table3", "--rows", "base,B1"]) == 0
+    out = capsys.readouterr().out
+    assert "--rows base,B1 test 0 of 8 claims;" in out
+    assert "B-small-dk (partly, needs B2)" in out and "big-better (needs big)" in out
+    assert main(["studies", "table3", "--rows", "base,Z"]) == 2
+    captured = capsys.readouterr()
+    assert "no row Z in study table3" in captured.err and "ok" not in captured.out  # nothing half-printed
