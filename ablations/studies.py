@@ -22,14 +22,16 @@ from ablate.data.errors import AblateError
 BUILTIN_DIR = Path(__file__).parent / "studies"
 STUDY_KEYS = {
     "name", "description", "scale", "seeds", "control_seeds", "base", "preset", "rows", "search_space",
-    "tune_objective", "claims", "allocation", "min_seeds", "max_seeds",
+    "tune_objective", "claims", "allocation", "min_seeds", "max_seeds", "recipes", "recipe",
 }  # fmt: skip
 ALLOCATIONS = ("fixed", "sequential")
 """How a sweep spends seeds: every row its `seeds` (fixed), or seeds only where a comparison is still open
 (sequential: `reports.sequential`)."""
 TUNE_OBJECTIVES = ("bleu", "ppl", "both")
 """What `ablate tune` optimises: dev BLEU, dev PPL, or both (a Pareto front, from which the compromise is picked)."""
-ROW_KEYS = {"name", "group", "paper", *SECTIONS}
+ROW_KEYS = {"name", "group", "paper", "recipe", *SECTIONS}
+PRESET_RECIPE = "preset"
+"""The recipe name that means the preset's own training settings (calibrated on the paper's base)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class Row:
     group: str
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)  # {"model": {...}, "train": {...}, ...}
     paper: dict[str, float] = field(default_factory=dict)  # reference results to show beside ours (ppl, bleu, ...)
+    recipe: str | None = None
+    """The study's recipe this row trains with (`Study.recipes`); None: the study's default (`Study.recipe`)."""
 
     def flat_overrides(self) -> dict[str, Any]:
         """Overrides as {"d_k": 16} (model fields bare, others as "train.max_steps") for tables and tags."""
@@ -97,6 +101,15 @@ class Study:
     only while one of its comparisons is open (not yet decided at the spent error rate, and within reach of
     `max_seeds` by the power model); `reports.sequential` has the design and its error control. Not run by
     `ablate sweep` yet (it refuses such a study with one line): `ablate replay OUT` applies it to a finished study."""
+    recipes: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
+    """Named training recipes, each given per preset in that preset's own units, as a preset's own settings are
+    ({name: {preset: {"train": {...}}}}): what one base of the study was calibrated to at that preset, on that base
+    alone. A study whose rows descend from two bases (the modern block's and the paper's) gives each base its own,
+    and every row inherits its base's: the bases are then compared each as tuned for itself (Melis et al., 2018,
+    "On the State of the Art of Evaluation in Neural Language Models"). A preset a recipe does not name trains with
+    the preset's own settings."""
+    recipe: str = PRESET_RECIPE
+    """The recipe of rows that name none; 'preset': the preset's own settings."""
     min_seeds: int = 2
     """Seeds every row trains before the first look (sequential allocation)."""
     max_seeds: int = 6
@@ -112,6 +125,24 @@ class Study:
                 if comp.against and comp.against != base:
                     out.setdefault(comp.against, set()).add(comp.row)
         return out
+
+    def _in_preset_units(self, overrides: dict[str, dict[str, Any]], preset: Preset) -> dict[str, dict[str, Any]]:
+        """Overrides of a `scale: paper` study scaled to the preset's sizes and steps; as written otherwise."""
+        if self.scale != "paper":
+            return overrides
+        return {
+            **overrides,
+            "model": preset.scale_model(overrides.get("model", {})),
+            "train": preset.scale_train(overrides.get("train", {})),
+        }
+
+    def recipe_of(self, row: Row) -> str:
+        """The recipe `row` trains with: its own, else the study's."""
+        return row.recipe or self.recipe
+
+    def recipe_layer(self, row: Row, preset: Preset) -> dict[str, dict[str, Any]]:
+        """`row`'s recipe at `preset` (in the preset's units); {} for the preset's own settings."""
+        return self.recipes.get(self.recipe_of(row), {}).get(preset.name, {})
 
     def claim_coverage(self, rows: Iterable[str]) -> list[tuple[Claim, int, list[str]]]:
         """Each claim with how many of its comparisons `rows` (a --rows subset) can test, and the rows it lacks for
@@ -164,16 +195,14 @@ class Study:
         row = self.row(row) if isinstance(row, str) else row
         preset = get_preset(preset) if isinstance(preset, str) else preset
         # Layers, later ones winning: the preset (the paper's base at its size, and its settings), the study's
-        # base, the row, the seed, then command-line settings. Overrides written in the paper's units are scaled.
-        layers: list[dict[str, dict[str, Any]]] = [preset.base_layer()]
-        for overrides in (self.base, row.overrides):
-            if self.scale == "paper":
-                overrides = {
-                    **overrides,
-                    "model": preset.scale_model(overrides.get("model", {})),
-                    "train": preset.scale_train(overrides.get("train", {})),
-                }
-            layers.append(overrides)
+        # base, the row's recipe (`recipes`, in the preset's own units), the row, the seed, then command-line
+        # settings. Overrides written in the paper's units are scaled.
+        layers = [
+            preset.base_layer(),
+            self._in_preset_units(self.base, preset),
+            self.recipe_layer(row, preset),
+            self._in_preset_units(row.overrides, preset),
+        ]
         layers += [{"train": {"seed": seed}}, extra]
         try:
             return build_run_config(*layers)
@@ -223,6 +252,7 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
     allocation, min_seeds, max_seeds = check_allocation(raw, source)
     base = _sections(raw.get("base") or {}, f"{source}: base")
     rows = _rows(raw.get("rows"), source)
+    recipes, recipe = _recipes(raw, rows, source)
     space = tuple(_search_dim(k, v, source) for k, v in (raw.get("search_space") or {}).items())
     objective = str(raw.get("tune_objective", "bleu"))
     if objective not in TUNE_OBJECTIVES:
@@ -243,7 +273,37 @@ def parse_study(raw: Any, source: str = "<study>") -> Study:
         allocation=allocation,
         min_seeds=min_seeds,
         max_seeds=max_seeds,
+        recipes=recipes,
+        recipe=recipe,
     )
+
+
+def _recipes(raw: dict[str, Any], rows: list[Row], source: str) -> tuple[dict[str, Any], str]:
+    """`recipes:` ({name: {preset: {section: {field: value}}}}) and `recipe:` checked, and every row's recipe known."""
+    spec = raw.get("recipes") or {}
+    if not isinstance(spec, dict):
+        raise AblateError(f"{source}: recipes must map a name to {{preset: {{train: {{...}}}}}}")
+    recipes: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for name, by_preset in spec.items():
+        where = f"{source}: recipes.{name}"
+        if name == PRESET_RECIPE:
+            raise AblateError(
+                f"{where}: '{PRESET_RECIPE}' names the preset's own settings; give the recipe another name"
+            )
+        if not isinstance(by_preset, dict):
+            raise AblateError(
+                f"{where}: expected {{preset: {{train: {{...}}}}}}, e.g. {{tiny: {{train: {{warmup_steps: 400}}}}}}"
+            )
+        for preset in by_preset:
+            if preset not in PRESETS:
+                raise AblateError(f"{where}: unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+        recipes[str(name)] = {p: _sections(v or {}, f"{where}.{p}") for p, v in by_preset.items()}
+    recipe = str(raw.get("recipe", PRESET_RECIPE))
+    known = [*recipes, PRESET_RECIPE]
+    for owner, name in [("recipe", recipe), *((f"row {r.name!r}: recipe", r.recipe) for r in rows if r.recipe)]:
+        if name not in known:
+            raise AblateError(f"{source}: {owner} {name!r} is not in recipes; choose from {', '.join(known)}")
+    return recipes, recipe
 
 
 def check_allocation(raw: dict[str, Any], source: str) -> tuple[Literal["fixed", "sequential"], int, int]:
@@ -312,7 +372,14 @@ def _row(item: dict[str, Any], source: str) -> Row:
     paper = item.get("paper") or {}
     if not isinstance(paper, dict) or not all(isinstance(v, int | float) for v in paper.values()):
         raise AblateError(f"{where}: paper must map metric names to numbers, e.g. {{bleu: 25.8, ppl: 4.92}}")
-    return Row(name=row_name, group=str(item.get("group", row_name)), overrides=overrides, paper=paper)
+    recipe = item.get("recipe")
+    return Row(
+        name=row_name,
+        group=str(item.get("group", row_name)),
+        overrides=overrides,
+        paper=paper,
+        recipe=str(recipe) if recipe is not None else None,
+    )
 
 
 def _claims(spec: Any, source: str, rows: list[Row]) -> tuple[Claim, ...]:

@@ -171,6 +171,7 @@ class Plan:
                     "group": row.group,
                     "overrides": row.flat_overrides(),
                     "paper": row.paper,
+                    **({"recipe": self.study.recipe_of(row)} if self.study.recipes else {}),
                     "config": self.run_config(row, self.seeds[0]).to_dict(),
                     **({"corpus": self.fingerprints[row.name].to_json()} if row.name in self.fingerprints else {}),
                 }

@@ -8,6 +8,7 @@ still pending or running. Nothing here imports training code.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,8 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
     check_one_corpus(out_dir, rows, list(records.values()))
 
     notes: list[str] = []
+    if note := recipes_note(meta):
+        notes.append(note)
     optuna: dict[tuple[str, int], TrialStatus] = {}
     if use_optuna:
         name = meta.get("optuna_study") or meta["study"]
@@ -295,6 +298,23 @@ def resolve_out_dir(study_or_out: str | Path, *, preset: str | None = None, runs
             "run `ablate sweep` first or pass the OUT directory"
         )
     return max(candidates, key=lambda c: (c / "study.json").stat().st_mtime)
+
+
+def recipes_note(meta: Mapping[str, Any]) -> str | None:
+    """Where study.json's rows train on more than one recipe (`Study.recipes`), which rows take which, and what a
+    comparison across them means; None for a study of one recipe."""
+    by: dict[str, list[str]] = {}
+    for row in meta.get("rows") or []:
+        if "recipe" in row:
+            by.setdefault(row["recipe"], []).append(row["name"])
+    if len(by) < 2:
+        return None
+    groups = "; ".join(f"{name}: {', '.join(rows)}" for name, rows in by.items())
+    return (
+        f"the rows train on {len(by)} recipes, each calibrated on its own base ({groups}): a comparison within a "
+        "recipe is one recipe's ablation, one across recipes compares each base as tuned for itself (Melis et al., "
+        "2018), not one recipe"
+    )
 
 
 __all__ = ["RowSpec", "StudyResults", "TrialStatus", "load_results", "read_trial_states", "resolve_out_dir"]

@@ -130,6 +130,50 @@ def test_user_study_loads_and_overrides_apply(tmp_path):
     assert base.train.max_steps == 60 and base.data.vocab_size == 500
 
 
+RECIPES = (
+    GOOD.replace(
+        "{name: wide, group: W, model: {d_ff: 256}}",
+        """{name: wide, group: W, model: {d_ff: 256}}
+  - {name: faster, group: W, train: {lr_factor: 2.0}}
+  - {name: paper, group: P, recipe: preset}""",
+    )
+    + """recipes:
+  modern: {smoke: {train: {warmup_steps: 7, lr_factor: 0.5}}}
+recipe: modern
+"""
+)
+
+
+def test_each_row_trains_with_its_bases_recipe_at_the_presets_it_names(tmp_path):
+    """A study of two bases: rows without a recipe take the study's (`recipe: modern`), the paper row the preset's
+    own; a recipe applies at the presets it names, between the study's base and the row (the row wins)."""
+    study = load_study(write(tmp_path, RECIPES))
+    smoke = {name: study.run_config(name, "smoke").train for name in ("base", "wide", "faster", "paper")}
+    assert (smoke["base"].warmup_steps, smoke["base"].lr_factor) == (7, 0.5)
+    assert (smoke["wide"].warmup_steps, smoke["wide"].lr_factor) == (7, 0.5)
+    assert (smoke["faster"].warmup_steps, smoke["faster"].lr_factor) == (7, 2.0)  # the row's own value wins
+    preset = PRESETS["smoke"].train
+    assert (smoke["paper"].warmup_steps, smoke["paper"].lr_factor) == (preset["warmup_steps"], preset["lr_factor"])
+    tiny = study.run_config("base", "tiny").train  # the recipe names no tiny: the preset's own settings
+    assert (tiny.warmup_steps, tiny.lr_factor) == (
+        PRESETS["tiny"].train["warmup_steps"],
+        PRESETS["tiny"].train["lr_factor"],
+    )
+
+
+def test_a_report_of_two_recipes_says_which_rows_take_which():
+    from ablate.reports.results import recipes_note
+
+    rows = [
+        {"name": "base", "recipe": "modern"},
+        {"name": "A1", "recipe": "modern"},
+        {"name": "paper", "recipe": "preset"},
+    ]
+    note = recipes_note({"rows": rows})
+    assert note is not None and "2 recipes" in note and "modern: base, A1; preset: paper" in note
+    assert recipes_note({"rows": rows[:2]}) is None and recipes_note({"rows": [{"name": "base"}]}) is None
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -141,6 +185,10 @@ def test_user_study_loads_and_overrides_apply(tmp_path):
         (GOOD + "seeds: 0\n", "seeds must be a positive integer"),
         (GOOD.replace("preset: smoke", "preset: huge"), "unknown preset 'huge'"),
         ("rows: [\n", "not valid YAML"),
+        (GOOD.replace("group: W,", "group: W, recipe: tuned,"), "row 'wide': recipe 'tuned' is not in recipes"),
+        (GOOD + "recipes: {tuned: {huge: {train: {warmup_steps: 5}}}}\n", "recipes.tuned: unknown preset 'huge'"),
+        (GOOD + "recipes: {preset: {smoke: {}}}\n", "recipes.preset: 'preset' names the preset's own settings"),
+        (GOOD + "recipes: {tuned: {smoke: {train: {warmup: 5}}}}\n", "unknown field train.warmup"),
     ],
 )
 def test_bad_study_files_are_named_in_one_line(tmp_path, text, message):

@@ -138,8 +138,8 @@ def test_training_compiles_once_and_never_again_in_the_second_epoch(bucketed_bat
     reference.load_state_dict(model.state_dict())  # the same keys: compiling in place renames nothing
     batch = epochs[1][0]
     with torch.no_grad():
-        eager = reference.features if fused else reference
-        torch.testing.assert_close(net(batch["src"], batch["tgt_in"]), eager(batch["src"], batch["tgt_in"]))
+        plain = reference.features if fused else reference
+        torch.testing.assert_close(net(batch["src"], batch["tgt_in"]), plain(batch["src"], batch["tgt_in"]))
 
 
 def test_compiled_layers_share_one_graph_whatever_the_depth_and_evaluate_eagerly(bucketed_batches):
@@ -178,5 +178,5 @@ def test_the_fused_loss_compiled_computes_what_it_does_eagerly():
     for compiled in (False, True):
         out = FusedLinearLabelSmoothedNLL.apply(x, weight, target, 0.1, 0, compiled)
         results.append((*out, *torch.autograd.grad(out[0], (x, weight))))
-    for eager, compiled in zip(*results, strict=True):
-        torch.testing.assert_close(compiled, eager)
+    for plain, compiled in zip(*results, strict=True):
+        torch.testing.assert_close(compiled, plain)
