@@ -8,7 +8,7 @@ import statistics
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ablate.benchmarks.device import autocast, synchronize
 from ablate.benchmarks.settings import BenchConfig, Setup
@@ -75,7 +75,7 @@ def make_trainee(
     lr: float = 1e-4,
     fused: bool = True,
     fused_loss: bool = False,
-    scope: str = "layers",
+    scope: Literal["model", "layers"] = "layers",
 ) -> Trainee:
     """Move to the device, train mode, Adam (0.9, 0.98, 1e-9), fused as TranslationModule uses it (every system
     gets the same; `fused=False` is Adam's default implementation, for `cpu_choices`). `fused_loss`: our model
@@ -277,7 +277,9 @@ def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, s: Setup
     }
 
 
-def lightning_step_times(s: Setup, steps: int, compile_model: bool, scope: str = "layers") -> list[float]:
+def lightning_step_times(
+    s: Setup, steps: int, compile_model: bool, scope: Literal["model", "layers"] = "layers"
+) -> list[float]:
     """Seconds between consecutive batch ends when `TranslationModule` trains through the Lightning Trainer on the
     same data module (so the same first batches): data collation, Lightning's loop, logging and the step."""
     import pytorch_lightning as pl
