@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -148,6 +148,9 @@ class SizeTrend:
 
     rungs: tuple[Rung, ...]
     claims: tuple[ClaimTrend, ...]
+    not_run: tuple[str, ...] = ()
+    """Comparisons left out because no rung ran their rows ('A1 vs base, BLEU'): a claims file names every row of
+    Table 3, a ladder of five rows tests a few of them."""
 
     @property
     def comparisons(self) -> list[tuple[ClaimTrend, ComparisonTrend]]:
@@ -205,7 +208,19 @@ def size_trend(tables: Sequence[ReportTable], *, sequential: Sequence[bool] | No
         )
         for label, t, seq in zip(labels, tables, flags, strict=True)
     )
-    return SizeTrend(rungs=rungs, claims=tuple(_claims(tables, rungs)))
+    claims = _claims(tables, rungs)
+    not_run = tuple(
+        comparison_label(comp) for claim in claims for comp in claim.comparisons if not any(map(_ran, comp.points))
+    )
+    kept = [
+        replace(claim, comparisons=tuple(c for c in claim.comparisons if any(map(_ran, c.points)))) for claim in claims
+    ]
+    return SizeTrend(rungs=rungs, claims=tuple(c for c in kept if c.comparisons), not_run=not_run)
+
+
+def _ran(point: Effect | None) -> bool:
+    """Whether a rung ran the comparison's rows: it has an effect, whatever its verdict."""
+    return point is not None and point.effect is not None
 
 
 def _claims(tables: Sequence[ReportTable], rungs: Sequence[Rung]) -> list[ClaimTrend]:
@@ -417,7 +432,10 @@ def summary_line(trend: SizeTrend) -> str:
     parts = [f"{counts[k]} {names.get(k, k)}" for k in order if k in counts]
     inside = sum(c.paper_inside is not None for c in comparisons)
     text = f"{len(comparisons)} comparisons over {len(trend.rungs)} rungs: {', '.join(parts)}"
-    return text + (f"; {inside} with the paper's value inside the interval at the largest rung" if inside else "")
+    text += f"; {inside} with the paper's value inside the interval at the largest rung" if inside else ""
+    if trend.not_run:
+        text += f"; left out, their rows run at no rung: {', '.join(trend.not_run)}"
+    return text
 
 
 LEGEND = (

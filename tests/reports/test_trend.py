@@ -12,7 +12,7 @@ from ablate.reports.latex import trend_to_latex
 from ablate.reports.plots import plot_trend
 from ablate.reports.results import load_results
 from ablate.reports.sequential import report_table
-from ablate.reports.trend import classify, size_trend
+from ablate.reports.trend import classify, size_trend, summary_line
 from ablate.reports.writers import Context, get_writer
 
 CLAIMS = [
@@ -183,3 +183,23 @@ def test_studies_of_one_size_make_no_trend(rungs, tmp_path, capsys):
 def test_sizes_are_read_from_the_records(trend):
     assert all(math.isfinite(r.params_m) for r in trend.rungs)
     assert trend.rungs[0].params_m == pytest.approx(fx.params_of(fx.BASE_MODEL) / 1e6)
+
+
+def test_a_comparison_whose_rows_no_rung_ran_is_left_out_and_named(rungs):
+    """A claims file names rows a ladder of a few rows never runs (A1 here): its comparison is no trend at all, so the
+    table leaves it out and the summary names it; a claim with nothing left goes too."""
+    extra = [*CLAIMS, {"id": "A-heads", "text": "One head is worse", "compare": [
+        {"row": "A1", "metric": "bleu", "expect": "lower"}, {"row": "B1", "metric": "ppl", "expect": "higher"}]},
+        {"id": "E-pos", "text": "Learned positions are the same", "compare": [
+            {"row": "E1", "metric": "bleu", "expect": "same", "margin": 1.0}]}]  # fmt: skip
+    from ablate.ablations.claims import parse_claims
+
+    claims = parse_claims(extra, "test")
+    tables = [report_table(load_results(d, use_optuna=False), n_samples=200, claims=claims) for d in rungs[1:]]
+    trend = size_trend(tables)
+    ids = [claim.id for claim in trend.claims]
+    assert "E-pos" not in ids and "A-heads" in ids  # B1's perplexity is run; A1 and E1 are not
+    kept = [c.row for claim in trend.claims if claim.id == "A-heads" for c in claim.comparisons]
+    assert kept == ["B1"]
+    assert trend.not_run == ("A1 vs base, BLEU", "E1 vs base, BLEU")
+    assert "left out, their rows run at no rung: A1 vs base, BLEU, E1 vs base, BLEU" in summary_line(trend)
