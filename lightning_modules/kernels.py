@@ -224,9 +224,12 @@ def compile_for_training(
     under `eager()`. Returns what to call."""
     if scope == "layers":
         owner = getattr(model, "__self__", model)  # `features` is a bound method of the model
-        for blocks in [m for m in owner.modules() if isinstance(m, torch.nn.ModuleList)]:
-            for layer in blocks:
-                layer.compile(dynamic=True, backend=backend)
+        compiled: list[str] = []  # the layers' names: a ModuleList inside a compiled layer is compiled with it
+        for name, blocks in owner.named_modules():
+            if isinstance(blocks, nn.ModuleList) and not any(name.startswith(f"{c}.") for c in compiled):
+                for i, layer in enumerate(blocks):
+                    layer.compile(dynamic=True, backend=backend)
+                    compiled.append(f"{name}.{i}")
         return model
     return torch.compile(model, dynamic=True, backend=backend)
 

@@ -351,8 +351,7 @@ class TranslationModule(pl.LightningModule):
         tokenizer = self._tokenizer()
         if tokenizer is None:
             raise RuntimeError("test decoding needs a TranslationDataModule on the trainer (tokenizer, references)")
-        with eager():
-            texts = tokenizer.decode(self.translate(batch["src"]))
+        texts = tokenizer.decode(self.translate(batch["src"]))
         self._test["hyps"].update(zip(batch["index"].tolist(), texts, strict=True))
 
     def on_test_epoch_end(self) -> None:
