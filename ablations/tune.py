@@ -13,6 +13,7 @@ fails, and failed trials are never picked.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -228,6 +229,8 @@ def _write_best(job: TuneJob, study) -> dict[str, Any]:
         f"# best of {len(trials)} trials for row {job.row} of {job.study.name} at preset {job.preset} "
         f"(objective: {job.objective}): {said} (trial {best.number})\n"
         f"# values at preset {job.preset}; searched: {describe_space(search_space(job.study, job.preset))}\n"
+        f"# as the recipe of this row's base in a study of two bases (README, 'recipes'), in the study file:\n"
+        f"#   recipes: {{NAME: {{{job.preset}: {json.dumps(overrides, sort_keys=True)}}}}}\n"
         + yaml.safe_dump(overrides, sort_keys=True),
         encoding="utf-8",
     )

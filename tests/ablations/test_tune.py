@@ -118,7 +118,9 @@ def test_tune_runs_both_objectives_and_never_picks_a_diverged_trial(tmp_path):
     best = json.loads((out / "best.json").read_text(encoding="utf-8"))
     assert best["objective"] == "both" and best["failed"] == len(diverged)
     assert best["best"] in {t.number for t in healthy}
-    assert yaml.safe_load((out / "best.yaml").read_text(encoding="utf-8"))["train"]["lr_factor"] == 0.5
+    best_yaml = (out / "best.yaml").read_text(encoding="utf-8")
+    assert yaml.safe_load(best_yaml)["train"]["lr_factor"] == 0.5
+    assert '#   recipes: {NAME: {smoke: {"train": {"lr_factor": 0.5}}}}' in best_yaml  # pasted as a base's recipe
     assert f"trial {best['best']}" in done.stdout
 
     # Each trial is a W&B run of its own job type, grouped with the other trials of this search.
