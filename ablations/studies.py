@@ -99,8 +99,8 @@ class Study:
     allocation: Literal["fixed", "sequential"] = "fixed"
     """'fixed': every row trains `seeds`. 'sequential': every row starts at `min_seeds`, and a row gets one more seed
     only while one of its comparisons is open (not yet decided at the spent error rate, and within reach of
-    `max_seeds` by the power model); `reports.sequential` has the design and its error control. Not run by
-    `ablate sweep` yet (it refuses such a study with one line): `ablate replay OUT` applies it to a finished study."""
+    `max_seeds` by the power model); `reports.sequential` has the design and its error control. `ablate sweep`
+    takes the looks as trials finish; `ablate replay OUT` applies the design to a finished fixed study."""
     recipes: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
     """Named training recipes, each given per preset in that preset's own units, as a preset's own settings are
     ({name: {preset: {"train": {...}}}}): what one base of the study was calibrated to at that preset, on that base
@@ -115,10 +115,15 @@ class Study:
     max_seeds: int = 6
     """The most seeds a row trains (sequential allocation): a comparison that needs more is out of reach."""
 
+    @property
+    def base_name(self) -> str | None:
+        """The row in group 'base', which every other row is compared with; None in a study without one."""
+        return next((r.name for r in self.rows if r.group == "base"), None)
+
     def controls(self) -> dict[str, set[str]]:
         """Control row -> the rows compared with it: the base with every other row, each claim's `against` row with
         the rows its comparisons name."""
-        base = next((r.name for r in self.rows if r.group == "base"), None)
+        base = self.base_name
         out: dict[str, set[str]] = {base: {r.name for r in self.rows if r.name != base}} if base else {}
         for claim in self.claims:
             for comp in claim.compare:
@@ -148,7 +153,7 @@ class Study:
         """Each claim with how many of its comparisons `rows` (a --rows subset) can test, and the rows it lacks for
         the others: a comparison needs its row and its reference (`against`, else the base)."""
         ran = set(rows)
-        base = next((r.name for r in self.rows if r.group == "base"), None)
+        base = self.base_name
         out = []
         for claim in self.claims:
             needed = [{c.row, c.against or base} - {None} for c in claim.compare]
@@ -180,7 +185,7 @@ class Study:
 
     def control_seed_count(self, seeds: int) -> int:
         """How many seeds the base trains when every other row trains `seeds` (`seeds` without a base row)."""
-        base = next((r.name for r in self.rows if r.group == "base"), None)
+        base = self.base_name
         return self.control_seed_counts(seeds).get(base, seeds) if base else seeds
 
     def row(self, name: str) -> Row:
@@ -432,3 +437,17 @@ def coverage_summary(study: Study, rows: Iterable[str]) -> str | None:
     if not left:
         return None
     return f"test {len(whole)} of {len(coverage)} claims; untested: {'; '.join(left)}"
+
+
+def parse_rows(text: str | None, study: Study) -> list[str] | None:
+    """--rows as a list of the study's row names (None without --rows); one line naming the unknown ones otherwise."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    known = [row.name for row in study.rows]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise AblateError(
+            f"--rows: no row {', '.join(unknown) or '(empty)'} in study {study.name}: choose from {', '.join(known)}"
+        )
+    return names

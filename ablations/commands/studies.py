@@ -22,8 +22,7 @@ def main(argv: list[str]) -> int:
     args = parse(parser, argv)
     if args.print_config:
         return print_config(options(args))
-    from ablate.ablations.commands.sweep import parse_rows
-    from ablate.ablations.studies import builtin_studies, coverage_summary, load_study
+    from ablate.ablations.studies import builtin_studies, coverage_summary, load_study, parse_rows
 
     if getattr(args, "files", None):
         for path in args.files:

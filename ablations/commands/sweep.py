@@ -111,7 +111,7 @@ def make_plan(ns):
     from ablate.ablations.allocation import Sequential
     from ablate.ablations.corpora import read_pin
     from ablate.ablations.storage.urls import storage_url
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.studies import load_study, parse_rows
     from ablate.ablations.sweep import Plan
 
     study = _with_allocation(load_study(ns.study), ns)
@@ -172,20 +172,6 @@ def _with_allocation(study, ns):
     raw |= {k: v for k, v in given.items() if v is not None}
     allocation, low, high = check_allocation(raw, "the command line")
     return dataclasses.replace(study, allocation=allocation, min_seeds=low, max_seeds=high)
-
-
-def parse_rows(text: str | None, study) -> list[str] | None:
-    """--rows as a list of the study's row names; one line naming the unknown ones otherwise."""
-    if text is None:
-        return None
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    known = [row.name for row in study.rows]
-    unknown = [name for name in names if name not in known]
-    if unknown or not names:
-        raise AblateError(
-            f"--rows: no row {', '.join(unknown) or '(empty)'} in study {study.name}: choose from {', '.join(known)}"
-        )
-    return names
 
 
 def _stop_at(text: str | None) -> float | None:

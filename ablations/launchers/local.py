@@ -84,7 +84,7 @@ def coordinate(plan: Plan, workers: int | None) -> bool:
     claims = coverage_summary(plan.study, plan.only) if plan.only is not None else None
     print(
         f"sweep {plan.study.name} at preset {plan.preset}: {shape} ({queued} newly queued), {workers} worker(s) here\n"
-        + (f"  --rows {','.join(plan.only or [])} {claims}\n" if claims else "")
+        + (f"  --rows {','.join(plan.only)} {claims}\n" if plan.only is not None and claims else "")
         + f"  {cost}\n"
         f"  storage {storage}\n"
         f"  output  {plan.out}",
