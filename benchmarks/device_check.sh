@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issues 41 and 44 on a lent GPU machine (the `device` tool): what "Fill the card" built, measured on a card. One call
 # a mode, each within 7 minutes; a lease of 15 minutes holds two (the machine stays warm for 30 s after a call). The
-# H100 lease of 2026-11-26 ran `paper` (then with compile inside) and `tiny`; the next one: `compile`, then `validate`.
+# H100 lease of 2026-11-26 ran `paper` (then with compile inside) and `tiny`; the H200 lease that night `lease`, then
+# `trial`; the next one: `tiny` (8 trials packed, now without cuDNN's attention), then `compile`.
 #   bash benchmarks/device_check.sh paper   the gpu-marked and fill-the-card tests; the paper base eager (ours and
 #                                           nn.Transformer on the same batches); the loss's peak memory at a paper
 #                                           batch, through the logits and fused (about 3 minutes)
@@ -64,14 +65,40 @@ print(format_report(json.load(open(sys.argv[1]))))" "$WORK/$name.json" 2>/dev/nu
     pack
 }
 
-if [ "$MODE" = paper ]; then
+# Each step's limit is cut to what is left of DEADLINE seconds from here (the lease and trial modes set one), so a
+# call ends inside the tool's limit whatever hangs.
+t0=$(date +%s)
+left() {  # left LIMIT: LIMIT, or what is left of DEADLINE if less (at least 1: `timeout 0` would mean no limit)
+    local l=$(( ${DEADLINE:-100000} - ($(date +%s) - t0) )); [ "$l" -lt 1 ] && l=1
+    [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
+}
+PAPER=(--preset paper --vs none --overhead false --lightning false --decode_repeats 1 --warmup 3 --repeats 12)
+gpu_tests() {  # gpu_tests LIMIT: the gpu-marked and fill-the-card tests
     step "gpu-marked and fill-the-card tests"
-    timeout 80 python3 -m pytest -q -rs -p no:cacheprovider tests/lightning_modules/test_gpu.py \
+    timeout "$1" ${PIN:-} python3 -m pytest -q -rs -p no:cacheprovider tests/lightning_modules/test_gpu.py \
         tests/lightning_modules/test_fill_the_card.py 2>&1 | tee "$WORK/tests-gpu.log" | tail -4
+}
+failed_tests() {  # failed_tests LIMIT WORKERS: the test files that failed on the H200's first lease, GPU hidden
+    CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout "$1" ${TEST_PIN:-} python3 -m pytest -q -n "$2" --timeout 180 \
+        --tb=short -rfE -W ignore -p no:cacheprovider tests/ablations/test_api.py tests/ablations/test_secrets.py \
+        tests/ablations/test_reliability.py >"$WORK/tests-failed.log" 2>&1
+}
+short_run() {  # short_run NAME LIMIT ARGS...: 400 steps and one validation (no T/2 branch, no test), timed
+    local name=$1 limit=$2; shift 2
+    step "400 $PRESET steps and one validation: $name"
+    local start; start=$(date +%s)
+    timeout "$limit" ${PIN:-} ablate train --preset "$PRESET" --train.max_steps 400 --train.val_every 400 \
+        --train.budgets "[]" --train.test_eval false --train.final_full_validation false "$@" \
+        --out "/tmp/validate-$name" >"$WORK/validate-$name.log" 2>&1
+    echo "rc=$? after $(( $(date +%s) - start )) s; $(grep -E 'dev PPL' "$WORK/validate-$name.log" | tail -1)"
+    pack
+}
+
+if [ "$MODE" = paper ]; then
+    gpu_tests 80
     # eager beside nn.Transformer on the same batches (HF's MarianMT was measured on the H200 leases: 1.03x ours
     # cold; `--vs hf,torch` adds it, about 40 s)
-    bench paper-eager 90 --preset paper --vs torch --overhead false --lightning false --decode_repeats 1 \
-        --warmup 3 --repeats 12
+    bench paper-eager 90 "${PAPER[@]}" --vs torch
     step "loss memory at a paper batch (25000 target tokens, bf16)"
     timeout 40 python3 -m ablate.benchmarks.loss_memory --device cuda --dtype bfloat16 --tokens 25000 \
         2>&1 | tee "$WORK/loss-memory.txt"
@@ -79,8 +106,7 @@ if [ "$MODE" = paper ]; then
 elif [ "$MODE" = compile ]; then
     # compiled, ours alone and through Lightning (the target: 40% MFU). Its first step outlasted 120-190 s on three
     # leases: dynamo's recompiles and graph breaks go to the log, and the step has 6 minutes.
-    TORCH_LOGS=recompiles,graph_breaks bench paper-compiled 360 --preset paper --vs none --compile true \
-        --overhead false --decode_repeats 1 --warmup 3 --repeats 12
+    TORCH_LOGS=recompiles,graph_breaks bench paper-compiled 360 "${PAPER[@]}" --lightning true --compile true
     grep -c "Recompiling" "$WORK/paper-compiled.err"
 elif [ "$MODE" = tiny ]; then
     sample() {  # the card's memory per process and utilisation, every 5 s, while a step runs
@@ -113,71 +139,40 @@ elif [ "$MODE" = validate ]; then
     # validation, no T/2 branch, no test) with PyTorch's default attention dispatch (cuDNN's fused attention, a plan
     # for every new shape: the dev set's eval batches, beam search's shrinking batches and growing keys), with cuDNN's
     # attention switched off (the memory-efficient and flash kernels, no plans), and with fixed eval shapes.
-    short=(train --preset "$PRESET" --train.max_steps 400 --train.val_every 400 --train.budgets "[]"
-           --train.test_eval false --train.final_full_validation false)
-    for variant in default no-cudnn buckets; do
-        step "400 steps and one validation: $variant"
-        extra=(); [ "$variant" = buckets ] && extra=(--data.buckets 8)
-        cudnn=True; [ "$variant" = no-cudnn ] && cudnn=False
-        start=$(date +%s)
-        timeout 150 python3 -c "import sys, torch; torch.backends.cuda.enable_cudnn_sdp($cudnn)
-from ablate.ablations.cli import main; sys.exit(main(sys.argv[1:]))" "${short[@]}" "${extra[@]}" \
-            --out "/tmp/validate-$variant" >"$WORK/validate-$variant.log" 2>&1
-        echo "rc=$? after $(( $(date +%s) - start )) s; $(grep -E 'dev PPL' "$WORK/validate-$variant.log" | tail -1)"
-        pack
-    done
+    short_run default 150 --train.cudnn_attention true
+    short_run no-cudnn 150
+    short_run buckets 150 --train.cudnn_attention true --data.buckets 8
 elif [ "$MODE" = lease ]; then
-    # Everything a 15-minute lease holds, in the order of what it is worth; each step's limit is cut to what is left
-    # of DEADLINE seconds from here, so the call ends inside the tool's limit whatever hangs.
-    t0=$(date +%s); DEADLINE=${DEADLINE:-540}
-    left() { local l=$(( DEADLINE - ($(date +%s) - t0) )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+    # Everything a 15-minute lease holds, in the order of what it is worth.
+    DEADLINE=${DEADLINE:-540}
     step "the tests that failed on earlier leases, GPU hidden, on cores 10-15, beside the rest"
-    ( CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout "$(left 420)" taskset -c 10-15 python3 -m pytest -q -n 6 \
-        --timeout 180 --tb=short -rfE -W ignore -p no:cacheprovider tests/ablations/test_api.py \
-        tests/ablations/test_secrets.py tests/ablations/test_reliability.py >"$WORK/tests-failed.log" 2>&1 ) &
-    TESTS=$!
+    TEST_PIN="taskset -c 10-15" failed_tests "$(left 420)" 6 & TESTS=$!
     PIN="taskset -c 0-9"
-    step "gpu-marked and fill-the-card tests"
-    timeout "$(left 90)" $PIN python3 -m pytest -q -rs -p no:cacheprovider tests/lightning_modules/test_gpu.py \
-        tests/lightning_modules/test_fill_the_card.py 2>&1 | tee "$WORK/tests-gpu.log" | tail -4
-    common=(--preset paper --vs none --overhead false --lightning false --decode_repeats 1 --warmup 3 --repeats 12)
-    bench paper-eager "$(left 100)" "${common[@]}"
-    TORCH_LOGS=recompiles,graph_breaks bench paper-layers "$(left 200)" "${common[@]}" --compile true \
+    gpu_tests "$(left 90)"
+    bench paper-eager "$(left 100)" "${PAPER[@]}" --train.cudnn_attention true
+    TORCH_LOGS=recompiles,graph_breaks bench paper-layers "$(left 200)" "${PAPER[@]}" --compile true \
         --compile_scope layers
-    short=(train --preset tiny --train.max_steps 400 --train.val_every 400 --train.budgets "[]"
-           --train.test_eval false --train.final_full_validation false)
-    for cudnn in True False; do
-        step "400 tiny steps and one validation, cuDNN attention $cudnn"
-        start=$(date +%s)
-        timeout "$(left 110)" $PIN python3 -c "import sys, torch; torch.backends.cuda.enable_cudnn_sdp($cudnn)
-from ablate.ablations.cli import main; sys.exit(main(sys.argv[1:]))" "${short[@]}" \
-            --out "/tmp/validate-$cudnn" >"$WORK/validate-cudnn-$cudnn.log" 2>&1
-        echo "rc=$? after $(( $(date +%s) - start )) s; $(grep -E 'dev PPL' "$WORK/validate-cudnn-$cudnn.log" | tail -1)"
-        pack
-    done
+    PRESET=tiny short_run cudnn "$(left 110)" --train.cudnn_attention true
+    PRESET=tiny short_run no-cudnn "$(left 110)"
     step "the whole model compiled as one graph (train.compile_scope model), its stacks every 40 s"
     TORCH_LOGS=recompiles,graph_breaks timeout "$(left 300)" $PIN python3 -c "import faulthandler, sys
 faulthandler.dump_traceback_later(40, repeat=True)
-from ablate.ablations.cli import main; sys.exit(main(sys.argv[1:]))" bench "${common[@]}" --compile true --json \
-        >"$WORK/paper-model.json" 2>"$WORK/paper-model.err"
+from ablate.ablations.cli import main; sys.exit(main(sys.argv[1:]))" bench "${PAPER[@]}" --compile true \
+        --compile_scope model --json >"$WORK/paper-model.json" 2>"$WORK/paper-model.err"
     echo "rc=$?"; grep -c "Recompiling" "$WORK/paper-model.err"; tail -c 300 "$WORK/paper-model.err"
     wait $TESTS; tail -n 5 "$WORK/tests-failed.log"
     pack
 elif [ "$MODE" = trial ]; then
-    t0=$(date +%s); DEADLINE=${DEADLINE:-190}
-    left() { local l=$(( DEADLINE - ($(date +%s) - t0) )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+    DEADLINE=${DEADLINE:-190}
     step "one whole $PRESET base trial alone"
     start=$(date +%s)
     timeout "$(left 130)" ablate train --preset "$PRESET" --out /tmp/alone --json >"$WORK/alone.json" 2>"$WORK/alone.log"
     echo "rc=$? after $(( $(date +%s) - start )) s"; grep -E "dev PPL|test BLEU" "$WORK/alone.log" | tail -4; pack
-    common=(--preset paper --vs none --overhead false --lightning false --decode_repeats 1 --warmup 3 --repeats 12)
-    bench paper-eager-nocudnn "$(left 60)" "${common[@]}"
-    bench paper-eager-cudnn "$(left 60)" "${common[@]}" --train.cudnn_attention true
+    bench paper-eager-nocudnn "$(left 60)" "${PAPER[@]}"
+    bench paper-eager-cudnn "$(left 60)" "${PAPER[@]}" --train.cudnn_attention true
 elif [ "$MODE" = tests ]; then
     step "the tests that failed on the H200's leases of 2026-11-26"
-    OMP_NUM_THREADS=1 timeout 200 python3 -m pytest -q -n 8 --timeout 180 --tb=short -rfE -W ignore -p no:cacheprovider \
-        tests/ablations/test_api.py tests/ablations/test_secrets.py tests/ablations/test_reliability.py \
-        >"$WORK/tests-failed.log" 2>&1
+    failed_tests 200 8
     tail -n 5 "$WORK/tests-failed.log"
     pack
 fi
