@@ -13,6 +13,8 @@
 #                                           with the card's memory and utilisation sampled while they run
 #   bash benchmarks/device_check.sh validate  a tiny run's first validation with cuDNN's attention, without it, and
 #                                           with fixed eval shapes (about 4 minutes)
+#   bash benchmarks/device_check.sh calibrate  issue 43: the modern base's calibration grid (8 recipes packed on the
+#                                           card), then the paper base's under the same grid, in about 9 minutes
 #   bash benchmarks/device_check.sh tests   the test files that failed on earlier leases (CPU tests; GPU hidden)
 #   bash benchmarks/device_check.sh lease   one call of about 9 minutes for a 15-minute lease: those tests on cores
 #                                           10-15 beside the rest; the gpu-marked tests; the paper base eager, then
@@ -78,6 +80,12 @@ gpu_tests() {  # gpu_tests LIMIT: the gpu-marked and fill-the-card tests
     timeout "$1" ${PIN:-} python3 -m pytest -q -rs -p no:cacheprovider tests/lightning_modules/test_gpu.py \
         tests/lightning_modules/test_fill_the_card.py 2>&1 | tee "$WORK/tests-gpu.log" | tail -4
 }
+sample() {  # the card's memory per process and utilisation, every 5 s, while a step runs
+    while sleep 5; do
+        { date +%T; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
+          nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader; } >>"$WORK/$1" 2>&1
+    done
+}
 failed_tests() {  # failed_tests LIMIT WORKERS: the test files that failed on the H200's first lease, GPU hidden
     CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 timeout "$1" ${TEST_PIN:-} python3 -m pytest -q -n "$2" --timeout 180 \
         --tb=short -rfE -W ignore -p no:cacheprovider tests/ablations/test_api.py tests/ablations/test_secrets.py \
@@ -109,12 +117,6 @@ elif [ "$MODE" = compile ]; then
     TORCH_LOGS=recompiles,graph_breaks bench paper-compiled 360 "${PAPER[@]}" --lightning true --compile true
     grep -c "Recompiling" "$WORK/paper-compiled.err"
 elif [ "$MODE" = tiny ]; then
-    sample() {  # the card's memory per process and utilisation, every 5 s, while a step runs
-        while sleep 5; do
-            { date +%T; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
-              nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader; } >>"$WORK/$1" 2>&1
-        done
-    }
     step "one $PRESET base trial alone"
     sample gpu-alone.txt & SAMPLER=$!
     start=$(date +%s)
@@ -170,6 +172,27 @@ elif [ "$MODE" = trial ]; then
     echo "rc=$? after $(( $(date +%s) - start )) s"; grep -E "dev PPL|test BLEU" "$WORK/alone.log" | tail -4; pack
     bench paper-eager-nocudnn "$(left 60)" "${PAPER[@]}"
     bench paper-eager-cudnn "$(left 60)" "${PAPER[@]}" --train.cudnn_attention true
+elif [ "$MODE" = calibrate ]; then
+    # Issue 43: the modern base's calibration grid (benchmarks/calibration/modern-base-tiny.yaml), 8 recipes packed
+    # on the card, then the paper's base under the same grid while the deadline allows. In fp32, as on a CPU; no test
+    # decoding (the rule reads dev BLEU at T/2 and T only). The records go back every 20 s, so a cut keeps the
+    # finished ones.
+    DEADLINE=${DEADLINE:-560}
+    sample gpu-calibrate.txt & SAMPLER=$!
+    ( while sleep 20; do for g in modern paper; do mkdir -p "$WORK/$g-records"
+        cp /tmp/calib-$g/records/*.json "$WORK/$g-records/" 2>/dev/null; done; pack; done ) & SAVER=$!
+    for g in modern paper; do
+        step "the $g base's calibration grid, 8 recipes packed on the card"
+        start=$(date +%s)
+        timeout "$(left 330)" ablate sweep "benchmarks/calibration/$g-base-tiny.yaml" --preset tiny --seeds 1 \
+            --control_seeds 1 --workers 8 --out "/tmp/calib-$g" --no_report --train.precision 32-true \
+            --train.test_eval false >"$WORK/calib-$g.log" 2>&1
+        echo "rc=$? after $(( $(date +%s) - start )) s; $(ls /tmp/calib-$g/records 2>/dev/null | wc -l) records"
+        tail -3 "$WORK/calib-$g.log"
+        mkdir -p "$WORK/$g-records" "$WORK/$g-logs"; cp /tmp/calib-$g/records/*.json "$WORK/$g-records/" 2>/dev/null
+        cp /tmp/calib-$g/logs/worker-*.log "$WORK/$g-logs/" 2>/dev/null; pack
+    done
+    kill $SAMPLER $SAVER
 elif [ "$MODE" = tests ]; then
     step "the tests that failed on the H200's leases of 2026-11-26"
     failed_tests 200 8
