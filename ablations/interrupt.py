@@ -95,6 +95,21 @@ def on_signal(signum: int, why: str) -> None:
     signal.signal(signum, lambda *_: request(why))
 
 
+@contextmanager
+def signal_stops(signum: int, why: str) -> Iterator[None]:
+    """While inside: signal `signum` asks for a stop like `request`; the previous handler is back after. A sweep's
+    coordinator takes SIGTERM (`timeout`, `kill`, a scheduler) this way, so it stops its workers before it exits:
+    Python's default would end it at once, past every `finally`, and leave them training. Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signum, lambda *_: request(why))
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
+
+
 def _handler(on_second: Callable[[], None] | None):
     def handle(signum, frame) -> None:
         if _requested.is_set():

@@ -140,7 +140,8 @@ def run_workers(plan: Plan, queue: Queue, n: int, title: str, eta: progress.Eta 
     learns each row's cost per step from what the table shows.
 
     Workers run in their own sessions, so a terminal's Ctrl-C reaches only this process, which passes it on once
-    (a second one, again): each worker saves its running trial and stops. A worker that stops on a full disk
+    (a second one, again): each worker saves its running trial and stops. A SIGTERM to this process (`timeout`,
+    `kill`) stops them the same way, before it exits. A worker that stops on a full disk
     (exit 2) stops the others the same way, and its one-line message becomes this command's."""
     logs = Layout(plan.out).logs_dir
     logs.mkdir(parents=True, exist_ok=True)
@@ -150,7 +151,10 @@ def run_workers(plan: Plan, queue: Queue, n: int, title: str, eta: progress.Eta 
     live = runner.live_view(title, transient=True)  # the command prints the final table
     stopping = False
     try:
-        with interrupt.graceful(on_second=lambda: _signal(procs, signal.SIGINT)):
+        with (
+            interrupt.graceful(on_second=lambda: _signal(procs, signal.SIGINT)),
+            interrupt.signal_stops(signal.SIGTERM, "SIGTERM"),
+        ):
             while any(p.poll() is None for p in procs):
                 if not stopping and (interrupt.requested() or any(p.returncode == 2 for p in procs)):
                     stopping = True

@@ -81,18 +81,24 @@ def test_a_full_disk_mid_save_stops_the_sweep_in_one_line_and_the_rerun_finishes
 
 
 @pytest.mark.slow
-def test_ctrl_c_on_a_two_worker_sweep_saves_the_running_trials_prints_the_resume_line_and_exits_130(sweeps, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_on_a_two_worker_sweep_saves_the_running_trials_prints_the_resume_line_and_exits_130(
+    sweeps, tmp_path, sig
+):
+    """SIGINT: what a terminal's Ctrl-C sends to the sweep (its workers are in sessions of their own). SIGTERM: what
+    `timeout` and `kill` send; it once ended the sweep at once and left both workers training, unseen."""
     out, log = tmp_path / "out", tmp_path / "sweep.log"
     proc = sweeps.start(STUDY, out, "--workers", "2", log=log)
     checkpoints = [out / "trials" / f"{row}__seed0" / "checkpoints" / "last.ckpt" for row in ("long", "wide")]
     assert sweeps.wait_for(lambda: all(c.exists() for c in checkpoints) or proc.poll() is not None, 240), (
         log.read_text()
     )
-    os.kill(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends to the sweep (its workers are in sessions)
+    os.kill(proc.pid, sig)
     proc.wait(timeout=120)
 
     text = log.read_text(encoding="utf-8")
     assert proc.returncode == 130, text[-3000:]
+    assert not _workers_of(out), "a worker outlived its sweep"
     assert "Traceback" not in text, text[-3000:]
     (line,) = [line for line in text.splitlines() if line.startswith("ablate sweep: interrupted:")]
     assert "0 of 2 trials finished" in line and "2 unfinished trial(s) resume from their checkpoints" in line, line
@@ -112,6 +118,19 @@ def test_ctrl_c_on_a_two_worker_sweep_saves_the_running_trials_prints_the_resume
         assert record["metrics"]["wall_time_s"] > record["metrics"]["train_time_s"] > 0
     # The smoke preset keeps no checkpoint of a finished trial.
     assert not [p for p in (out / "trials").rglob("*.ckpt")]
+
+
+def _workers_of(out: Path) -> list[int]:
+    """The pids of worker processes of the sweep writing to `out` that are still running."""
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # ended while we looked
+            continue
+        if b"--worker" in argv and str(out).encode() in argv:
+            pids.append(int(proc.name))
+    return pids
 
 
 def _step(path: Path) -> int:
