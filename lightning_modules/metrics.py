@@ -44,20 +44,23 @@ def perplexity(nll: float) -> float:
     return math.exp(min(nll, NLL_CAP))
 
 
-def bleu_metric(signature: str | None = None):
+def bleu_metric(signature: str | None = None, references: list[str] | None = None):
     """sacreBLEU's BLEU: its defaults (13a tokenizer, mixed case), or configured like the one whose signature is
-    given (tokenizer and case read from it). The one place a BLEU is built."""
+    given (tokenizer and case read from it). The one place a BLEU is built. With `references` (one per segment),
+    sacreBLEU preprocesses them once and scores every later system against them (`references=None` there)."""
     from sacrebleu.metrics.bleu import BLEU
 
     fields = dict(part.split(":", 1) for part in (signature or "").split("|") if ":" in part)
-    return BLEU(tokenize=fields.get("tok", "13a"), lowercase=fields.get("case") == "lc")
+    refs = [references] if references is not None else None
+    return BLEU(tokenize=fields.get("tok", "13a"), lowercase=fields.get("case") == "lc", references=refs)
 
 
-def chrf_metric():
-    """sacreBLEU's chrF with its defaults (character 6-grams, beta 2). The one place a chrF is built."""
+def chrf_metric(references: list[str] | None = None):
+    """sacreBLEU's chrF with its defaults (character 6-grams, beta 2). The one place a chrF is built; `references`
+    as for `bleu_metric`."""
     from sacrebleu.metrics.chrf import CHRF
 
-    return CHRF()
+    return CHRF(references=[references] if references is not None else None)
 
 
 def corpus_score(metric: Any, hypotheses: list[str], references: list[str]) -> tuple[float, str]:

@@ -63,3 +63,25 @@ def test_chrf_is_sacrebleus_default():
 
     hyps, refs = ["the cat sat on the mat"], ["the cat sat on a mat"]
     assert corpus_score(chrf_metric(), hyps, refs)[0] == CHRF().corpus_score(hyps, [refs]).score
+
+
+def test_systems_sharing_a_reference_file_each_score_as_sacrebleu_scores_them_alone(tmp_path):
+    """The reports preprocess a study's references once and score every system against that copy: each system's
+    per-sentence statistics and corpus score must stay what sacreBLEU gives it with the references passed in."""
+    import numpy as np
+    from ablate.ablations.record import Record
+    from ablate.reports.metrics import system_scores
+    from sacrebleu.metrics import BLEU, CHRF
+
+    refs = ["the cat sat on a mat", "hello here", "a b c d e", ""]
+    systems = [["the cat sat on the mat", "hello there", "a b c d", "x"], ["a cat", "hello here", "", "y z"]]
+    (tmp_path / "refs.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
+    for i, hyps in enumerate(systems):
+        (tmp_path / f"h{i}.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+        record = Record(row=f"r{i}", group="g", seed=0, metrics={}, hypotheses=tmp_path / f"h{i}.txt",
+                        references=tmp_path / "refs.txt")  # fmt: skip
+        for metric, alone in (("bleu", BLEU()), ("chrf", CHRF())):
+            scores = system_scores(record, metric)
+            expected = np.asarray(alone._extract_corpus_statistics(hyps, [refs]), dtype=np.float64)
+            assert np.array_equal(scores.stats, expected), (i, metric)
+            assert scores.score == pytest.approx(alone.corpus_score(hyps, [refs]).score), (i, metric)
