@@ -85,3 +85,30 @@ def test_systems_sharing_a_reference_file_each_score_as_sacrebleu_scores_them_al
             expected = np.asarray(alone._extract_corpus_statistics(hyps, [refs]), dtype=np.float64)
             assert np.array_equal(scores.stats, expected), (i, metric)
             assert scores.score == pytest.approx(alone.corpus_score(hyps, [refs]).score), (i, metric)
+
+
+def test_sentence_statistics_are_kept_on_disk_by_content_and_never_read_for_other_text(tmp_path, monkeypatch):
+    """A report run again reads each system's statistics from $ABLATE_CACHE/scores; an entry is named by the texts'
+    contents, so a rewritten hypotheses file is scored afresh, and a torn entry is scored again and replaced."""
+    from ablate.ablations.record import Record
+    from ablate.reports import metrics
+    from sacrebleu.metrics import BLEU
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    refs, hyp = tmp_path / "refs.txt", tmp_path / "hyp.txt"
+    refs.write_text("the cat sat on a mat\nhello here\n", encoding="utf-8")
+    record = Record(row="r", group="g", seed=0, metrics={}, hypotheses=hyp, references=refs)
+
+    def score(text: str) -> float:
+        hyp.write_text(text, encoding="utf-8")
+        metrics._corpus_stats.cache_clear()  # a new process: only the disk remembers
+        return metrics.system_scores(record, "bleu").score
+
+    first = score("the cat sat on the mat\nhello there\n")
+    (entry,) = (tmp_path / "cache" / "scores").iterdir()
+    assert score("the cat sat on the mat\nhello there\n") == first  # read back
+    other = "a cat\nhello here\n"
+    assert score(other) == BLEU().corpus_score(other.splitlines(), [refs.read_text().splitlines()]).score != first
+    entry.write_bytes(b"torn")
+    assert score("the cat sat on the mat\nhello there\n") == first
+    assert len(list((tmp_path / "cache" / "scores").iterdir())) == 2
