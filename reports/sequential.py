@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -293,9 +294,15 @@ def finished_seeds(results, rows: Sequence[str]) -> tuple[dict[str, list[int]], 
 def report_table(results, *, n_samples: int | None = None, claims=None):
     """`reports.table.build_table`, with a sequential study's verdicts and method note (`apply_design`): what
     `ablate report` and the Python API show."""
+    from ablate.reports.metrics import score_ahead
     from ablate.reports.stats import N_SAMPLES
     from ablate.reports.table import build_table
 
+    views = [results.at_budget(f) for f in results.fractions]
+    score_ahead(
+        (record for view in views for spec in view.rows for record in view.records(spec.name)),
+        say=lambda line: print(f"{results.out_dir.name}: {line}", file=sys.stderr, flush=True),
+    )
     table = build_table(results, n_samples=n_samples or N_SAMPLES, claims=claims)
     if (results.meta.get("allocation") or {}).get("design") == "sequential" and table.claims:
         if claims is None:

@@ -112,3 +112,22 @@ def test_sentence_statistics_are_kept_on_disk_by_content_and_never_read_for_othe
     entry.write_bytes(b"torn")
     assert score("the cat sat on the mat\nhello there\n") == first
     assert len(list((tmp_path / "cache" / "scores").iterdir())) == 2
+
+
+def test_scoring_ahead_says_how_far_it_is_and_leaves_every_system_scored(tmp_path, monkeypatch):
+    from ablate.ablations.record import Record
+    from ablate.reports import metrics
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "refs.txt").write_text("the cat sat on a mat\nhello here\n", encoding="utf-8")
+    records = []
+    for i, text in enumerate(["the cat sat on the mat\nhello there\n", "a cat\nhello\n"]):
+        (tmp_path / f"h{i}.txt").write_text(text, encoding="utf-8")
+        records.append(Record(row=f"r{i}", group="g", seed=0, metrics={}, hypotheses=tmp_path / f"h{i}.txt",
+                              references=tmp_path / "refs.txt"))  # fmt: skip
+    records.append(Record(row="untranslated", group="g", seed=0, metrics={"bleu": 1.0}))  # no hypotheses: skipped
+    lines: list[str] = []
+    metrics.score_ahead(records, say=lines.append, after_s=0.0)
+
+    assert lines[-1].startswith("scoring the dev translations per sentence (BLEU, chrF): 4/4, done in")
+    assert len(list((tmp_path / "cache" / "scores").iterdir())) == 4  # each system's BLEU and chrF, kept
