@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 from ablate.ablations.record import Record
-from ablate.data.cache import cache_root, content_digest, make_key, write_atomic
+from ablate.data.cache import cache_root, file_digest, make_key, write_atomic
 from ablate.lightning_modules.metrics import bleu_metric, chrf_metric, chrf_signature, perplexity
 from ablate.reports.stats import SystemScores
 
@@ -73,8 +73,9 @@ def _stored_stats(kind: str, signature: str | None, hyp_path: Path, ref_path: Pa
     changed file (or sacreBLEU) is a new entry and an old entry is never read for it."""
     import sacrebleu
 
-    digests = [content_digest(p.read_bytes()).hexdigest() for p in (hyp_path, ref_path)]
-    return cache_root(None) / "scores" / f"{make_key(kind, signature, sacrebleu.__version__, *digests)}.npz"
+    root = cache_root(None)  # the digests are memoised there by path and mtime: a study's references are read once
+    digests = [file_digest(p, root) for p in (hyp_path, ref_path)]
+    return root / "scores" / f"{make_key(kind, signature, sacrebleu.__version__, *digests)}.npz"
 
 
 def _load(path: Path) -> np.ndarray | None:
