@@ -31,7 +31,8 @@ def policy(
     claim tests, `Plan.controls`) one seed, a cell of the table like the paper's own single runs. A control (the
     base) starts at Dunnett's round(sqrt(k) min_seeds), k the rows compared with it that this sweep runs, and then
     keeps round(sqrt(k_open) n) for the k_open rows still open at n seeds: the comparisons still being tested are the
-    ones its extra seeds serve. It never loses seeds."""
+    ones its extra seeds serve (n from the tested rows: a compared row that is a control itself counts in k only). It
+    never loses seeds."""
     tested = {r for compared in controls.values() for r in compared}
     target = {}
     for row, n in seeds.items():
@@ -43,9 +44,14 @@ def policy(
         grow = states.get(row) == "open" and min_seeds <= n < max_seeds
         target[row] = max(n, min_seeds) + (1 if grow else 0)
     for control, compared in controls.items():
-        ran = [r for r in compared if r in target]
-        still = [target[r] for r in ran if states.get(r, "open") == "open"]
-        share = round(math.sqrt(len(still)) * max(still)) if still else 0
+        ran = [r for r in compared if r in seeds]
+        still = [r for r in ran if states.get(r, "open") == "open"]
+        # A compared row that is a control itself (modern's base, tested against E1 for the RoPE claim) counts among
+        # the k comparisons, but its seeds are its own share, not what a tested row has: they must not set n.
+        n = max((target[r] for r in still if r not in controls), default=0)
+        if still and not n:  # only other controls still open: the seed an open row would get
+            n = min(max(seeds.get(control, 0), min_seeds) + 1, max_seeds)
+        share = round(math.sqrt(len(still)) * n)
         start = round(math.sqrt(max(len(ran), 1)) * min_seeds)
         target[control] = max(seeds.get(control, 0), start, share)
     return target

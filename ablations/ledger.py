@@ -37,6 +37,7 @@ _PRIORITY: tuple[State, ...] = ("failed", "pruned", "complete", "pending", "runn
 """Among the trials of one key that are not superseded, which speaks for it: the highest here, then the latest."""
 DUPLICATE_REASON = "duplicate of an earlier trial of the same row"
 RETRIED_REASON = "worker died (no heartbeat): retried"
+UNWANTED_REASON = "not asked for by the sequential design's looks: closed unrun"
 
 
 # ------------------------------------------------------------------------------------------------------------ keys
@@ -249,9 +250,11 @@ def trial_state(trial: Any) -> State:
 
 
 def superseded(trial: Any) -> bool:
-    """A trial that another one replaces by design: failed as dead and retried, or closed as a duplicate."""
+    """A trial that another one replaces by design: failed as dead and retried, closed as a duplicate, or closed
+    unrun because the design's looks no longer asked for it (queued again if a later look does)."""
     attrs = trial.user_attrs
-    return bool(attrs.get("retried")) or str(attrs.get("reason") or "").startswith("duplicate")
+    reason = str(attrs.get("reason") or "")
+    return bool(attrs.get("retried")) or reason.startswith("duplicate") or reason == UNWANTED_REASON
 
 
 def resolve(trials: Iterable[Any]) -> dict[tuple[str, int], Any]:

@@ -235,7 +235,7 @@ prepared (`ablations.corpora`), so a study pinned to its own copy resumes from i
 def enqueue(plan: Plan, queue: Queue) -> int:
     """Queue every row x seed that has no live trial yet. Returns how many were queued."""
     live = LIVE_STATES if plan.retry_failed else (*LIVE_STATES, "FAIL", "PRUNED")
-    have = {ledger.trial_key(t) for t in queue.trials(*live) if not t.user_attrs.get("retried")}
+    have = {ledger.trial_key(t) for t in queue.trials(*live) if not ledger.superseded(t)}
     missing = [(row, seed) for row, seed in plan.keys() if (row.name, seed) not in have]
     space = None
     if missing:
@@ -248,6 +248,19 @@ def enqueue(plan: Plan, queue: Queue) -> int:
     for row, seed in missing:
         queue.enqueue(row.name, seed, row.group, space=space)
     return len(missing)
+
+
+def wanted(plan: Plan, queue: Queue, key: tuple[str, int]) -> bool:
+    """Under the sequential design, whether the looks over the finished trials ask for `key`: a trial queued by an
+    older version of the policy (or under other --max_seeds) is not run. The looks only ever add seeds as trials
+    finish, so a fresh look asks for everything an earlier one queued, unless the policy itself has changed."""
+    if plan.allocation is None:
+        return True
+    row, seed = key
+    decision = plan.decision
+    if decision is None or seed not in decision.seeds.get(row, []):
+        decision = plan.look(queue)
+    return seed in decision.seeds.get(row, [])
 
 
 def is_duplicate(queue: Queue, trial) -> bool:
@@ -352,6 +365,10 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
     if record is not None and (record.state == "complete" or not plan.retry_failed):
         _tell(queue, trial, record, plan.out)  # finished earlier; the worker died before telling Optuna
         return record.state
+    if record is None and not wanted(plan, queue, key):
+        queue.set_attr(trial, "reason", ledger.UNWANTED_REASON)
+        queue.study.tell(trial.number, state=TrialState.PRUNED)
+        return "unwanted"
     row = plan.study.row(row_name)
     record = Record.started(
         study=plan.study.name, preset=plan.preset, row=row.name, group=row.group, seed=seed,
@@ -546,7 +563,7 @@ def current_keys(plan: Plan, trials) -> list[tuple[str, int]]:
     for trial in trials:
         key = ledger.trial_key(trial)
         if key is not None and key not in seen and (plan.only is None or key[0] in plan.only):
-            if trial.user_attrs.get("reason") != ledger.DUPLICATE_REASON:
+            if not ledger.superseded(trial):
                 keys.append(key)
                 seen.add(key)
     return keys

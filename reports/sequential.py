@@ -204,6 +204,18 @@ class Walk:
         return out
 
 
+def look_seeds(
+    seeds: Mapping[str, int], states: Mapping[str, State], controls: Mapping[str, Sequence[str]], previous: int
+) -> int:
+    """The seeds a look is at, for the error it spends (`look_level`): the most that a tested row still open has
+    (every row where the study has no control); `previous` where none is open. A control that is also tested (the
+    modern study's base, against E1 for the RoPE claim) is left out: its Dunnett share is over max_seeds, and would
+    spend the whole error at the first look."""
+    controlled = {r for compared in controls.values() for r in compared} or set(seeds)
+    tested = [r for r in controlled if r not in controls] or list(controlled)
+    return max((seeds[r] for r in tested if states.get(r, "open") == "open"), default=previous)
+
+
 def walk(
     results,
     have: Mapping[str, Sequence[int]],
@@ -242,7 +254,7 @@ def walk(
             return Walk(looks=tuple(looks), seeds=seeds, target=target, finished=False)
         seeds = target
         controlled = {r for compared in controls.values() for r in compared} or set(rows)
-        n = max((seeds[r] for r in controlled if states.get(r, "open") == "open"), default=previous)
+        n = look_seeds(seeds, states, controls, previous)
         level = look_level(n, previous, max_seeds) if design == "spending" else confseq_level(n, max_seeds)
         previous = n
         chosen = tuple(sorted((r, s) for r, n in seeds.items() for s in list(have.get(r, []))[:n]))
@@ -550,6 +562,7 @@ __all__ = [
     "Design",
     "confseq_level",
     "look_level",
+    "look_seeds",
     "row_states",
     "simulate",
     "spent",

@@ -3,6 +3,7 @@
 of the statistics (`reports.sequential.judge`, which smoke-sized rows could not move). The looks follow the real
 policy; a row is open until it has OPEN_UNTIL[row] finished seeds, then decided.
 
+SEQ_OPEN_UNTIL=ROW:N,...: OPEN_UNTIL for this run instead.
 SEQ_KILL_AT=ROW:SEED: the process SIGKILLs itself at the look that first asks for that seed, after the look and
 before anything is queued (a marker file in OUT keeps it to the first time)."""
 
@@ -24,13 +25,15 @@ def judge(out, rows, controls, *, min_seeds, max_seeds, design):
     finished = {r: sorted(rec.seed for rec in ledger.read_records(Path(out)) if rec.row == r and
                           rec.state == "complete") for r in rows}  # fmt: skip
     compared = {r for rs in controls.values() for r in rs}
+    spec = os.environ.get("SEQ_OPEN_UNTIL", "")
+    open_until = {r: int(n) for r, n in (p.split(":") for p in spec.split(","))} if spec else OPEN_UNTIL
     seeds, states, looks = dict.fromkeys(rows, 0), {}, 0
     while True:
         target = policy(seeds, states, controls, min_seeds=min_seeds, max_seeds=max_seeds)
         if target == seeds or any(n > len(finished[r]) for r, n in target.items()):
             break
         seeds, looks = target, looks + 1
-        states = {r: "open" if seeds[r] < OPEN_UNTIL.get(r, 0) else "decided" for r in compared}
+        states = {r: "open" if seeds[r] < open_until.get(r, 0) else "decided" for r in compared}
     kill = os.environ.get("SEQ_KILL_AT", "")
     if kill:
         row, seed = kill.split(":")

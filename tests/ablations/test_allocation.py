@@ -72,3 +72,19 @@ def test_the_plan_tests_against_the_base_only_the_rows_a_claim_names(tmp_path):
     assert {"A1", "B1", "C1", "D3", "E1", "big"} <= set(tested) and not {"A2", "A3", "C3", "D2", "D4", "F1"} & set(
         tested
     )
+
+
+def test_a_control_that_is_also_tested_counts_in_k_but_its_share_does_not_set_n():
+    """The modern study's E1 is the control of E2 (learned positions against sinusoids) and of the base (RoPE
+    against sinusoids); the base is a control too, with 8 seeds. E1's share is sqrt(2) x the tested rows' 2 seeds,
+    not sqrt(2) x the base's 8 (11 seeds, which the first modern sweep queued)."""
+    rows = [f"r{i}" for i in range(15)] + ["E2"]
+    controls = {"base": rows, "E1": ["E2", "base"]}
+    first = policy(dict.fromkeys([*rows, "base", "E1"], 0), {}, controls, min_seeds=2, max_seeds=3)
+    assert first["base"] == 8 and first["E1"] == 3 and first["E2"] == 2  # round(sqrt(16) 2), round(sqrt(2) 2)
+    reversed_order = dict(reversed(list(controls.items())))  # the same whatever order the controls come in
+    assert policy(dict.fromkeys([*rows, "base", "E1"], 0), {}, reversed_order, min_seeds=2, max_seeds=3) == first
+    states = dict.fromkeys(rows, "decided") | {"E2": "open", "base": "out_of_reach"}
+    assert policy(first, states, controls, min_seeds=2, max_seeds=3)["E1"] == 3  # sqrt(1) x E2's 3
+    states = dict.fromkeys(rows, "decided") | {"base": "open"}  # only the other control's comparison open
+    assert policy(first, states, controls, min_seeds=2, max_seeds=3)["E1"] == 3  # one more, at most max_seeds

@@ -63,6 +63,32 @@ def test_a_sigkill_between_a_look_and_its_enqueue_loses_nothing_and_runs_nothing
     assert after == before  # and nothing that had finished trained again
 
 
+def test_a_queued_trial_the_looks_no_longer_ask_for_is_closed_unrun_and_queued_again_if_a_later_look_does(
+    sweeps, tmp_path
+):
+    """A queue can hold trials the looks over the finished ones do not ask for: the modern study's first sweep
+    queued E1 seeds 3-10 under a policy since mended. They are closed unrun, and do not block the key if a later
+    look asks for it after all."""
+    from ablate.ablations.ledger import UNWANTED_REASON
+    from ablate.ablations.storage.queue import Queue
+
+    out = tmp_path / "out"
+    assert run(sweeps, out).returncode == 0
+    queue = Queue.open(f"journal:{out / 'optuna.journal'}", NAME)
+    queue.enqueue("B1", 2, "B")  # B1 is decided at its 2 seeds: nothing asks for its third
+    stale = run(sweeps, out)
+    assert stale.returncode == 0, stale.stderr[-3000:]
+    trials = sweeps.trials(out, NAME)
+    closed = [t for t in trials if (t.user_attrs["row"], t.user_attrs["seed"]) == ("B1", 2)]
+    assert [(t.state.name, t.user_attrs.get("reason")) for t in closed] == [("PRUNED", UNWANTED_REASON)]
+    assert sorted(sweeps.records(out)) == EXPECTED and "B1-s2] step" not in stale.stderr  # trained nothing
+    later = run(sweeps, out, env={"SEQ_OPEN_UNTIL": "B1:3,C1:3"})  # now a look asks for B1's third seed
+    assert later.returncode == 0, later.stderr[-3000:]
+    # B1's third seed, and the base's fourth: round(sqrt(2) x 3) for two rows open at 3 seeds
+    assert sorted(sweeps.records(out)) == sorted([*EXPECTED, "B1__seed2", "base__seed3"])
+    assert "B1__seed2" in keys(sweeps.trials(out, NAME))
+
+
 def test_seed_counts_on_the_command_line_make_the_design_fixed_unless_it_asks_for_sequential(tmp_path, capsys):
     from ablate.ablations.cli import main
 

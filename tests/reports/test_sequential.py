@@ -4,7 +4,7 @@ and nulls, ordinary rows and one with ten times the variance, every look. Second
 from __future__ import annotations
 
 import pytest
-from ablate.reports.sequential import confseq_level, look_level, simulate, spent
+from ablate.reports.sequential import confseq_level, look_level, look_seeds, simulate, spent
 from ablate.reports.stats import ALPHA
 
 NULL = [0.0] * 20
@@ -16,6 +16,21 @@ def test_the_looks_spend_alpha_in_the_obrien_fleming_shape():
     assert sum(levels) == pytest.approx(ALPHA) and spent(1.0) == pytest.approx(ALPHA)
     assert levels[0] < 0.001 < levels[-1]  # early looks spend little, the last one most
     assert confseq_level(2, 6) < levels[0]  # a confidence sequence pays for every look it never takes
+
+
+def test_a_look_is_at_the_tested_rows_seeds_not_at_a_tested_controls_share():
+    """The modern study: the base (8 seeds, its sqrt(16) share) is also tested against E1 (RoPE's claim). Its seeds
+    must not set the look's information fraction: at 8 of max_seeds 3 the first look would spend all of alpha."""
+    controls = {"base": [f"r{i}" for i in range(16)], "E1": ["E2", "base"]}
+    seeds = {"base": 8, "E1": 3, **{f"r{i}": 2 for i in range(16)}, "E2": 2}
+    assert look_seeds(seeds, {}, controls, 0) == 2
+    level = look_level(look_seeds(seeds, {}, controls, 0), 0, 3)
+    assert level == pytest.approx(spent(2 / 3)) and level < ALPHA / 2
+    later = {**seeds, "r3": 3}
+    states = {r: "decided" for r in seeds} | {"r3": "open"}
+    assert look_seeds(later, states, controls, 2) == 3
+    assert look_seeds(later, {r: "decided" for r in seeds}, controls, 2) == 2  # nothing open: no new error
+    assert look_seeds({"x": 2, "y": 3}, {}, {}, 0) == 3  # no control: every row is tested
 
 
 @pytest.mark.parametrize("effects", [NULL, PLANTED], ids=["null", "planted"])
