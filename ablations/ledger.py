@@ -257,6 +257,12 @@ def superseded(trial: Any) -> bool:
     return bool(attrs.get("retried")) or reason.startswith("duplicate") or reason == UNWANTED_REASON
 
 
+def closed_unrun(trial: Any) -> bool:
+    """A trial closed without running because the sequential design's looks no longer asked for it: not part of the
+    study (a status or progress table leaves its key out unless another trial speaks for it)."""
+    return trial.user_attrs.get("reason") == UNWANTED_REASON
+
+
 def resolve(trials: Iterable[Any]) -> dict[tuple[str, int], Any]:
     """(row, seed) -> the trial that speaks for it. Superseded trials (retried, duplicates) count only when a key has
     nothing else; then a live trial wins over a finished one, a complete one over a failed one, and among equals the
@@ -292,4 +298,5 @@ __all__ = [
     "trial_key",
     "trial_state",
     "resolve",
+    "closed_unrun",
 ]

@@ -69,10 +69,13 @@ def main(argv: list[str]) -> int:
 def queued_keys(trials, declared: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], list[str]]:
     """The trials a sweep queued (the storage's, in study.json's order, then any others), and the rows study.json
     declares that no sweep has queued (a sweep with --rows leaves the others for a later one). With nothing queued
-    yet, every declared trial."""
+    yet, every declared trial. A key whose only trial was closed unrun (the sequential design no longer asked for
+    it) is not part of the study."""
     from ablate.ablations import ledger
 
-    queued = {key for key, trial in ledger.resolve(trials).items() if key is not None}
+    queued = {
+        key for key, trial in ledger.resolve(trials).items() if key is not None and not ledger.closed_unrun(trial)
+    }
     if not queued:
         return declared, []
     keys = [key for key in declared if key in queued] + sorted(queued - set(declared))

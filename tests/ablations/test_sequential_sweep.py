@@ -82,6 +82,10 @@ def test_a_queued_trial_the_looks_no_longer_ask_for_is_closed_unrun_and_queued_a
     closed = [t for t in trials if (t.user_attrs["row"], t.user_attrs["seed"]) == ("B1", 2)]
     assert [(t.state.name, t.user_attrs.get("reason")) for t in closed] == [("PRUNED", UNWANTED_REASON)]
     assert sorted(sweeps.records(out)) == EXPECTED and "B1-s2] step" not in stale.stderr  # trained nothing
+    status = subprocess.run([sys.executable, "-m", "ablate.ablations.cli", "status", str(out)], cwd=REPO,
+                            env=sweeps.env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert status.returncode == 0, status.stderr[-2000:]
+    assert f"{len(EXPECTED)}/{len(EXPECTED)} done" in status.stdout and "0 failed" in status.stdout
     later = run(sweeps, out, env={"SEQ_OPEN_UNTIL": "B1:3,C1:3"})  # now a look asks for B1's third seed
     assert later.returncode == 0, later.stderr[-3000:]
     # B1's third seed, and the base's fourth: round(sqrt(2) x 3) for two rows open at 3 seeds
