@@ -82,14 +82,19 @@ class Plan:
 
     def controls(self) -> dict[str, list[str]]:
         """Control row -> the rows of this sweep tested against it (`Study.controls`, within --rows): where the study
-        has claims, the rows they name, since the control's sqrt(k) share of seeds serves the k comparisons being
-        tested, and a row no claim names is in the table to be read, not tested (Table 3: 14 of its 20 rows)."""
+        has claims, the rows their comparisons test against that control, since the control's sqrt(k) share of seeds
+        serves the k comparisons being tested (the modern study's base: its 12, not the M rows tested against
+        `paper`), and a row no claim names is in the table to be read, not tested (Table 3: 14 of its 20 rows)."""
         ran = [row.name for row in self.rows() if self.only is None or row.name in self.only]
-        claimed = {comp.row for claim in self.study.claims for comp in claim.compare}
+        base = self.study.base_name
+        tested: dict[str, set[str]] = {}  # control -> the rows a comparison tests against it
+        for comp in (comp for claim in self.study.claims for comp in claim.compare):
+            tested.setdefault(comp.against or base or "", set()).add(comp.row)
         out = {}
         for control, compared in self.study.controls().items():
             if control in ran:
-                out[control] = [name for name in ran if name in compared and (not claimed or name in claimed)]
+                mine = tested.get(control, set())
+                out[control] = [name for name in ran if name in compared and (not tested or name in mine)]
         return out
 
     def look(self, queue: Queue | None = None) -> Decision:

@@ -139,13 +139,21 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
     if note := recipes_note(meta):
         notes.append(note)
     optuna: dict[tuple[str, int], TrialStatus] = {}
+    optuna_read = False
     if use_optuna:
         name = meta.get("optuna_study") or meta["study"]
         optuna, note = read_trial_states(storage, name, out_dir, remembered=meta.get("storage"))
+        optuna_read = note is None
         if note:
             notes.append(note)
     notes += _add_undeclared_rows(rows, records, optuna)
     declared = declared_seeds(meta, [r.name for r in rows])  # rows found only in records get the study's seeds
+    allocation = meta.get("allocation")
+    # Under the sequential design the looks decide each row's seeds (a row no claim tests has one, not study.json's
+    # min_seeds): the queue, when it can be read, says which are still to come, not study.json.
+    queue_says = (
+        use_optuna and optuna_read and isinstance(allocation, dict) and allocation.get("design") == "sequential"
+    )
     seeds = [
         *(seed for row_seeds in declared.values() for seed in row_seeds),
         *(int(s) for s in meta.get("seeds") or [0]),
@@ -157,7 +165,7 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
         preset=str(meta.get("preset") or ""),
         seeds=seeds,
         rows=rows,
-        status=_status(out_dir, rows, seeds, declared, records, optuna),
+        status=_status(out_dir, rows, seeds, declared, records, optuna, queue_says=queue_says),
         meta=meta,
         notes=notes,
     )
@@ -222,8 +230,11 @@ def _status(
     declared: dict[str, list[int]],
     records: dict,
     optuna: dict,
+    *,
+    queue_says: bool = False,
 ) -> dict[tuple[str, int], TrialStatus]:
-    """Each row x seed's state: its record if there is one, else its Optuna trial's, else pending (declared seeds)."""
+    """Each row x seed's state: its record if there is one, else its Optuna trial's, else pending (declared seeds;
+    `queue_says`: none, the queue having said which trials are to come)."""
     status: dict[tuple[str, int], TrialStatus] = {}
     for spec in rows:
         mine = declared.get(spec.name, [])
@@ -239,7 +250,7 @@ def _status(
                 )
             elif key in optuna:
                 status[key] = optuna[key]
-            elif seed in (mine or [seed]):
+            elif not queue_says and seed in (mine or [seed]):
                 status[key] = TrialStatus(state="pending")
     return status
 
@@ -272,6 +283,7 @@ def read_trial_states(
     return {
         key: TrialStatus(state=ledger.trial_state(trial), reason=trial.user_attrs.get("reason"))
         for key, trial in ledger.resolve(trials).items()
+        if not ledger.closed_unrun(trial)  # never part of the study: the design's looks did not ask for it
     }, None
 
 

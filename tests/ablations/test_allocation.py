@@ -72,6 +72,13 @@ def test_the_plan_tests_against_the_base_only_the_rows_a_claim_names(tmp_path):
     assert {"A1", "B1", "C1", "D3", "E1", "big"} <= set(tested) and not {"A2", "A3", "C3", "D2", "D4", "F1"} & set(
         tested
     )
+    # Each control counts the rows whose comparisons name it: modern's M rows are tested against `paper`, E2 against
+    # E1 and the base (RoPE) against E1, none of them against the base.
+    modern = make_plan(parse(build_parser(), ["modern", "--allocation", "sequential", "--out", str(tmp_path / "m")]))
+    controls = modern.controls()
+    assert set(controls["paper"]) == {"M-rmsnorm", "M-swiglu", "M-rope", "M-gqa2"}
+    assert set(controls["E1"]) == {"base", "E2"} and len(controls["base"]) == 12
+    assert not {"E2", "M-rope", "M-gqa2", "A2"} & set(controls["base"])
 
 
 def test_a_control_that_is_also_tested_counts_in_k_but_its_share_does_not_set_n():

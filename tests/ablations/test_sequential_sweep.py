@@ -86,6 +86,10 @@ def test_a_queued_trial_the_looks_no_longer_ask_for_is_closed_unrun_and_queued_a
                             env=sweeps.env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert status.returncode == 0, status.stderr[-2000:]
     assert f"{len(EXPECTED)}/{len(EXPECTED)} done" in status.stdout and "0 failed" in status.stdout
+    from ablate.reports.results import load_results
+
+    results = load_results(out)  # nor is it a trial of the report's table
+    assert sorted(f"{r}__seed{s}" for r, s in results.status) == EXPECTED and results.seeds == [0, 1, 2]
     later = run(sweeps, out, env={"SEQ_OPEN_UNTIL": "B1:3,C1:3"})  # now a look asks for B1's third seed
     assert later.returncode == 0, later.stderr[-3000:]
     # B1's third seed, and the base's fourth: round(sqrt(2) x 3) for two rows open at 3 seeds
