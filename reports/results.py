@@ -148,11 +148,11 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
             notes.append(note)
     notes += _add_undeclared_rows(rows, records, optuna)
     declared = declared_seeds(meta, [r.name for r in rows])  # rows found only in records get the study's seeds
-    allocation = meta.get("allocation")
+    allocation = meta.get("allocation") or {}
     # Under the sequential design the looks decide each row's seeds (a row no claim tests has one, not study.json's
     # min_seeds): the queue, when it can be read, says which are still to come, not study.json; from the records
     # alone (an archive), the first look's: min_seeds, one for a row that no control is compared with.
-    sequential = isinstance(allocation, dict) and allocation.get("design") == "sequential"
+    sequential = allocation.get("design") == "sequential"
     queue_says = sequential and use_optuna and optuna_read
     if sequential and not queue_says:
         controls = allocation.get("controls") or {}
