@@ -37,3 +37,14 @@ def test_two_readers_of_the_same_trials_take_the_same_decisions(tmp_path):
     out = fx.make_study(tmp_path / "out", rows=rows, seeds=(0, 1, 2), meta={"claims": CLAIMS}, storage=None)
     first, second = replay(out, min_seeds=2, n_samples=100), replay(out, min_seeds=2, n_samples=100)
     assert first.looks == second.looks and first.trials == second.trials
+
+
+def test_a_replay_takes_each_comparisons_reference_row_as_a_control(tmp_path):
+    """A claim against another row than the base (the modern study's E2 against E1) makes that row a control, as a
+    sweep makes it: the replay gives it its share, and max_seeds comes from the tested rows, not a control's."""
+    rows = [r for r in fx.TABLE3_ROWS if r[0] in ("base", "C1", "E1", "D1")]
+    claims = [*CLAIMS[:1], {"id": "e", "text": "e", "compare": [{"row": "D1", "against": "E1", "metric": "bleu",
+                                                                   "expect": "lower"}]}]  # fmt: skip
+    out = fx.make_study(tmp_path / "out", rows=rows, seeds=(0, 1, 2), meta={"claims": claims}, storage=None)
+    result = replay(out, min_seeds=2, n_samples=100)
+    assert result.max_seeds == 3 and result.looks[0].seeds == {"base": 2, "C1": 2, "E1": 2, "D1": 2}
