@@ -330,18 +330,24 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
 def sequential_range(
     controls: dict[str, list[str]], min_seeds: int, max_seeds: int, trial_s: dict[str, float]
 ) -> tuple[float, float]:
-    """The seconds a sequential study costs at the two ends: every row settled at `min_seeds` (each control at its
-    sqrt(k) share of them, k the rows tested against it: `Plan.controls`), or every row open until `max_seeds` (the
-    controls likewise); a row no claim tests at one seed at both ends. `trial_s`: one trial's seconds by row, for the
-    rows this sweep runs."""
-    tested = {row for rows in controls.values() for row in rows}
-    ends = []
-    for n in (min_seeds, max_seeds):
-        share = {c: max(n, round(math.sqrt(max(len(rows), 1)) * n)) for c, rows in controls.items()}
-        # A row no control is compared with (no claim tests it) is one cell: one seed (`allocation.policy`).
-        seeds = {row: share.get(row, n if not tested or row in tested else 1) for row in trial_s}
-        ends.append(sum(t * seeds[row] for row, t in trial_s.items()))
-    return ends[0], ends[1]
+    """The seconds a sequential study costs at the two ends: every row settled at its first look (`min_seeds`, each
+    control at its sqrt(k) share, a row no claim tests at one seed), or every row open until `max_seeds`. Both from
+    the policy the sweep runs (`allocation.policy`), so the cost line cannot drift from it. `trial_s`: one trial's
+    seconds by row, for the rows this sweep runs."""
+    from ablate.ablations.allocation import policy
+
+    def ask(seeds: dict[str, int], states: dict) -> dict[str, int]:
+        return policy(seeds, states, controls, min_seeds=min_seeds, max_seeds=max_seeds)
+
+    first = ask(dict.fromkeys(trial_s, 0), {})
+    last, every_open = first, dict.fromkeys(trial_s, "open")
+    while (after := ask(last, every_open)) != last:
+        last = after
+    return _cost(first, trial_s), _cost(last, trial_s)
+
+
+def _cost(seeds: dict[str, int], trial_s: dict[str, float]) -> float:
+    return sum(t * seeds[row] for row, t in trial_s.items())
 
 
 def counts(rows: list[RowStatus]) -> dict[str, int]:
