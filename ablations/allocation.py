@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -57,6 +57,25 @@ def policy(
     return target
 
 
+def controls_of(
+    comparisons: Iterable[tuple[str, str | None]], base: str | None, rows: Sequence[str]
+) -> dict[str, list[str]]:
+    """Control row -> the rows of `rows` tested against it, from the claims' comparisons as (row, against) pairs:
+    each names its reference row, the base where `against` is None. Without comparisons, the base with every other
+    row. Only controls among `rows`, the base first. What `Plan.controls` (a sweep) and `ablate replay` (a
+    study.json) both use: the control's sqrt(k) share serves the k comparisons made against it."""
+    pairs = list(comparisons)
+    ran_base = base if base in rows else None
+    if not pairs:
+        return {ran_base: [r for r in rows if r != ran_base]} if ran_base is not None else {}
+    tested: dict[str, set[str]] = {ran_base: set()} if ran_base is not None else {}
+    for row, against in pairs:
+        control = against or base
+        if control is not None:
+            tested.setdefault(control, set()).add(row)
+    return {c: [r for r in rows if r in compared] for c, compared in tested.items() if c in rows}
+
+
 @dataclass(frozen=True)
 class Decision:
     """What a sequential sweep runs now, from the looks over its finished trials (`reports.sequential.judge`)."""
@@ -101,4 +120,4 @@ class Sequential:
         return max(self.max_seeds, round(math.sqrt(max(compared, 1)) * self.max_seeds))
 
 
-__all__ = ["Decision", "JUDGE", "Sequential", "State", "policy"]
+__all__ = ["Decision", "JUDGE", "Sequential", "State", "controls_of", "policy"]

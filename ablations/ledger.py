@@ -253,8 +253,7 @@ def superseded(trial: Any) -> bool:
     """A trial that another one replaces by design: failed as dead and retried, closed as a duplicate, or closed
     unrun because the design's looks no longer asked for it (queued again if a later look does)."""
     attrs = trial.user_attrs
-    reason = str(attrs.get("reason") or "")
-    return bool(attrs.get("retried")) or reason.startswith("duplicate") or reason == UNWANTED_REASON
+    return bool(attrs.get("retried")) or str(attrs.get("reason") or "").startswith("duplicate") or closed_unrun(trial)
 
 
 def closed_unrun(trial: Any) -> bool:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.ablations import corpora, environment, interrupt, ledger
-from ablate.ablations.allocation import Decision, Sequential
+from ablate.ablations.allocation import Decision, Sequential, controls_of
 from ablate.ablations.claims import claims_to_data
 from ablate.ablations.presets import get_preset
 from ablate.ablations.record import Layout, Record, now, read_study_json
@@ -81,21 +81,13 @@ class Plan:
         return list(self.study.rows)
 
     def controls(self) -> dict[str, list[str]]:
-        """Control row -> the rows of this sweep tested against it (`Study.controls`, within --rows): where the study
-        has claims, the rows their comparisons test against that control, since the control's sqrt(k) share of seeds
-        serves the k comparisons being tested (the modern study's base: its 12, not the M rows tested against
-        `paper`), and a row no claim names is in the table to be read, not tested (Table 3: 14 of its 20 rows)."""
+        """Control row -> the rows of this sweep tested against it (`allocation.controls_of`, within --rows): the
+        rows the claims' comparisons test against that control, since its sqrt(k) share of seeds serves the k
+        comparisons being tested (the modern study's base: its 12, not the M rows tested against `paper`); a row no
+        claim names is in the table to be read, not tested (Table 3: 14 of its 20 rows)."""
         ran = [row.name for row in self.rows() if self.only is None or row.name in self.only]
-        base = self.study.base_name
-        tested: dict[str, set[str]] = {}  # control -> the rows a comparison tests against it
-        for comp in (comp for claim in self.study.claims for comp in claim.compare):
-            tested.setdefault(comp.against or base or "", set()).add(comp.row)
-        out = {}
-        for control, compared in self.study.controls().items():
-            if control in ran:
-                mine = tested.get(control, set())
-                out[control] = [name for name in ran if name in compared and (not tested or name in mine)]
-        return out
+        pairs = [(comp.row, comp.against) for claim in self.study.claims for comp in claim.compare]
+        return controls_of(pairs, self.study.base_name, ran)
 
     def look(self, queue: Queue | None = None) -> Decision:
         """Take the sequential design's looks again over every finished trial (records other machines wrote come

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ablate.ablations.allocation import controls_of
 from ablate.reports.results import load_results
 from ablate.reports.sequential import DESIGNS, Design, Look, RowLook, comparison_key, walk
 from ablate.reports.stats import N_SAMPLES
@@ -51,7 +52,9 @@ def replay(
         have.setdefault(row, []).append(seed)
     base = results.base.name if results.base else None
     rows = [r.name for r in results.rows if have.get(r.name)]  # the rows this study ran (a --rows subset: those)
-    controls = _controls(results.meta.get("claims") or [], base, rows)
+    claims = results.meta.get("claims") or []
+    pairs = [(c.get("row"), c.get("against")) for claim in claims for c in claim.get("compare") or []]
+    controls = controls_of(pairs, base, rows)
     max_seeds = max_seeds or max(len(have.get(r, [])) for r in rows if r not in controls)
     walked = walk(
         results, {r: have[r] for r in rows}, controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design,
@@ -72,19 +75,6 @@ def replay(
         max_seeds=max_seeds,
         design=design,
     )
-
-
-def _controls(claims: list[dict], base: str | None, rows: list[str]) -> dict[str, list[str]]:
-    """Control row -> the rows tested against it, as `ablations.sweep.Plan.controls` has them (here from study.json's
-    claims): each comparison's `against` row, else the base; without claims, the base with every other row."""
-    out: dict[str, list[str]] = {}
-    for comp in (c for claim in claims for c in claim.get("compare") or []):
-        control, row = comp.get("against") or base, comp.get("row")
-        if control in rows and row in rows and row not in out.get(control, []):
-            out.setdefault(control, []).append(row)
-    if not claims and base in rows:
-        out = {base: [r for r in rows if r != base]}
-    return {c: [r for r in rows if r in compared] for c, compared in out.items()}
 
 
 def _verdicts(looks: list[Look], full_claims) -> dict[str, tuple[str, str]]:

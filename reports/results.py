@@ -151,13 +151,15 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
     allocation = meta.get("allocation") or {}
     # Under the sequential design the looks decide each row's seeds (a row no claim tests has one, not study.json's
     # min_seeds): the queue, when it can be read, says which are still to come, not study.json; from the records
-    # alone (an archive), the first look's: min_seeds, one for a row that no control is compared with.
+    # alone (an archive), the policy's first look.
     sequential = allocation.get("design") == "sequential"
     queue_says = sequential and use_optuna and optuna_read
     if sequential and not queue_says:
-        controls = allocation.get("controls") or {}
-        tested = {*controls, *(r for compared in controls.values() for r in compared)}
-        declared = {name: s if not tested or name in tested else s[:1] for name, s in declared.items()}
+        from ablate.ablations.allocation import policy
+
+        first = policy(dict.fromkeys(declared, 0), {}, allocation.get("controls") or {},
+                       min_seeds=int(allocation["min_seeds"]), max_seeds=int(allocation["max_seeds"]))  # fmt: skip
+        declared = {name: list(range(n)) for name, n in first.items()}
     seeds = [
         *(seed for row_seeds in declared.values() for seed in row_seeds),
         *(int(s) for s in meta.get("seeds") or [0]),
