@@ -218,6 +218,12 @@ class TrainConfig:
     took 29.6 s on an H200 (then 65 ms a step, eager 93), while the whole model had not left AOTAutograd's first
     trace after 113 s there, nor reached its first step in 190 s on earlier leases; on a CPU core 23 s against 76 s.
     Evaluation and decoding stay eager either way."""
+    decoding: Literal["auto", "dynamic", "static"] = "auto"
+    """How beam search runs (the same hypotheses either way, tested): 'dynamic' (`decoding.beam_search`: finished
+    sentences leave the batch, the cache grows), 'static' (`static_decoding.static_beam_search`: fixed shapes, no
+    host sync inside a step, each step one replayed CUDA graph on a GPU), 'auto': static on a CUDA device, dynamic
+    elsewhere (a CPU gains nothing from fixed shapes and would attend over the whole cache). Greedy search (beam 1)
+    is always the dynamic one."""
     cudnn_attention: bool = False
     """Let PyTorch's attention dispatch pick cuDNN's fused attention on a GPU (its default on Hopper cards). Off: the
     flash and memory-efficient kernels, which need no per-shape plan. cuDNN builds a plan for every new shape, and a

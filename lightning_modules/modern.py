@@ -66,9 +66,10 @@ class RotaryEmbedding(nn.Module):
         theta = self.BASE ** (-torch.arange(self.pairs, dtype=torch.float32) * 2 / max(2 * self.pairs, 1))
         self.register_buffer("theta", theta, persistent=False)
 
-    def forward(self, x: Tensor, start: int) -> Tensor:
-        """x: (B, h, L, d) at positions start .. start + L - 1 (a decoding step's `start`: the cached prefix)."""
-        pos = torch.arange(start, start + x.size(-2), device=x.device, dtype=torch.float32)
+    def forward(self, x: Tensor, start: int | Tensor) -> Tensor:
+        """x: (B, h, L, d) at positions start .. start + L - 1 (a decoding step's `start`: the cached prefix; a 0-dim
+        tensor in static decoding)."""
+        pos = (start + torch.arange(x.size(-2), device=x.device)).to(torch.float32)
         angle = torch.outer(pos, self.theta)  # (L, d/2)
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
         x1, x2, rest = x[..., : self.pairs], x[..., self.pairs : 2 * self.pairs], x[..., 2 * self.pairs :]
@@ -78,7 +79,7 @@ class RotaryEmbedding(nn.Module):
 class NoRotation(nn.Module):
     """The place of `RotaryEmbedding` where attention has no rotary positions (the paper; all cross-attention)."""
 
-    def forward(self, x: Tensor, start: int) -> Tensor:
+    def forward(self, x: Tensor, start: int | Tensor) -> Tensor:
         return x
 
 
@@ -97,7 +98,7 @@ class NoPositions(nn.Module):
         super().__init__()
         self.register_buffer("zero", torch.zeros(()), persistent=False)
 
-    def forward(self, start: int, length: int) -> Tensor:
+    def forward(self, start: int | Tensor, length: int) -> Tensor:
         return self.zero
 
 

@@ -22,6 +22,7 @@ from ablate.lightning_modules.kernels import (
     eager,
 )
 from ablate.lightning_modules.metrics import bleu_metric, chrf_metric, corpus_score, perplexity
+from ablate.lightning_modules.static_decoding import static_beam_search
 from ablate.lightning_modules.transformer import Transformer
 from torch import Tensor
 from torch.optim.lr_scheduler import LambdaLR
@@ -237,9 +238,9 @@ class TranslationModule(pl.LightningModule):
         with eager():  # a decoder's cache is Python state, and its shapes change every step
             if beam == 1:
                 return greedy_search(self.model, src, max_len_a=cfg.max_len_a, **ids)
-            return beam_search(
-                self.model, src, beam_size=beam, alpha=cfg.length_penalty, max_len_a=cfg.max_len_a, **ids
-            )
+            static = cfg.decoding == "static" or (cfg.decoding == "auto" and src.is_cuda)
+            search = static_beam_search if static else beam_search
+            return search(self.model, src, beam_size=beam, alpha=cfg.length_penalty, max_len_a=cfg.max_len_a, **ids)
 
     def on_validation_epoch_start(self) -> None:
         self._val = {"loss_sum": {}, "nll_sum": {}, "ntok": {}, "hyps": {}, "nll_swapped": {}}

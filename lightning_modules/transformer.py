@@ -11,6 +11,7 @@ biases) live in `modern.py` and are chosen once, where a module is built; with t
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import torch
 from ablate.data.errors import AblateError
@@ -46,15 +47,16 @@ class SelfAttentionCache:
         self.v: Tensor | None = None
         self.length = 0
 
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add (B, h_kv, T, d) new keys/values; returns all of them so far as (B, h_kv, length, d) views."""
+    def append(self, k: Tensor, v: Tensor, start: int | Tensor = 0) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Add (B, h_kv, T, d) new keys/values; returns all of them so far as (B, h_kv, length, d) views, and no key
+        mask: every cached key is in the queries' past. (`start` is the cache's own length here.)"""
         end = self.length + k.size(2)
         if self.k is None or self.v is None or end > self.k.size(2):
             self.k, self.v = (self._moved(old, new, None, 2 * end) for old, new in ((self.k, k), (self.v, v)))
         self.k[:, :, self.length : end] = k
         self.v[:, :, self.length : end] = v
         self.length = end
-        return self.k[:, :, :end], self.v[:, :, :end]
+        return self.k[:, :, :end], self.v[:, :, :end], None
 
     def select(self, rows: Tensor) -> None:
         """Keep these rows, in this order (beam reordering; finished sentences leaving)."""
@@ -74,9 +76,31 @@ class SelfAttentionCache:
         return buffer
 
 
-# Per decoder layer: {"self": SelfAttentionCache, "cross": {"k": Tensor, "v": Tensor}} (cross-attention's keys and
+class KeyValueCache(Protocol):
+    """A decoder layer's self-attention cache: `SelfAttentionCache`, or `static_decoding.StaticSelfAttentionCache`
+    (fixed shapes, for CUDA graphs)."""
+
+    def append(self, k: Tensor, v: Tensor, start: int | Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Store the new keys/values at positions start..; return every key/value a query may read and the mask of
+        those it may attend (None: all)."""
+        ...
+
+    def select(self, rows: Tensor) -> None:
+        """Keep these rows, in this order (beam reordering)."""
+        ...
+
+
+# Per decoder layer: {"self": KeyValueCache, "cross": {"k": Tensor, "v": Tensor}} (cross-attention's keys and
 # values are computed from the source once, one row per sentence).
 KVCache = list[dict]
+
+
+def rows_at(table: Tensor, start: int | Tensor, length: int) -> Tensor:
+    """table[start : start + length]. `start` may be a 0-dim tensor on the table's device (static decoding keeps its
+    step there): then by index_select, with no host sync, so a captured CUDA graph can replay it at every step."""
+    if isinstance(start, Tensor):
+        return table.index_select(0, start + torch.arange(length, device=table.device))
+    return table[start : start + length]
 
 
 class MultiHeadAttention(nn.Module):
@@ -113,15 +137,15 @@ class MultiHeadAttention(nn.Module):
         memory: Tensor,
         mask: Tensor | None = None,
         causal: bool = False,
-        cache: SelfAttentionCache | dict[str, Tensor] | None = None,
-        start: int = 0,
+        cache: KeyValueCache | dict[str, Tensor] | None = None,
+        start: int | Tensor = 0,
     ) -> Tensor:
         """x: (B, T, d_model) queries; memory: (B, L, d_model) keys/values; mask: (B, 1, 1, L) True = attend.
         `start`: the position of x's first query (in self-attention, of memory's first key too): the cached prefix's
         length when decoding step by step. Only rotary positions use it.
 
-        With a cache, new keys/values are appended (self-attention: a SelfAttentionCache) or computed from the
-        memory once (cross-attention: a dict).
+        With a cache, new keys/values are appended (self-attention: a KeyValueCache, which also says which of its
+        keys are filled) or computed from the memory once (cross-attention: a dict).
         Beam search passes one memory row per sentence and x with its k beams in consecutive rows (B*k, T): the
         beams' queries attend to that shared memory as one sequence of k*T queries, so the source's keys and values
         are neither repeated nor reordered per beam. Only for cross-attention, whose queries are independent.
@@ -134,10 +158,10 @@ class MultiHeadAttention(nn.Module):
         else:
             k = self.rotate(self.k_norm(self._heads(self.w_k(memory), self.h_kv, self.d_k)), start)  # (B, h_kv, L, d_k)
             v = self._heads(self.w_v(memory), self.h_kv, self.d_v)  # (B, h_kv, L, d_v)
-            if isinstance(cache, SelfAttentionCache):
-                k, v = cache.append(k, v)
-            elif cache is not None:  # read at every decoding step: contiguous once rather than reshaped every time
+            if isinstance(cache, dict):  # read at every decoding step: contiguous once rather than reshaped every time
                 cache["k"], cache["v"] = k, v = k.contiguous(), v.contiguous()
+            elif cache is not None:
+                k, v, mask = cache.append(k, v, start)
         k, v = self.repeat_kv(k), self.repeat_kv(v)  # (B, h, L, d): each key/value head serves its query group
         out = self.attention(q, k, v, mask, causal, self.p_attn if self.training else 0.0)  # (B, h, k*T, d_v)
         return self.w_o(out.transpose(1, 2).flatten(2)).reshape(rows, length, -1)  # (B*k, T, d_model)
@@ -211,7 +235,7 @@ class DecoderLayer(nn.Module):
         memory: Tensor,
         src_mask: Tensor | None,
         cache: dict[str, dict[str, Tensor]] | None = None,
-        start: int = 0,
+        start: int | Tensor = 0,
     ) -> Tensor:
         # Without a cache the whole prefix is present: the causal mask hides the future. With a cache only the
         # newest position is queried and every cached key is in its past, so no mask is needed.
@@ -238,10 +262,11 @@ class PositionalEncoding(nn.Module):
         table[:, 1::2] = torch.cos(pos * inv_freq[: self.d_model // 2])
         return table
 
-    def forward(self, start: int, length: int) -> Tensor:
-        if start + length > self.table.size(0):  # sinusoids extend to any length: grow the table
+    def forward(self, start: int | Tensor, length: int) -> Tensor:
+        # Sinusoids extend to any length: grow the table (a static decoder asks for all its positions first).
+        if not isinstance(start, Tensor) and start + length > self.table.size(0):
             self.table = self._table(2 * (start + length)).to(self.table.device)
-        return self.table[start : start + length]  # (L, d_model)
+        return rows_at(self.table, start, length)  # (L, d_model)
 
 
 class LearnedPositions(nn.Module):
@@ -252,13 +277,13 @@ class LearnedPositions(nn.Module):
         self.max_len = cfg.max_len
         self.embedding = nn.Embedding(cfg.max_len, cfg.d_model)
 
-    def forward(self, start: int, length: int) -> Tensor:
-        if start + length > self.max_len:
+    def forward(self, start: int | Tensor, length: int) -> Tensor:
+        if not isinstance(start, Tensor) and start + length > self.max_len:
             raise AblateError(
                 f"sequence of {start + length} positions is longer than model.max_len={self.max_len} of the learned "
                 "positions: raise model.max_len or lower data.max_len"
             )
-        return self.embedding.weight[start : start + length]
+        return rows_at(self.embedding.weight, start, length)
 
 
 class Embedding(nn.Module):
@@ -270,7 +295,7 @@ class Embedding(nn.Module):
         self.scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
         self.dropout = kernels.dropout(cfg.p_drop)
 
-    def forward(self, ids: Tensor, start: int = 0) -> Tensor:
+    def forward(self, ids: Tensor, start: int | Tensor = 0) -> Tensor:
         x = self.tokens(ids) * self.scale  # (B, L, d_model)
         return self.dropout(x + self.positions(start, ids.size(1)).to(x.dtype))
 
@@ -329,14 +354,24 @@ class Transformer(nn.Module):
         return self.encoder_norm(x), src_mask
 
     def decode(
-        self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None = None, start: int = 0
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        cache: KVCache | None = None,
+        start: int | Tensor = 0,
     ) -> Tensor:
         """(B, T) target ids (shifted right) -> logits (B, T, vocab). With a cache, tgt_in holds only the new
-        positions, starting at position `start`."""
+        positions, starting at position `start` (an int, or a 0-dim tensor on the model's device)."""
         return self.output(self.decoder_states(tgt_in, memory, src_mask, cache, start))
 
     def decoder_states(
-        self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None = None, start: int = 0
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        cache: KVCache | None = None,
+        start: int | Tensor = 0,
     ) -> Tensor:
         """`decode` before the pre-softmax projection: the decoder's final states (B, T, d_model)."""
         y = self.tgt_embed(tgt_in, start)

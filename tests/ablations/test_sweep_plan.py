@@ -185,7 +185,7 @@ def test_a_sweep_resumed_under_another_design_stops_with_one_line(tmp_path):
     first.check_same_design()
     replace(first, seeds=[0, 1, 2]).check_same_design()  # a third seed extends the same design
     for row in described["rows"]:  # how a trial is computed is no change of design (a study run before, elsewhere)
-        row["config"]["train"].update(compile=True, compile_scope="model", cudnn_attention=True)
+        row["config"]["train"].update(compile=True, compile_scope="model", cudnn_attention=True, decoding="static")
     (tmp_path / "study.json").write_text(json.dumps(described), encoding="utf-8")
     first.check_same_design()
     for row in described["rows"]:

@@ -199,7 +199,7 @@ def test_gqa_caches_only_the_key_value_heads():
         memory, mask = model.encode(src)
         cache = model.new_cache()
         model.decode(torch.full((3, 1), BOS), memory, mask, cache, start=0)
-    k, v = cache[0]["self"].append(torch.zeros(3, 2, 0, 3), torch.zeros(3, 2, 0, 5))
+    k, v, _ = cache[0]["self"].append(torch.zeros(3, 2, 0, 3), torch.zeros(3, 2, 0, 5))
     assert k.shape == (3, 2, 1, 3) and v.shape == (3, 2, 1, 5)
     assert cache[0]["cross"]["k"].shape == (3, 2, 9, 3) and cache[0]["cross"]["v"].shape == (3, 2, 9, 5)
 

@@ -151,7 +151,8 @@ def test_self_attention_cache_matches_concatenation_through_appends_and_reorders
     for step in range(40):
         new = 3 if step == 0 else 1
         k, v = torch.randn(rows, 2, new, 3), torch.randn(rows, 2, new, 5)
-        got_k, got_v = cache.append(k, v)
+        got_k, got_v, mask = cache.append(k, v)
+        assert mask is None  # every cached key is in the past of the queries
         ref_k = k if ref_k is None else torch.cat([ref_k, k], 2)
         ref_v = v if ref_v is None else torch.cat([ref_v, v], 2)
         assert torch.equal(got_k, ref_k) and torch.equal(got_v, ref_v)
