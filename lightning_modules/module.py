@@ -240,7 +240,9 @@ class TranslationModule(pl.LightningModule):
                 return greedy_search(self.model, src, max_len_a=cfg.max_len_a, **ids)
             static = cfg.decoding == "static" or (cfg.decoding == "auto" and src.is_cuda)
             search = static_beam_search if static else beam_search
-            return search(self.model, src, beam_size=beam, alpha=cfg.length_penalty, max_len_a=cfg.max_len_a, **ids)
+            return search(
+                self.model, src, self.bos_id, self.eos_id, beam, cfg.length_penalty, cfg.max_len_a, cfg.max_len_b
+            )
 
     def on_validation_epoch_start(self) -> None:
         self._val = {"loss_sum": {}, "nll_sum": {}, "ntok": {}, "hyps": {}, "nll_swapped": {}}

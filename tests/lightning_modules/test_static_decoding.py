@@ -79,7 +79,8 @@ def test_the_static_cache_keeps_its_buffers_and_masks_the_unwritten_slots():
     cache = StaticSelfAttentionCache(rows=3, heads=2, capacity=5, d_k=4, d_v=6, like=like)
     k_ptr, v_ptr = cache.k.data_ptr(), cache.v.data_ptr()
     for t in range(3):
-        k, v, mask = cache.append(torch.full((3, 2, 1, 4), float(t)), torch.full((3, 2, 1, 6), float(t)), torch.tensor(t))
+        new_k, new_v = torch.full((3, 2, 1, 4), float(t)), torch.full((3, 2, 1, 6), float(t))
+        _, _, mask = cache.append(new_k, new_v, torch.tensor(t))
         assert mask.view(-1).tolist() == [i <= t for i in range(5)]
     cache.k[1] += 10  # row 1 differs
     cache.select(torch.tensor([1, 1, 0]))
