@@ -8,6 +8,7 @@ every trial has ended, with the report and the next steps.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 from ablate.ablations import environment, interrupt, ledger, progress, runner
-from ablate.ablations.launchers import Launch
+from ablate.ablations.launchers import Launch, mps
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue, recover_dead
 from ablate.ablations.storage.urls import ENV_VAR, redact
@@ -145,8 +146,16 @@ def run_workers(plan: Plan, queue: Queue, n: int, title: str, eta: progress.Eta 
     (exit 2) stops the others the same way, and its one-line message becomes this command's."""
     logs = Layout(plan.out).logs_dir
     logs.mkdir(parents=True, exist_ok=True)
-    procs = _start_workers(plan, n, logs)
-    print(f"  {n} worker process(es) started; their lines go to {logs}/worker-*.log", file=sys.stderr)
+    gpus = visible_gpus()
+    with mps.for_workers(n, gpus) as shared:  # workers sharing a card run side by side on CUDA MPS
+        procs = _start_workers(plan, n, logs, gpus, shared)
+        print(f"  {n} worker process(es) started; their lines go to {logs}/worker-*.log", file=sys.stderr)
+        _follow(plan, queue, procs, n, title, eta)
+    _outcome(procs, logs)
+
+
+def _follow(plan: Plan, queue: Queue, procs: list[subprocess.Popen], n: int, title: str, eta: progress.Eta | None):
+    """Show the live table until every worker has ended; pass Ctrl-C and SIGTERM on to them."""
     eta = eta or progress.Eta()
     live = runner.live_view(title, transient=True)  # the command prints the final table
     stopping = False
@@ -170,7 +179,9 @@ def run_workers(plan: Plan, queue: Queue, n: int, title: str, eta: progress.Eta 
         for p in procs:
             if p.poll() is None:
                 p.terminate()
-    _outcome(procs, logs)
+        for p in procs:  # the MPS daemon (if any) stops only once its clients have
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=30)
 
 
 def placement(workers: int, gpus: list[str], cores: int) -> list[dict[str, str]]:
@@ -200,13 +211,13 @@ def visible_gpus() -> list[str]:
     return outer[:count] if len(outer) >= count else [str(i) for i in range(count)]
 
 
-def _start_workers(plan: Plan, n: int, logs: Path) -> list[subprocess.Popen]:
+def _start_workers(plan: Plan, n: int, logs: Path, gpus: list[str], shared: dict[str, str]) -> list[subprocess.Popen]:
     """n `ablate sweep ... --worker` processes in sessions of their own, each writing to logs/worker-<i>.log, each
-    on its GPU and its share of the cores (`placement`)."""
+    on its GPU and its share of the cores (`placement`), with `shared` (the MPS daemon's pipe, when they share one)."""
     procs = []
-    for i, place in enumerate(placement(n, visible_gpus(), runner.cpu_cores())):
+    for i, place in enumerate(placement(n, gpus, runner.cpu_cores())):
         # The storage travels in the environment, not on a command line that `ps` shows (it may hold a password).
-        env = environment.for_local_worker(n, **{ENV_VAR: plan.storage}, **place)
+        env = environment.for_local_worker(n, **{ENV_VAR: plan.storage}, **place, **shared)
         cmd = [sys.executable, "-m", "ablate.ablations.cli", "sweep", *runner.worker_argv(plan), "--worker"]
         with open(logs / f"worker-{i}.log", "ab") as log:
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
