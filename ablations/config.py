@@ -81,6 +81,12 @@ class RunConfig:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
+    def __post_init__(self) -> None:
+        if self.train.cuda_graphs and not self.data.buckets:
+            raise ConfigError(
+                "train.cuda_graphs records a graph per batch shape and needs fixed shapes: set data.buckets (e.g. 8)"
+            )
+
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain, JSON-serialisable dict; the model section has d_k and d_v resolved."""
         out = {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}

@@ -220,7 +220,7 @@ class Plan:
 
 _NOT_DESIGN = {
     "model": ("kernels",),
-    "train": ("seed", "compile", "compile_scope", "cudnn_attention", "fused_loss", "decoding"),
+    "train": ("seed", "compile", "compile_scope", "cuda_graphs", "cudnn_attention", "fused_loss", "decoding"),
     "data": ("cache_dir", "num_workers", "corpus", "src", "tgt"),
 }
 """Settings that change how a trial is computed or stored, not what it measures: they may differ on resume. Where

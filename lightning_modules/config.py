@@ -224,6 +224,12 @@ class TrainConfig:
     host sync inside a step, each step one replayed CUDA graph on a GPU), 'auto': static on a CUDA device, dynamic
     elsewhere (a CPU gains nothing from fixed shapes and would attend over the whole cache). Greedy search (beam 1)
     is always the dynamic one."""
+    cuda_graphs: bool = False
+    """With train.compile, on a GPU: replay the compiled training forward and backward as CUDA graphs (torch.compile's
+    'reduce-overhead' mode), one recorded per batch shape, so that a small model's step is a few graph launches
+    instead of hundreds of kernel launches the card waits on. Needs fixed batch shapes (data.buckets) and the whole
+    model compiled (train.compile_scope 'model': a graph per layer would leave the launches between them). On a CPU
+    it is train.compile alone (PyTorch records no graph there)."""
     cudnn_attention: bool = False
     """Let PyTorch's attention dispatch pick cuDNN's fused attention on a GPU (its default on Hopper cards). Off: the
     flash and memory-efficient kernels, which need no per-shape plan. cuDNN builds a plan for every new shape, and a
@@ -288,6 +294,11 @@ class TrainConfig:
             f"{list(self.budgets)} of {self.max_steps} steps round to the same step counts {steps}: use fewer budgets",
         )
         _check(self.average_last >= 0, "train.average_last", f"must be >= 0, got {self.average_last}")
+        _check(
+            not self.cuda_graphs or (self.compile and self.compile_scope == "model"),
+            "train.cuda_graphs",
+            "replays the compiled model: set train.compile true and train.compile_scope model with it",
+        )
 
 
 def paper_lr(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:

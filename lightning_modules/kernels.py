@@ -201,7 +201,10 @@ def _gather_into(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
 
 # ------------------------------------------------------------------------------------------------------- compile
 def compile_for_training(
-    model: Callable[..., Tensor], backend: str = "inductor", scope: Literal["model", "layers"] = "layers"
+    model: Callable[..., Tensor],
+    backend: str = "inductor",
+    scope: Literal["model", "layers"] = "layers",
+    cuda_graphs: bool = False,
 ) -> Callable[..., Tensor]:
     """`train.compile`: the model compiled once for every batch shape (`torch.compile(dynamic=True)`).
 
@@ -221,7 +224,9 @@ def compile_for_training(
     this project's CPU: first step 76 s whole, 23 s by layers, warm steps the same; on an H200 29.6 s by layers, and
     the whole model still in AOTAutograd's first trace after 113 s), while embeddings, masks and the
     final norm stay eager. Compiled in place, the layers are compiled for every caller: run evaluation and decoding
-    under `eager()`. Returns what to call."""
+    under `eager()`. `cuda_graphs` (train.cuda_graphs, scope 'model'): torch.compile's 'reduce-overhead' mode, which
+    records the compiled forward and backward as CUDA graphs, one per batch shape, and replays them (on a CUDA
+    device; elsewhere the same compiled code without graphs). Returns what to call."""
     if scope == "layers":
         owner = getattr(model, "__self__", model)  # `features` is a bound method of the model
         compiled: list[str] = []  # the layers' names: a ModuleList inside a compiled layer is compiled with it
@@ -231,7 +236,7 @@ def compile_for_training(
                     layer.compile(dynamic=True, backend=backend)
                     compiled.append(f"{name}.{i}")
         return model
-    return torch.compile(model, dynamic=True, backend=backend)
+    return torch.compile(model, dynamic=True, backend=backend, mode="reduce-overhead" if cuda_graphs else None)
 
 
 def eager():

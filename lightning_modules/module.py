@@ -44,6 +44,10 @@ torch.serialization.add_safe_globals(
 )
 
 
+LOSS_READ_EVERY = 25
+"""On a GPU, the blow-up check reads the training loss from the device every this many steps (`LossWatch`)."""
+
+
 class TrainingDiverged(RuntimeError):
     """The training loss became NaN or inf: the run is reported as diverged, not retried."""
 
@@ -62,6 +66,34 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, eps: float, pad_id: int) 
     about 9 GB saved, which decides whether the base model fits a GPU. So the custom loss stays, on every device.
     """
     return LabelSmoothedNLL.apply(logits, target, eps, pad_id)
+
+
+class LossWatch:
+    """The blow-up check of the training loss: NaN or inf, or, once warmup is over, a finite blow-up (a loss above 3x
+    the first step's, which is about log V, a uniform guess's) is a run that diverged, not one learning slowly.
+
+    Reading a loss on a GPU is a host sync, which would drain the queue of launched kernels at every step. There
+    (`every_step` False) the worst loss since the last read stays on the device (NaN propagates through `maximum`) and
+    is read every LOSS_READ_EVERY steps, so a diverged run stops at most that many steps late."""
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+        self.worst: Tensor | None = None
+
+    def observe(self, loss: Tensor, step: int, warmup_steps: int, every_step: bool) -> str | None:
+        """The problem with the training loss at `step`, if one was read; None otherwise."""
+        worst = loss.detach().float() if self.worst is None else torch.maximum(self.worst, loss.detach().float())
+        if not every_step and self.first is not None and (step + 1) % LOSS_READ_EVERY:
+            self.worst = worst
+            return None
+        self.worst, value = None, float(worst)
+        if not math.isfinite(value):
+            return f"training loss became {value} at step {step}"
+        if self.first is None:
+            self.first = value
+        elif step > warmup_steps and value > 3 * self.first:
+            return f"training loss {value:.4g} at step {step} is above 3x its first value {self.first:.4g}"
+        return None
 
 
 class TranslationModule(pl.LightningModule):
@@ -92,8 +124,8 @@ class TranslationModule(pl.LightningModule):
         self.last_test: dict[str, Any] = {}
         """The last test decoding's scores and hypotheses (`corpus_scores`); {} before one (or on an empty split)."""
         self._test: dict[str, Any] = {}
-        self.first_loss: float | None = None
-        """The first training step's loss: the yardstick of the blow-up check (kept in checkpoints)."""
+        self._loss_watch = LossWatch()
+        """The blow-up check of the training loss; its first loss is kept in checkpoints."""
 
     # ----------------------------------------------------------------------------------------------- training
     def configure_model(self) -> None:
@@ -104,7 +136,8 @@ class TranslationModule(pl.LightningModule):
         if self.train_config.compile and "_compiled" not in self.__dict__:
             # Not a submodule: no duplicate state_dict keys.
             net = self.model.features if self.train_config.fused_loss else self.model
-            self.__dict__["_compiled"] = compile_for_training(net, scope=self.train_config.compile_scope)
+            cfg = self.train_config
+            self.__dict__["_compiled"] = compile_for_training(net, scope=cfg.compile_scope, cuda_graphs=cfg.cuda_graphs)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         net = self.__dict__.get("_compiled") if self.training and not self.train_config.fused_loss else None
@@ -158,24 +191,14 @@ class TranslationModule(pl.LightningModule):
         return loss
 
     def _check_loss(self, loss: Tensor) -> None:
-        """NaN or inf, or, once warmup is over, a finite blow-up: a loss above 3x the first step's (which is about
-        log V, a uniform guess's) is a run that diverged, not one that is learning slowly. The comparison reads the
-        loss from the device, one sync per step, as the NaN check always did."""
-        value = float(loss.detach())
-        problem = None
-        if not math.isfinite(value):
-            problem = f"training loss became {value} at step {self.global_step}"
-        elif self.first_loss is None:
-            self.first_loss = value
-        elif self.global_step > self.train_config.warmup_steps and value > 3 * self.first_loss:
-            problem = (
-                f"training loss {value:.4g} at step {self.global_step} is above 3x its first value "
-                f"{self.first_loss:.4g}"
-            )
+        """Stop a run whose training loss diverged (`LossWatch`); the loss is read from the device every step on a
+        CPU, every LOSS_READ_EVERY steps on a GPU."""
+        step = self.global_step
+        problem = self._loss_watch.observe(loss, step, self.train_config.warmup_steps, loss.device.type == "cpu")
         # Every rank stops together: one rank raising while the others wait in the gradient all-reduce would hang.
         if self._trainer is not None and self.trainer.world_size > 1:
             if self.trainer.strategy.reduce_boolean_decision(problem is not None, all=False) and problem is None:
-                problem = f"training diverged on another rank at step {self.global_step}"
+                problem = f"training diverged on another rank at step {step}"
         if problem is not None:
             raise TrainingDiverged(problem)
 
@@ -199,10 +222,10 @@ class TranslationModule(pl.LightningModule):
         return datamodule.references(split)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["first_loss"] = self.first_loss
+        checkpoint["first_loss"] = self._loss_watch.first  # the blow-up check's yardstick
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.first_loss = checkpoint.get("first_loss")
+        self._loss_watch.first = checkpoint.get("first_loss")
 
     @property
     def src_tokens_seen(self) -> int:
@@ -439,6 +462,7 @@ class CheckpointAveraging(pl.Callback):
 __all__ = [
     "TranslationModule",
     "TrainingDiverged",
+    "LossWatch",
     "label_smoothed_nll",
     "corpus_scores",
     "source_use",

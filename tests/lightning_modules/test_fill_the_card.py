@@ -180,3 +180,43 @@ def test_the_fused_loss_compiled_computes_what_it_does_eagerly():
         results.append((*out, *torch.autograd.grad(out[0], (x, weight))))
     for plain, compiled in zip(*results, strict=True):
         torch.testing.assert_close(compiled, plain)
+
+
+def test_cuda_graphs_say_what_they_need_in_one_line():
+    """train.cuda_graphs replays the whole compiled model at fixed batch shapes: without train.compile, by layers, or
+    without data.buckets, the config is refused with the field to set."""
+    from ablate.ablations.config import build_run_config
+    from ablate.data.errors import AblateError
+
+    for train in ({"cuda_graphs": True}, {"cuda_graphs": True, "compile": True}):
+        with pytest.raises(AblateError, match="train.cuda_graphs.*train.compile true and train.compile_scope model"):
+            build_run_config({"train": train})
+    graphs = {"cuda_graphs": True, "compile": True, "compile_scope": "model"}
+    with pytest.raises(AblateError, match="needs fixed shapes: set data.buckets"):
+        build_run_config({"train": graphs})
+    assert build_run_config({"train": graphs, "data": {"buckets": 8}}).train.cuda_graphs
+
+
+@pytest.mark.gpu
+def test_training_steps_replayed_as_cuda_graphs_compute_the_eager_steps(bucketed_batches):
+    """On a GPU: three epochs' worth of steps through the compiled, graph-replayed model (a graph per bucket shape)
+    give the eager model's losses and weights within float32 rounding, and later epochs record no new graph."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    vocab, epochs = bucketed_batches
+    models = [_tiny(vocab).cuda() for _ in range(2)]
+    nets = [models[0], compile_for_training(models[1], scope="model", cuda_graphs=True)]
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-3, fused=True) for m in models]
+    for batches in epochs + epochs[:1]:
+        for batch in batches:
+            losses = []
+            for net, opt in zip(nets, opts, strict=True):
+                logits = net(batch["src"].cuda(), batch["tgt_in"].cuda())
+                loss, _ = label_smoothed_nll(logits.flatten(0, 1), batch["tgt_out"].cuda().flatten(), 0.1, 0)
+                loss.sum().backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                losses.append(float(loss.sum()))
+            assert abs(losses[0] - losses[1]) <= 1e-3 * abs(losses[0]), losses
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)

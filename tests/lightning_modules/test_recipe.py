@@ -48,3 +48,27 @@ def test_corpus_difficulty_knobs():
         easy[0][:50],
         easy[1][:50],
     )
+
+
+def test_the_blow_up_check_reads_the_loss_every_step_on_a_cpu_and_every_few_on_a_gpu():
+    """On a GPU (`every_step` False) the worst loss between reads is kept on the device: a NaN or a blow-up between
+    two reads is still caught, at the next read, and nothing is read in between."""
+    from ablate.lightning_modules.module import LOSS_READ_EVERY, LossWatch
+
+    cpu = LossWatch()
+    assert cpu.observe(torch.tensor(6.0), 0, 10, True) is None and cpu.first == 6.0
+    assert "became nan at step 1" in cpu.observe(torch.tensor(float("nan")), 1, 10, True)
+    assert cpu.observe(torch.tensor(30.0), 5, 10, True) is None  # during warmup a high loss is allowed
+    assert "above 3x its first value 6" in cpu.observe(torch.tensor(30.0), 11, 10, True)
+
+    gpu = LossWatch()
+    assert gpu.observe(torch.tensor(6.0), 0, 10, False) is None and gpu.first == 6.0  # the first loss is read at once
+    losses = [5.0, float("nan"), 4.0] + [3.0] * (LOSS_READ_EVERY - 5)  # steps 1 .. LOSS_READ_EVERY - 2
+    said = [gpu.observe(torch.tensor(v), step, 10, False) for step, v in enumerate(losses, start=1)]
+    assert said == [None] * len(losses) and gpu.worst is not None  # not read yet: kept on the device
+    caught = gpu.observe(torch.tensor(3.0), LOSS_READ_EVERY - 1, 10, False)
+    assert caught is not None and "became nan" in caught
+    gpu.worst = None
+    for step in range(LOSS_READ_EVERY, 2 * LOSS_READ_EVERY - 1):
+        assert gpu.observe(torch.tensor(20.0 if step == LOSS_READ_EVERY + 3 else 2.0), step, 10, False) is None
+    assert "20 at step" in gpu.observe(torch.tensor(2.0), 2 * LOSS_READ_EVERY - 1, 10, False)
