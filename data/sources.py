@@ -66,6 +66,8 @@ class DirectorySource:
         self.exported: Exported | None = read_exported(directory) if directory.is_dir() else None
         if self.exported is not None:
             self.exported.check(memo_dir)
+            if src is None and tgt is None:  # re-imported in the direction it was exported, unless asked otherwise
+                src, tgt = self.exported.src, self.exported.tgt
         self.src_lang, self.tgt_lang = _pick_pair(directory, src, tgt)
         self.files = {split: (self._file(split, self.src_lang), self._file(split, self.tgt_lang)) for split in SPLITS}
 
@@ -103,6 +105,8 @@ def _pick_pair(directory: Path, src: str | None, tgt: str | None) -> tuple[str, 
     if not directory.is_dir():
         raise AblateError(f"--data.corpus {directory}: no such directory (expected train/valid/test.<lang> files)")
     langs = sorted(path.suffix[1:] for path in directory.glob("train.*") if path.suffix[1:] and path.is_file())
+    if src is None and tgt is None and langs == ["src", "tgt"]:  # the sides named by their role, not a language
+        return "src", "tgt"
     if src is None or tgt is None:
         others = [lang for lang in langs if lang not in (src, tgt)]
         if len(langs) == 2 and len(others) == 1:

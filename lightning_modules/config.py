@@ -255,6 +255,7 @@ class TrainConfig:
             value = getattr(self, name)
             _check(isinstance(value, int) and value > 0, f"train.{name}", f"must be a positive integer, got {value!r}")
         _check(self.warmup_steps >= 1, "train.warmup_steps", f"must be >= 1, got {self.warmup_steps}")
+        _check(0 <= self.seed < 2**32, "train.seed", f"must be in [0, 2^32) (what seeds a generator), got {self.seed}")
         _check(self.lr_factor > 0, "train.lr_factor", f"must be positive, got {self.lr_factor}")
         _check(
             len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),

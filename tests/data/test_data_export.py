@@ -97,3 +97,17 @@ def test_the_export_command_writes_a_directory_that_reads_back_and_never_overwri
     err = capsys.readouterr().err.strip()
     assert err.endswith("already exists: export into a new directory (an export never overwrites)") and "\n" not in err
     assert sorted((tmp_path / "copy").iterdir()) == before
+
+
+def test_an_export_reads_back_as_it_is_with_no_languages_named(machines, tmp_path, capsys):
+    """`--data.corpus DIR` alone reads an export in the direction it was written (its manifest says which side is
+    which), and a directory of train/valid/test.{src,tgt} (the built-in corpus's export) by the sides' names."""
+    common = ["--data.vocab_size", "400", "--data.cache_dir", str(tmp_path / "cache"), "--json"]
+    for corpus, copy in ((f"gettext:xx:{machines[0]}", "gettext-copy"), ("builtin", "builtin-copy")):
+        extra = ["--data.builtin_train", "2000"] if corpus == "builtin" else []
+        assert cli.main(["data", "export", str(tmp_path / copy), "--data.corpus", corpus, *extra, *common]) == 0
+        exported = json.loads(capsys.readouterr().out)["fingerprint"]
+        assert cli.main(["data", "prepare", "--data.corpus", str(tmp_path / copy), *extra, *common]) == 0, corpus
+        assert json.loads(capsys.readouterr().out)["fingerprint"] == exported
+    (tmp_path / "builtin-copy" / MANIFEST).unlink()  # plain files named by their sides: still src -> tgt
+    assert cli.main(["data", "prepare", "--data.corpus", str(tmp_path / "builtin-copy"), *common]) == 0

@@ -72,3 +72,13 @@ def test_the_blow_up_check_reads_the_loss_every_step_on_a_cpu_and_every_few_on_a
     for step in range(LOSS_READ_EVERY, 2 * LOSS_READ_EVERY - 1):
         assert gpu.observe(torch.tensor(20.0 if step == LOSS_READ_EVERY + 3 else 2.0), step, 10, False) is None
     assert "20 at step" in gpu.observe(torch.tensor(2.0), 2 * LOSS_READ_EVERY - 1, 10, False)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_a_seed_no_generator_takes_is_refused_with_the_field_named(seed):
+    """Before any data is prepared or folder written (Lightning's own check came after both)."""
+    from ablate.data.errors import AblateError
+    from ablate.lightning_modules.config import TrainConfig
+
+    with pytest.raises(AblateError, match=r"train\.seed: must be in \[0, 2\^32\)"):
+        TrainConfig(seed=seed)

@@ -1,0 +1,31 @@
+# Sourced by the lease scripts beside it: the wheels and prepared corpora a lent machine lacks, a deadline for the
+# whole call, and packing of what comes back ($OUT holds at most 8 files).
+# Here, before a lease (see .library/device/README.md): `.whl/` with the wheels the machine lacks plus ours
+# (`.venv/bin/pip wheel --no-deps --no-build-isolation -w .whl .`), `.ablate-cache/` with the prepared corpora
+# (`ablate data prepare ...; cp -r ~/.cache/ablate .ablate-cache`); both in .git/info/exclude and named in `carry`.
+set -u
+OUT=${OUT:-/tmp/out}
+NAME=$(basename "$0" .sh)
+WORK=/tmp/lease-$NAME
+mkdir -p "$WORK" "$OUT"
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || exit 1
+    export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+fi
+[ -d .ablate-cache ] && export ABLATE_CACHE=$PWD/.ablate-cache
+export WANDB_MODE=offline WANDB_SILENT=true PYTHONUNBUFFERED=1
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor}
+T0=$(date +%s)
+DEADLINE=${DEADLINE:-540}  # seconds for the whole call: every step's limit is cut to what is left of it
+left() { local l=$(( DEADLINE - ($(date +%s) - T0) )); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+step() { echo "== $1 ($(( $(date +%s) - T0 )) s)"; }
+pack() { tar czf "$OUT/$NAME.tgz" -C "$WORK" . 2>/dev/null; cp "$WORK"/*.txt "$OUT/" 2>/dev/null; true; }
+sample() {  # sample FILE: the card's utilisation and memory every 5 s (run in the background, killed after)
+    while sleep 5; do { date +%T; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader; } \
+        >>"$WORK/$1" 2>&1; done
+}
+step "machine"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
+  python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available()
+else "no cuda")'; nproc; command -v nvidia-cuda-mps-control || echo "no MPS control program"; } 2>&1 | tee "$WORK/machine.txt"
