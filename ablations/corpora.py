@@ -8,7 +8,7 @@ things keep a study on one corpus:
   workers on other machines, `Queue.corpora`) and in every trial's record;
 - a sweep (`check_out`, `check_storage`, from `runner.start`) and every worker before it claims a trial
   (`sweep.work`) compare their own with the study's and stop with one line (exit 2) naming both when they differ;
-  the report refuses records of two corpora (`reports.results`);
+  the report refuses records of two corpora (`ablations.results`);
 - text that depends on the machine (`data.sources.MACHINE_DEPENDENT`) is pinned: the study's first sweep exports it
   into OUT/corpus/ (`data.export`), and every later sweep of the study, on any machine, trains on that copy wherever
   a row names the corpus it was exported from (`pinned`; study.json and the records keep the name, `gettext:de`,

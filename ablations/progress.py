@@ -332,17 +332,11 @@ def sequential_range(
 ) -> tuple[float, float]:
     """The seconds a sequential study costs at the two ends: every row settled at its first look (`min_seeds`, each
     control at its sqrt(k) share, a row no claim tests at one seed), or every row open until `max_seeds`. Both from
-    the policy the sweep runs (`allocation.policy`), so the cost line cannot drift from it. `trial_s`: one trial's
+    the policy the sweep runs (`design.seed_range`), so the cost line cannot drift from it. `trial_s`: one trial's
     seconds by row, for the rows this sweep runs."""
-    from ablate.ablations.allocation import policy
+    from ablate.ablations.design import seed_range
 
-    def ask(seeds: dict[str, int], states: dict) -> dict[str, int]:
-        return policy(seeds, states, controls, min_seeds=min_seeds, max_seeds=max_seeds)
-
-    first = ask(dict.fromkeys(trial_s, 0), {})
-    last, every_open = first, dict.fromkeys(trial_s, "open")
-    while (after := ask(last, every_open)) != last:
-        last = after
+    first, last = seed_range(trial_s, controls, min_seeds=min_seeds, max_seeds=max_seeds)
     return _cost(first, trial_s), _cost(last, trial_s)
 
 

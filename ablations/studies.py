@@ -7,7 +7,6 @@ surface after 16 finished trainings.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from ablate.ablations.claims import Claim, load_claims, parse_claims
 from ablate.ablations.config import SECTIONS, RunConfig, build_run_config, check_sections
+from ablate.ablations.design import dunnett
 from ablate.ablations.presets import PRESETS, Preset, get_preset
 from ablate.data.errors import AblateError
 
@@ -99,7 +99,7 @@ class Study:
     allocation: Literal["fixed", "sequential"] = "fixed"
     """'fixed': every row trains `seeds`. 'sequential': every row starts at `min_seeds`, and a row gets one more seed
     only while one of its comparisons is open (not yet decided at the spent error rate, and within reach of
-    `max_seeds` by the power model); `reports.sequential` has the design and its error control. `ablate sweep`
+    `max_seeds` by the power model); `ablations.design` has the design and its error control. `ablate sweep`
     takes the looks as trials finish; `ablate replay OUT` applies the design to a finished fixed study."""
     recipes: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
     """Named training recipes, each given per preset in that preset's own units, as a preset's own settings are
@@ -120,9 +120,10 @@ class Study:
         """The row in group 'base', which every other row is compared with; None in a study without one."""
         return next((r.name for r in self.rows if r.group == "base"), None)
 
-    def controls(self) -> dict[str, set[str]]:
-        """Control row -> the rows compared with it: the base with every other row, each claim's `against` row with
-        the rows its comparisons name."""
+    def compared_with(self) -> dict[str, set[str]]:
+        """Control row -> the rows the table compares with it: the base with every other row, each claim's `against`
+        row with the rows its comparisons name (the fixed design's k; the sequential design's controls are the rows
+        the claims test, `design.controls_of`)."""
         base = self.base_name
         out: dict[str, set[str]] = {base: {r.name for r in self.rows if r.name != base}} if base else {}
         for claim in self.claims:
@@ -171,9 +172,9 @@ class Study:
         fixed = override if override is not None else (None if self.control_seeds == "auto" else self.control_seeds)
         ran = set(rows) if rows is not None else None
         counts = {}
-        for name, compared in self.controls().items():
+        for name, compared in self.compared_with().items():
             k = len(compared if ran is None else compared & ran)
-            counts[name] = max(seeds, int(fixed) if fixed is not None else round(seeds * math.sqrt(max(k, 1))))
+            counts[name] = max(seeds, int(fixed) if fixed is not None else dunnett(k, seeds))
         return counts
 
     def seed_count(self, preset: str, given: int | None = None) -> int:

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from ablate.ablations import corpora, environment, interrupt, ledger
-from ablate.ablations.allocation import Decision, Sequential, controls_of
 from ablate.ablations.claims import claims_to_data
+from ablate.ablations.design import Decision, Sequential, controls_of
 from ablate.ablations.presets import get_preset
 from ablate.ablations.record import Layout, Record, now, read_study_json
+from ablate.ablations.results import read_finished
 from ablate.ablations.storage.queue import Queue, recover_dead
 from ablate.ablations.storage.space import ParamSpace
 from ablate.ablations.storage.urls import redact, scrub
@@ -81,7 +82,7 @@ class Plan:
         return list(self.study.rows)
 
     def controls(self) -> dict[str, list[str]]:
-        """Control row -> the rows of this sweep tested against it (`allocation.controls_of`, within --rows): the
+        """Control row -> the rows of this sweep tested against it (`design.controls_of`, within --rows): the
         rows the claims' comparisons test against that control, since its sqrt(k) share of seeds serves the k
         comparisons being tested (the modern study's base: its 12, not the M rows tested against `paper`); a row no
         claim names is in the table to be read, not tested (Table 3: 14 of its 20 rows)."""
@@ -97,7 +98,7 @@ class Plan:
         if queue is not None:
             sync_records(self, queue)
         ran = [row.name for row in self.rows() if self.only is None or row.name in self.only]
-        self.decision = self.allocation.decide(self.out, ran, self.controls())
+        self.decision = self.allocation.decide(read_finished(self.out), ran, self.controls())
         return self.decision
 
     def timed_out(self) -> bool:
@@ -180,13 +181,7 @@ class Plan:
     def allocation_json(self) -> dict[str, Any]:
         """study.json's account of the sequential design: reports take its looks again from the records."""
         assert self.allocation is not None
-        return {
-            "design": "sequential",
-            "min_seeds": self.allocation.min_seeds,
-            "max_seeds": self.allocation.max_seeds,
-            "error": self.allocation.design,
-            "controls": self.controls(),
-        }
+        return self.allocation.to_json(self.controls())
 
     def check_same_design(self) -> None:
         """A sweep resumed in an OUT whose study.json gave its rows another configuration (a preset that changed

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate.ablations.record import Record, budget_label
+from ablate.ablations.results import StudyResults, load_results
 from ablate.data.errors import AblateError
-from ablate.reports.results import StudyResults, load_results
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -168,10 +168,10 @@ class Study:
     def table(self, *, n_samples: int | None = None, claims: str | Path | None = None) -> ReportTable:
         """The report's table (`reports.table.ReportTable`): every row's cells over seeds, the significance marks,
         the study's precision and a verdict per claim, as `ablate report` builds it (the same
-        `reports.stats.N_SAMPLES` resamples)."""
+        `ablations.stats.N_SAMPLES` resamples)."""
+        from ablate.ablations.stats import N_SAMPLES
         from ablate.reports.claims import load_claims
         from ablate.reports.sequential import report_table
-        from ablate.reports.stats import N_SAMPLES
 
         n_samples = N_SAMPLES if n_samples is None else n_samples
         key = (n_samples, None if claims is None else str(claims))

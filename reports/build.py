@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from ablate.ablations.ledger import write_text_atomic
 from ablate.ablations.record import Layout
+from ablate.ablations.results import StudyResults, load_results
+from ablate.ablations.stats import N_SAMPLES
 from ablate.reports.cells import check_columns
 from ablate.reports.claims import load_claims
-from ablate.reports.results import StudyResults, load_results
 from ablate.reports.sequential import report_table
-from ablate.reports.stats import N_SAMPLES
 from ablate.reports.table import ReportTable
 from ablate.reports.writers import Context, companions, format_names, get_writer, parse_formats
 

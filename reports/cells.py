@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ablate.ablations.record import FULL, budget_label
+from ablate.ablations.stats import RowTest
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.claims import p_text
 from ablate.reports.compare import RowSide, SweepComparison
-from ablate.reports.stats import RowTest
 from ablate.reports.table import CONFIG_COLUMNS, ReportRow, ReportTable, Stat
 
 

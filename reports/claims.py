@@ -1,230 +1,25 @@
-"""The paper's claims (or a user's) as data, and a verdict for each from the study's results.
+"""The claims' verdicts as text: one comparison's line ('A1 vs base, BLEU: -0.62 [-1.40, +0.16], ...'), p-values
+as the report prints them, our effect against the paper's.
 
-A claims file lists claims; each claim is one or more comparisons of a row against a reference row (the base by
-default) on one metric, with the direction the claim expects (`higher`, `lower`), an equivalence margin (`same`) or
-a non-inferiority margin (`no_worse`). `reports.stats` tests every row against the base (and each pair a claim
-names); this module reads those tests and turns them into verdicts:
-
-- a difference comparison is *reproduced* when the Holm-corrected p-value is below ALPHA and the difference has the
-  expected sign, *contradicted* when it is below ALPHA with the other sign, *inconclusive* otherwise;
-- an equivalence comparison is *reproduced* when the whole 95% confidence interval lies inside +-margin,
-  *contradicted* when it lies wholly outside, *inconclusive* when it straddles a bound;
-- a non-inferiority comparison (`no_worse`) is *reproduced* when the interval's worse end is better than -margin (a
-  large gain passes), *contradicted* when its better end is at -margin or worse, *inconclusive* otherwise;
-- a claim is contradicted when any comparison is, reproduced when all are, inconclusive otherwise.
-
-Every comparison is tested at every training budget the study scored (T, and shorter ones such as T/2: branches of
-the same runs, each annealed). It is reproduced or contradicted only when it is so at every budget; a verdict that
-depends on how long the rows trained is inconclusive and says so ("budget-sensitive"). A budget at which a row of
-the comparison diverged or was not trainable at this preset gives no verdict, nor does one whose seed noise
-is unknown (one seed per row), nor does a study that was only a check of
-the pipeline (study.json's `pipeline_check`). An inconclusive comparison says why, with the minimum detectable
-effect of its test: an effect too small for the study, or a study too noisy to see the paper's own difference.
+The verdicts themselves (the rules, at every budget) are `ablations.verdicts`'; the claims as data are
+`ablations.claims`'. Both are re-exported here for the report's modules and the Python API.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 from ablate.ablations.claims import Claim, Comparison, claims_to_data, load_claims, parse_claims
 from ablate.ablations.record import budget_label
-from ablate.reports.stats import ALPHA, METRICS, RowTest
-
-Verdict = Literal["reproduced", "contradicted", "inconclusive", "untested"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class BudgetVerdict:
-    """One comparison at one training budget."""
-
-    fraction: float
-    """The budget, as a fraction of T (train.max_steps)."""
-    verdict: Verdict
-    """What the test at this budget says, or 'inconclusive' when `excluded`."""
-    test: RowTest | None
-    """The test at this budget (None when a row has no complete trial)."""
-    excluded: tuple[str, ...] = ()
-    """Why this budget gives no verdict whatever its test says ('A1 not trainable at this preset (...)')."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ComparisonVerdict:
-    comparison: Comparison
-    verdict: Verdict
-    budgets: tuple[BudgetVerdict, ...]
-    """The comparison at each budget, shortest first: the last is the full budget T."""
-    paper_delta: float | None = None
-    """The paper's difference for the same comparison, where it gives both numbers."""
-    reason: str = ""
-    """Why the verdict is inconclusive (no verdict for a row or the study, budget-sensitive, an effect below what
-    the test detects, ...); '' when it is not, or when nothing was tested."""
-    advice: str = ""
-    """For a comparison too noisy to see the paper's own difference: the seeds it would need at 80% power and what
-    they would cost (`reports.table`, from the rows' measured trial times); '' otherwise."""
-
-    @property
-    def test(self) -> RowTest | None:
-        """The test at the full budget T."""
-        return self.budgets[-1].test if self.budgets else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClaimVerdict:
-    claim: Claim
-    verdict: Verdict
-    comparisons: tuple[ComparisonVerdict, ...]
-
-    @property
-    def summary(self) -> str:
-        """'2/3 reproduced, 1 inconclusive' style count of the comparisons."""
-        counts: dict[str, int] = {}
-        for c in self.comparisons:
-            counts[c.verdict] = counts.get(c.verdict, 0) + 1
-        n = len(self.comparisons)
-        return ", ".join(f"{k} {v}/{n}" for k, v in counts.items())
-
-
-# --- verdicts -----------------------------------------------------------------------------------------------------
-
-
-def comparison_verdict(comparison: Comparison, test: RowTest | None) -> Verdict:
-    """The verdict of one comparison from its test at one budget (see the module docstring)."""
-    if test is None or test.effect is None:
-        return "untested"
-    if comparison.expect == "same":
-        margin = comparison.margin or 0.0
-        lo, hi = test.ci
-        if -margin < lo and hi < margin:
-            return "reproduced"
-        if lo >= margin or hi <= -margin:
-            return "contradicted"
-        return "inconclusive"
-    if comparison.expect == "no_worse":  # non-inferiority: the interval's worse end inside the margin
-        margin = comparison.margin or 0.0
-        worse, better = _worse_and_better_ends(comparison, test)
-        if worse > -margin:
-            return "reproduced"
-        if better <= -margin:
-            return "contradicted"
-        return "inconclusive"
-    if test.p_holm is None or test.p_holm >= ALPHA:
-        return "inconclusive"
-    agrees = test.effect > 0 if comparison.expect == "higher" else test.effect < 0
-    return "reproduced" if agrees else "contradicted"
-
-
-def _worse_and_better_ends(comparison: Comparison, test: RowTest) -> tuple[float, float]:
-    """The interval's ends in the direction of better (PPL flipped): (worse end, better end); 0 is no difference."""
-    lo, hi = test.ci
-    return (lo, hi) if METRICS[comparison.metric].higher_is_better else (-hi, -lo)
-
-
-def claim_verdict(verdicts: list[Verdict]) -> Verdict:
-    if "contradicted" in verdicts:
-        return "contradicted"
-    if verdicts and all(v == "reproduced" for v in verdicts):
-        return "reproduced"
-    if verdicts and all(v == "untested" for v in verdicts):
-        return "untested"
-    return "inconclusive"
-
-
-Tests = dict[tuple[str, str, str], RowTest]
-"""Row tests keyed (row, reference, metric), as `reports.stats.compare_rows` returns them."""
-
-
-def judge(
-    claims: list[Claim],
-    tests: dict[float, Tests],
-    base: str | None,
-    paper: dict[str, dict[str, float | None]] | None = None,
-    *,
-    excluded: dict[float, dict[str, str]] | None = None,
-    withheld: str | None = None,
-) -> list[ClaimVerdict]:
-    """Verdicts for claims from the row tests at each budget (fraction of T -> tests). `excluded`: fraction -> row
-    -> why that row gives no verdict at that budget ('diverged', 'not trainable at this preset (...)');
-    `withheld`: why the study gives no verdict at all (study.json's pipeline_check), else None."""
-    paper = paper or {}
-    excluded = excluded or {}
-    out = []
-    for claim in claims:
-        parts = []
-        for comp in claim.compare:
-            against = comp.against or base or ""
-            budgets = tuple(
-                _at_budget(comp, against, fraction, tests[fraction], excluded.get(fraction, {}))
-                for fraction in sorted(tests)
-            )
-            mine, theirs = paper.get(comp.row, {}).get(comp.metric), paper.get(against, {}).get(comp.metric)
-            paper_delta = mine - theirs if mine is not None and theirs is not None else None
-            verdict, reason = _across_budgets(comp, budgets, paper_delta, withheld)
-            parts.append(
-                ComparisonVerdict(
-                    comparison=comp, verdict=verdict, budgets=budgets, paper_delta=paper_delta, reason=reason
-                )
-            )
-        out.append(
-            ClaimVerdict(claim=claim, verdict=claim_verdict([p.verdict for p in parts]), comparisons=tuple(parts))
-        )
-    return out
-
-
-def _at_budget(
-    comp: Comparison, against: str, fraction: float, tests: Tests, excluded: dict[str, str]
-) -> BudgetVerdict:
-    """The comparison at one budget: its test's verdict, unless a row of it gives none there."""
-    test = tests.get((comp.row, against, comp.metric))
-    verdict = comparison_verdict(comp, test)
-    why = tuple(f"{name} {excluded[name]}" for name in dict.fromkeys((comp.row, against)) if name in excluded)
-    if test is not None and test.effect is not None and test.se_seeds is None:
-        # Sentence noise alone would judge a single training run as if it were the row: no verdict without seeds.
-        why = (*why, "seed noise not estimated (no row has two complete seeds yet: run --seeds 2 or more)")
-    if why and verdict in ("reproduced", "contradicted"):
-        verdict = "inconclusive"
-    return BudgetVerdict(fraction=fraction, verdict=verdict, test=test, excluded=why)
-
-
-def _across_budgets(
-    comp: Comparison, budgets: tuple[BudgetVerdict, ...], paper_delta: float | None, withheld: str | None
-) -> tuple[Verdict, str]:
-    """The comparison's verdict over every budget, and why it is inconclusive: decisive only when every budget
-    says the same."""
-    verdicts = {b.verdict for b in budgets}
-    if verdicts == {"untested"}:
-        return "untested", ""
-    if withheld:  # said once, at the top of the report (`reports.legend.headline`), not in every comparison
-        return "inconclusive", "no verdict: the study gives none (see the top)"
-    if excluded := list(dict.fromkeys(why for b in budgets for why in b.excluded)):
-        return "inconclusive", f"no verdict: {'; '.join(excluded)}"
-    if untested := [budget_label(b.fraction) for b in budgets if b.verdict == "untested"]:
-        return "inconclusive", f"no complete trials to compare at {', '.join(untested)}"
-    if len(verdicts) == 1 and verdicts <= {"reproduced", "contradicted"}:
-        return budgets[0].verdict, ""
-    if verdicts & {"reproduced", "contradicted"}:
-        by = ", ".join(f"{b.verdict} at {budget_label(b.fraction)}" for b in budgets)
-        return "inconclusive", f"budget-sensitive: {by}"
-    return "inconclusive", _undetected(comp, budgets[-1].test, paper_delta)
-
-
-def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | None) -> str:
-    """Why a test at the full budget found nothing, told with its minimum detectable effect."""
-    mde = test.mde if test is not None else None
-    if test is None or test.effect is None or mde is None:
-        return ""
-    spec = METRICS[comp.metric]
-    detectable = f"{mde:.{spec.digits}f} {spec.label}"
-    if comp.expect in ("same", "no_worse"):
-        margin = f"±{comp.margin:g}" if comp.expect == "same" else f"of {comp.margin:g} (no worse)"
-        if mde >= (comp.margin or 0.0):
-            return f"too noisy to tell (detectable: {detectable}, wider than the margin {margin})"
-        return f"the interval crosses the margin {margin} (detectable: {detectable})"
-    if paper_delta is not None and mde > abs(paper_delta):
-        return f"too noisy to tell (detectable: {detectable})"
-    if abs(test.effect) < mde:
-        return f"|effect| below the detectable {detectable}"
-    return f"not significant after Holm's correction (detectable: {detectable})"
+from ablate.ablations.stats import METRICS
+from ablate.ablations.verdicts import (
+    BudgetVerdict,
+    ClaimVerdict,
+    ComparisonVerdict,
+    Tests,
+    Verdict,
+    claim_verdict,
+    comparison_verdict,
+    judge,
+)
 
 
 def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
@@ -282,8 +77,11 @@ def p_text(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-__all__ = [  # Claim, Comparison, load_claims, parse_claims: claims as data, from ablations.claims
+__all__ = [  # claims as data from ablations.claims, their verdicts from ablations.verdicts
     "claims_to_data",
+    "Tests",
+    "Verdict",
+    "p_text",
     "BudgetVerdict",
     "Claim",
     "ClaimVerdict",

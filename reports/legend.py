@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ablate.ablations.convergence import PLATEAU_BLEU, PLATEAU_PPL, SOURCE_RATIO_MIN
 from ablate.ablations.record import budget_label
+from ablate.ablations.stats import ALPHA, POWER
 from ablate.reports.cells import has_test, table_devices
 from ablate.reports.claims import ClaimVerdict
 from ablate.reports.compare import short_value
-from ablate.reports.convergence import PLATEAU_BLEU, PLATEAU_PPL, SOURCE_RATIO_MIN
-from ablate.reports.stats import ALPHA, POWER
 from ablate.reports.table import ReportTable
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ablate.ablations import ledger
 from ablate.ablations.record import Record, read_study_json
+from ablate.ablations.results import StudyResults, load_results
 from ablate.data.errors import AblateError
-from ablate.reports.results import StudyResults, load_results
 
 
 def resolve_run(spec: str, out_dir: str | Path | None = None) -> Record:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.ablations.record import Record, budget_label
+from ablate.ablations.results import StudyResults
+from ablate.ablations.stats import METRICS
 from ablate.reports.claims import ClaimVerdict, ComparisonVerdict
-from ablate.reports.results import StudyResults
-from ablate.reports.stats import METRICS
 from ablate.reports.table import ReportRow, ReportTable
 from ablate.reports.trend import PLOT_CAPTION, ComparisonTrend, SizeTrend, comparison_label
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.ablations.allocation import controls_of
-from ablate.reports.results import load_results
-from ablate.reports.sequential import DESIGNS, Design, Look, RowLook, comparison_key, walk
-from ablate.reports.stats import N_SAMPLES
+from ablate.ablations.design import Design, Look, RowLook, comparison_key, controls_of, walk
+from ablate.ablations.results import load_results
+from ablate.ablations.stats import N_SAMPLES
+from ablate.reports.sequential import DESIGNS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,4 +119,4 @@ def summary(result: Replay) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Look", "Replay", "replay", "summary"]  # Look: reports.sequential's
+__all__ = ["Look", "Replay", "replay", "summary"]  # Look: ablations.design's

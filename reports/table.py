@@ -4,7 +4,7 @@ This module computes; the writers (`reports.cells`, `reports.legend`, one module
 number here comes from the trial records (mean and sample standard deviation over the complete seeds), the paper's
 from `ablations/studies/table3.yaml`. The table shows the full budget T; the shorter budgets the trials were also
 scored at (train.budgets) give each row's gain from the last of them to T, and every claim is judged at each of them
-(`reports.claims`).
+(`ablations.verdicts`).
 """
 
 from __future__ import annotations
@@ -15,24 +15,25 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ablate.ablations.record import FULL, Record, budget_label
-from ablate.reports.claims import Claim, ClaimVerdict, Tests, judge, paper_ratio, parse_claims
-from ablate.reports.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence, source_ratio, trainable_threshold
-from ablate.reports.metrics import chrf_signature, system_scores
-from ablate.reports.paper import PaperRow, load_paper_table
-from ablate.reports.results import RowSpec, StudyResults, TrialStatus
-from ablate.reports.stats import (
+from ablate.ablations.claims import Claim
+from ablate.ablations.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence
+from ablate.ablations.record import FULL, Record
+from ablate.ablations.results import RowSpec, StudyResults, TrialStatus
+from ablate.ablations.scores import chrf_signature, system_scores
+from ablate.ablations.stats import (
     DEV_FACTORS,
     MAX_SEEDS,
     METRICS,
     N_SAMPLES,
     RowTest,
     SeedCorrelation,
-    compare_rows,
     design_needed,
     seed_correlation,
     significance_mark,
 )
+from ablate.ablations.verdicts import ClaimVerdict, Evidence, Tests, source_ratios, study_verdicts
+from ablate.reports.claims import paper_ratio
+from ablate.reports.paper import PaperRow, load_paper_table
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ class ReportTable:
     says the same, and no comparison repeats it)."""
     seed_correlation: SeedCorrelation | None = None
     """How much rows trained with the same seed move together (a seed's effect on dev BLEU at T shared over the
-    rows; `reports.stats.seed_correlation`); None with fewer than two shared seeds."""
+    rows; `ablations.stats.seed_correlation`); None with fewer than two shared seeds."""
     effect_scale: float | None = None
     """Median over the comparisons of |our effect| / |the paper's| (where the paper's is at least 0.3): how much
     this preset magnifies (or shrinks) the paper's differences; None without the paper's numbers."""
@@ -259,7 +260,7 @@ def _other_differences(config: dict[str, Any], base: dict[str, Any]) -> dict[str
 
 def _delta(row: Stat | None, base: Stat | None) -> Stat | None:
     """Each of the row's seeds minus the base's mean over all its seeds: the mean is the effect every test and verdict
-    uses (`reports.stats.compare`: rows are not paired by seed, and the base's extra seeds count), the spread is the
+    uses (`ablations.stats.compare`: rows are not paired by seed, and the base's extra seeds count), the spread is the
     row's own."""
     if row is None or base is None:
         return None
@@ -286,33 +287,6 @@ def _paper_row(spec: RowSpec) -> PaperRow | None:
 def _mean(records: list[Record], metric: str) -> float | None:
     stat = Stat.of(records, metric)
     return stat.mean if stat else None
-
-
-def _row_tests(
-    results: StudyResults, rows: list[ReportRow], base: str, n_samples: int, claimed: list[tuple[str, str]]
-) -> Tests:
-    """Every row against the base on every metric, and each (row, reference) pair a claim names with `against`
-    (the modern study's components against the `paper` row), counting seed and sentence noise; Holm-corrected per
-    metric over the pairs that share a reference (`stats.compare_rows`)."""
-    pairs = [(r.name, base) for r in rows if r.name != base]
-    names = {r.name for r in rows}
-    pairs += [p for p in dict.fromkeys(claimed) if p not in pairs and p[0] != p[1] and set(p) <= names]
-    tests: Tests = {}
-    for metric in METRICS:
-        systems = {
-            r.name: [s for s in (system_scores(rec, metric) for rec in results.records(r.name)) if s is not None]
-            for r in rows
-        }
-        tests.update(compare_rows(systems, pairs, metric, n_samples=n_samples))
-    return tests
-
-
-def _study_claims(results: StudyResults) -> list[Claim]:
-    """The claims study.json carries (checked when the sweep started), as Claim objects."""
-    raw = results.meta.get("claims")
-    if not raw:
-        return []
-    return parse_claims(raw, str(results.out_dir / "study.json"))
 
 
 def _paper_numbers(rows: list[ReportRow]) -> dict[str, dict[str, float | None]]:
@@ -350,9 +324,9 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
         fractions=results.fractions,
         withheld=results.meta.get("pipeline_check") or None,
     )
-    if base_row is not None and base_records:
-        _trainability(table, base_row)
-        table.claims = _verdicts(results, table, base_row, claims)
+    evidence = study_verdicts(results, claims, n_samples=n_samples, paper=_paper_numbers(rows)) if base_row else None
+    if base_row is not None and evidence is not None:
+        _with_verdicts(table, base_row, evidence)
         table.effect_scale = effect_scale(table.claims)
     elif claims:
         notes.append("claims not judged: the study has no base row with a complete trial")
@@ -384,7 +358,7 @@ def _report_row(results: StudyResults, spec, base_spec, base_config: dict, paper
         test_chrf=Stat.of(records, "test_chrf"),
         convergence=row_convergence(results.records(spec.name, state=None)),
         budget_gain=_budget_gain(results, spec.name),
-        source_ratio=_source_ratios(results, spec.name),
+        source_ratio=source_ratios(results, spec.name),
         params_m=params / 1e6 if params is not None else None,
         paper=_paper_row(spec) or paper.get(spec.name),
         wall_time_s=_mean(records, "wall_time_s"),
@@ -401,12 +375,6 @@ def _budget_gain(results: StudyResults, name: str) -> Stat | None:
     return _paired_delta(Stat.of(results.records(name), "bleu"), Stat.of(shorter, "bleu"))
 
 
-def _source_ratios(results: StudyResults, name: str) -> dict[float, float]:
-    """Budget -> the row's lowest source_ppl_ratio over its complete seeds, where the records give one."""
-    ratios = {f: source_ratio(results.at_budget(f).records(name)) for f in results.fractions}
-    return {f: ratio for f, ratio in ratios.items() if ratio is not None}
-
-
 def _against_base(rows: list[ReportRow], base_row: ReportRow, base_records) -> list[str]:
     """Fill each row's deltas against the base; return the notes this leaves."""
     for row in rows:
@@ -420,16 +388,15 @@ def _against_base(rows: list[ReportRow], base_row: ReportRow, base_records) -> l
     return []
 
 
-def _verdicts(results: StudyResults, table: ReportTable, base_row: ReportRow, claims) -> list[ClaimVerdict]:
-    """Every row tested against the base on every metric at every budget (seed and sentence noise), the table's
-    marks and precision from those tests, then each claim judged on them."""
-    study_claims = claims if claims is not None else _study_claims(results)
-    claimed = [(c.row, c.against) for claim in study_claims for c in claim.compare if c.against]
-    tests = {
-        f: _row_tests(results.at_budget(f), table.rows, base_row.name, table.n_samples, claimed)
-        for f in table.fractions
-    }
-    excluded = _excluded(table)
+def _with_verdicts(table: ReportTable, base_row: ReportRow, evidence: Evidence) -> None:
+    """The claims' verdicts (`ablations.verdicts.study_verdicts`) into the table: why no verdict at all, which rows
+    this preset did not train, every row's tests against the base at T and its mark, the precision at each budget,
+    and each claim with advice where it is too noisy to see the paper's difference."""
+    table.nothing_learned = evidence.nothing_learned
+    table.withheld = evidence.withheld
+    for row in table.rows:
+        row.untrainable.update(evidence.untrainable.get(row.name, {}))
+    tests, excluded = evidence.tests, evidence.excluded
     for row in table.rows:
         if row is not base_row:
             row.tests = {metric: tests[FULL][(row.name, base_row.name, metric)] for metric in METRICS}
@@ -439,9 +406,7 @@ def _verdicts(results: StudyResults, table: ReportTable, base_row: ReportRow, cl
         f: width for f, by_key in tests.items() if (width := _median_half_width(by_key, base_row.name)) is not None
     }
     table.seed_correlation = seed_correlation({r.name: r.bleu.values for r in table.rows if r.bleu is not None})
-    paper = _paper_numbers(table.rows)
-    verdicts = judge(study_claims, tests, base_row.name, paper, excluded=excluded, withheld=table.withheld)
-    return [_with_advice(cv, table) for cv in verdicts]
+    table.claims = [_with_advice(cv, table) for cv in evidence.claims]
 
 
 def _with_advice(cv: ClaimVerdict, table: ReportTable) -> ClaimVerdict:
@@ -497,49 +462,8 @@ def _median_half_width(tests: Tests, base: str) -> float | None:
     return statistics.median(widths) if widths else None
 
 
-def _trainability(table: ReportTable, base_row: ReportRow) -> None:
-    """Did the study learn, and did the preset train each row? The base below SOURCE_RATIO_MIN at some budget: the
-    study learnt nothing (`nothing_learned`, one line at the top, and no verdict). Otherwise each row below
-    `trainable_threshold` of the base's source use at a budget is not trainable at this preset there, with the
-    measured cause (its source use and dev PPL against the base's)."""
-    if bad := base_row.no_source():
-        where = ", ".join(f"×{ratio:.1f} at {budget_label(f)}" for f, ratio in sorted(bad.items()))
-        table.nothing_learned = (
-            f"nothing here learnt to translate: the base '{base_row.name}' predicts its targets about as well from "
-            f"another sentence's source (dev PPL {where} with swapped sources; a translator is far above "
-            f"{SOURCE_RATIO_MIN:g}), so no claim gets a verdict. Try more steps (train.max_steps), more data, or a "
-            "longer warmup (train.warmup_steps), calibrated on the base row alone"
-        )
-        table.withheld = table.withheld or table.nothing_learned
-        return
-    for row in table.rows:
-        if row is base_row:
-            continue
-        for fraction, ratio in sorted(row.source_ratio.items()):
-            base_ratio = base_row.source_ratio.get(fraction)
-            if base_ratio is None or ratio >= (threshold := trainable_threshold(base_ratio)):
-                continue
-            row.untrainable[fraction] = (
-                f"stayed on the language-model plateau at {budget_label(fraction)}: dev PPL ×{ratio:.1f} with "
-                f"swapped sources against the base's ×{base_ratio:.1f} (trained: ×{threshold:.1f} or more)"
-            )
-
-
 def effect_scale(claims: list[ClaimVerdict], floor: float = 0.3) -> float | None:
     """Median over the claims' comparisons at T of |our effect| / |the paper's|, where the paper's is at least
     `floor` (a ratio to a difference of 0.1 says little); None when no comparison has both."""
     ratios = [abs(r) for cv in claims for c in cv.comparisons if (r := paper_ratio(c, floor)) is not None]
     return statistics.median(ratios) if ratios else None
-
-
-def _excluded(table: ReportTable) -> dict[float, dict[str, str]]:
-    """Budget -> row -> why the row gives no verdict there: it diverged (every budget), or this preset did not train
-    it at that budget (`ReportRow.untrainable`)."""
-    out: dict[float, dict[str, str]] = {f: {} for f in table.fractions}
-    for row in table.rows:
-        if row.convergence is not None and row.convergence.state == "diverged":
-            for fraction in table.fractions:
-                out[fraction][row.name] = "diverged"
-        for fraction, cause in row.untrainable.items():
-            out.setdefault(fraction, {}).setdefault(row.name, f"not trainable at this preset ({cause})")
-    return out

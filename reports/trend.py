@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Literal
 
 from ablate.ablations.record import budget_label
+from ablate.ablations.stats import METRICS
 from ablate.data.errors import AblateError
 from ablate.reports.claims import ComparisonVerdict, paper_ratio
-from ablate.reports.stats import METRICS
 from ablate.reports.table import ReportTable
 
 Trend = Literal["toward", "away", "flips", "mixed", "flat", "n/a"]

@@ -11,9 +11,9 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ablate.ablations.record import FULL, budget_label
+from ablate.ablations.stats import METRICS, RowTest
 from ablate.reports.cells import has_test, value_text
 from ablate.reports.compare import short_value
-from ablate.reports.stats import METRICS, RowTest
 from ablate.reports.table import ReportRow, ReportTable, Stat
 
 if TYPE_CHECKING:

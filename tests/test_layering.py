@@ -167,7 +167,7 @@ def test_the_reader_sees_the_imports(imports):
     """A guard for the reader itself: the imports it must see are there."""
     edges = {(i.source, i.target, i.top_level) for i in imports}
     assert ("ablate.reports.cells", "ablate.reports.compare", True) in edges
-    assert ("ablate.reports.results", "ablate.ablations.ledger", True) in edges  # `from ablate.ablations import ledger`
+    assert ("ablate.ablations.results", "ablate.ablations.ledger", True) in edges  # `from ablate.ablations import x`
     assert ("ablate.reports.api", "ablate.ablations.storage.opening", False) in edges  # inside a function
     assert ("ablate.lightning_modules.transformer", "torch", True) in edges
 

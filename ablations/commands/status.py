@@ -91,15 +91,15 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
             f"{len(unqueued)} row(s) not queued by any sweep: {', '.join(unqueued)} "
             "(the sweep without --rows trains them)"
         )
-    design = spec.get("allocation") or {}
-    if design.get("design") == "sequential":
-        from ablate.ablations.allocation import Sequential
+    from ablate.ablations.design import Sequential, rows_of
+
+    stored = Sequential.from_json(spec.get("allocation"))
+    if stored is not None:
+        from ablate.ablations.results import read_finished
         from ablate.ablations.sweep import describe_decision
 
-        controls = design.get("controls") or {}
-        ran = list(dict.fromkeys([*controls, *(r for rows in controls.values() for r in rows)]))
-        allocation = Sequential(int(design["min_seeds"]), int(design["max_seeds"]), design.get("error", "spending"))
-        decision = allocation.decide(out, ran, controls)
+        allocation, controls = stored
+        decision = allocation.decide(read_finished(out), rows_of(controls), controls)
         lines.append(
             f"sequential design, {allocation.min_seeds} to {allocation.max_seeds} seeds a row; after "
             f"{decision.looks} look(s): {describe_decision(decision)}"

@@ -108,8 +108,8 @@ def _add_launcher_settings(p, found: dict, documented: bool) -> None:
 
 
 def make_plan(ns):
-    from ablate.ablations.allocation import Sequential
     from ablate.ablations.corpora import read_pin
+    from ablate.ablations.design import Sequential
     from ablate.ablations.storage.urls import storage_url
     from ablate.ablations.studies import load_study, parse_rows
     from ablate.ablations.sweep import Plan

@@ -43,7 +43,7 @@ from ablate.data.errors import AblateError
 
 
 def build_parser():
-    from ablate.reports.stats import N_SAMPLES
+    from ablate.ablations.stats import N_SAMPLES
     from ablate.reports.writers import format_names, formats_help
 
     parser = command_parser("ablate compare", __doc__)
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
     if args.more:
         if not args.claims:
             raise AblateError("more than two directories go with --claims: the claims' trend over model size")
-        from ablate.reports.results import resolve_out_dir
+        from ablate.ablations.results import resolve_out_dir
 
         specs = (args.run_a, args.run_b, *args.more)
         return _compare_claims(args, [resolve_out_dir(s, runs_dir=args.runs_dir) for s in specs])
@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
 
 def _directories(args) -> tuple[Path, Path] | None:
     """The two results directories A and B name, or None when they name runs (record files, or rows of --out)."""
-    from ablate.reports.results import resolve_out_dir
+    from ablate.ablations.results import resolve_out_dir
 
     specs = (args.run_a, args.run_b)
     if any(Path(s).suffix == ".json" or Path(s).is_file() for s in specs):
@@ -167,8 +167,8 @@ def _write(what, writer, out: Path | None, name: str, title: str, ctx=None) -> i
 def _compare_claims(args, dirs: list[Path]) -> int:
     """Each study judged as its report judges it (`reports.sequential.report_table`); two of one size side by side,
     claim by claim, else the trend over their sizes."""
+    from ablate.ablations.results import load_results
     from ablate.reports.claims_compare import compare_claims
-    from ablate.reports.results import load_results
     from ablate.reports.sequential import report_table
     from ablate.reports.trend import distinct_sizes
     from ablate.reports.writers import format_of, get_writer

@@ -13,8 +13,8 @@ from ablate.ablations.commands.options import command_parser, options, parse, pr
 
 
 def build_parser():
+    from ablate.ablations.stats import N_SAMPLES
     from ablate.reports.cells import COLUMNS
-    from ablate.reports.stats import N_SAMPLES
     from ablate.reports.writers import format_names, formats_help
 
     parser = command_parser("ablate report", __doc__)
@@ -67,8 +67,8 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
         return print_config(options(args))
+    from ablate.ablations.results import resolve_out_dir
     from ablate.reports.build import build_report, parse_columns
-    from ablate.reports.results import resolve_out_dir
     from ablate.reports.writers import parse_formats
 
     formats = parse_formats(args.format)  # bad formats and columns fail before any work

@@ -1,6 +1,6 @@
 """A sequential sweep whose looks the test chooses: `python sequential_judge.py STUDY OUT [sweep options]` runs
 `ablate sweep` in this process with one worker, the real queue, storage and training, and `judge` below in place
-of the statistics (`reports.sequential.judge`, which smoke-sized rows could not move). The looks follow the real
+of the statistics (`ablations.design.decide`, which smoke-sized rows could not move). The looks follow the real
 policy; a row is open until it has OPEN_UNTIL[row] finished seeds, then decided.
 
 SEQ_OPEN_UNTIL=ROW:N,...: OPEN_UNTIL for this run instead.
@@ -18,11 +18,11 @@ from pathlib import Path
 OPEN_UNTIL = {"C1": 3}
 
 
-def judge(out, rows, controls, *, min_seeds, max_seeds, design):
-    from ablate.ablations import ledger
-    from ablate.ablations.allocation import Decision, policy
+def judge(results, rows, controls, *, min_seeds, max_seeds, design):
+    from ablate.ablations.design import Decision, policy
 
-    finished = {r: sorted(rec.seed for rec in ledger.read_records(Path(out)) if rec.row == r and
+    done = {key: s.record for key, s in (results.status.items() if results is not None else ())}
+    finished = {r: sorted(seed for (row, seed), rec in done.items() if row == r and rec is not None and
                           rec.state == "complete") for r in rows}  # fmt: skip
     compared = {r for rs in controls.values() for r in rs}
     spec = os.environ.get("SEQ_OPEN_UNTIL", "")
@@ -35,9 +35,9 @@ def judge(out, rows, controls, *, min_seeds, max_seeds, design):
         seeds, looks = target, looks + 1
         states = {r: "open" if seeds[r] < open_until.get(r, 0) else "decided" for r in compared}
     kill = os.environ.get("SEQ_KILL_AT", "")
-    if kill:
+    if kill and results is not None:
         row, seed = kill.split(":")
-        marker = Path(out) / "killed-at-look"
+        marker = Path(results.out_dir) / "killed-at-look"
         if target.get(row, 0) > int(seed) and not marker.exists():
             marker.write_text(f"look {looks}\n")
             os.kill(os.getpid(), signal.SIGKILL)
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
 
     plan = make_plan(parse(build_parser(), argv))
     assert plan.allocation is not None
-    plan.allocation = dataclasses.replace(plan.allocation, judge=f"{Path(__file__).stem}:judge")
+    plan.allocation = dataclasses.replace(plan.allocation, judge=judge)
     coordinate(plan, 1)
     return 0
 

@@ -1,10 +1,10 @@
-"""The sequential policy (`ablations.allocation.policy`): seeds only for open rows, the control's sqrt(k) share, and
+"""The sequential policy (`ablations.design.policy`): seeds only for open rows, the control's sqrt(k) share, and
 nothing queued twice when asked again."""
 
 from __future__ import annotations
 
 import pytest
-from ablate.ablations.allocation import policy
+from ablate.ablations.design import policy
 from ablate.ablations.studies import parse_study
 from ablate.data.errors import AblateError
 

@@ -86,7 +86,7 @@ def test_a_queued_trial_the_looks_no_longer_ask_for_is_closed_unrun_and_queued_a
                             env=sweeps.env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert status.returncode == 0, status.stderr[-2000:]
     assert f"{len(EXPECTED)}/{len(EXPECTED)} done" in status.stdout and "0 failed" in status.stdout
-    from ablate.reports.results import load_results
+    from ablate.ablations.results import load_results
 
     results = load_results(out)  # nor is it a trial of the report's table
     assert sorted(f"{r}__seed{s}" for r, s in results.status) == EXPECTED and results.seeds == [0, 1, 2]
@@ -145,8 +145,10 @@ def test_two_workers_reading_one_storage_take_the_same_decisions(tmp_path, desig
                         seed_rates={("E1", s): 0.30 + 0.02 * s for s in range(3)},
                         plan={("E1", 2): "failed"})  # fmt: skip
     code = (
-        "import json,sys; from ablate.reports.sequential import judge; "
-        f"d = judge(sys.argv[1], ['base', 'C1', 'E1'], {{'base': ['C1', 'E1']}}, min_seeds=2, max_seeds=4, "
+        "import json,sys; from ablate.ablations.design import decide; from ablate.ablations.results import "
+        "read_finished; "
+        f"d = decide(read_finished(sys.argv[1]), ['base', 'C1', 'E1'], {{'base': ['C1', 'E1']}}, min_seeds=2, "
+        "max_seeds=4, "
         f"design='{design}', n_samples=100); print(json.dumps([d.seeds, d.states, d.looks, d.finished]))"
     )
     said = [subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, check=True).stdout

@@ -162,7 +162,7 @@ def test_each_row_trains_with_its_bases_recipe_at_the_presets_it_names(tmp_path)
 
 
 def test_a_report_of_two_recipes_says_which_rows_take_which():
-    from ablate.reports.results import recipes_note
+    from ablate.ablations.results import recipes_note
 
     rows = [
         {"name": "base", "recipe": "modern"},

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from ablate.ablations.allocation import Sequential
+from ablate.ablations.design import Sequential
 from ablate.ablations.presets import PRESETS
 from ablate.ablations.progress import CPU_SIZE_ALPHA, Work, cost_line
 from ablate.ablations.studies import load_study
@@ -118,7 +118,7 @@ def test_the_base_gets_dunnetts_sqrt_k_seeds_by_default_and_a_study_can_set_them
     assert no_base.control_seed_count(2) == 2 and no_base.control_seed_counts(2) == {}
     modern = load_study("modern")  # the paper's base is the reference of the one-at-a-time rows' claims
     counts = modern.control_seed_counts(2)
-    compared = modern.controls()["paper"]
+    compared = modern.compared_with()["paper"]
     assert counts["paper"] == round(2 * len(compared) ** 0.5) and "M-swiglu" in compared
     assert modern.control_seed_counts(2, override=3) == dict.fromkeys(counts, 3)
 

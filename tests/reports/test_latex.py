@@ -13,10 +13,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ablate.ablations.results import load_results
 from ablate.reports.build import describe_corpus
 from ablate.reports.claims import load_claims
 from ablate.reports.latex import TEX_PACKAGES, to_latex
-from ablate.reports.results import load_results
 from ablate.reports.table import ReportTable, Stat, build_table
 from reports_fixtures import BASE_MODEL, BASE_TRAIN, make_study
 

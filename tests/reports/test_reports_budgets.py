@@ -13,6 +13,9 @@ from dataclasses import replace
 
 import pytest
 import reports_fixtures as fx
+from ablate.ablations.results import load_results
+from ablate.ablations.scores import read_lines
+from ablate.ablations.stats import RowTest, SystemScores, compare, pooled_seed_variance
 from ablate.data.errors import AblateError
 from ablate.reports.build import build_report
 from ablate.reports.cells import display_cells
@@ -20,9 +23,6 @@ from ablate.reports.claims import comparison_text, judge, parse_claims
 from ablate.reports.jsonfile import to_json
 from ablate.reports.latex import to_latex
 from ablate.reports.markdown import to_markdown
-from ablate.reports.metrics import read_lines
-from ablate.reports.results import load_results
-from ablate.reports.stats import RowTest, SystemScores, compare, pooled_seed_variance
 from ablate.reports.table import build_table
 from ablate.reports.values import claims_data
 

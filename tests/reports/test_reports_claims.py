@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import reports_fixtures as fx
+from ablate.ablations.convergence import convergence
 from ablate.ablations.record import Record
+from ablate.ablations.stats import SystemScores, compare, compare_rows, pooled_seed_variance, resample_weights
+from ablate.ablations.variance import holm
 from ablate.data.errors import AblateError
 from ablate.reports.claims import Comparison, comparison_verdict, judge, load_claims, parse_claims
-from ablate.reports.convergence import convergence
-from ablate.reports.stats import SystemScores, compare, compare_rows, pooled_seed_variance, resample_weights
-from ablate.reports.variance import holm
 
 
 def systems(values: list[float]) -> list[SystemScores]:
@@ -354,7 +354,7 @@ def test_a_user_study_with_its_own_claims_validates_and_rejects_bad_rows(tmp_pat
     ],
 )
 def test_no_worse_is_non_inferiority_in_the_metrics_own_direction(metric, ci, verdict):
-    from ablate.reports.stats import RowTest
+    from ablate.ablations.stats import RowTest
 
     test = RowTest(row="R", against="ref", metric=metric, n_row=2, n_against=2, effect=sum(ci) / 2, se=0.3, ci=ci)
     comparison = Comparison(row="R", against="ref", metric=metric, expect="no_worse", margin=1.0)

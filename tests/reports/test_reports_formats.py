@@ -10,6 +10,7 @@ import re
 
 import pytest
 from ablate.ablations.cli import main as ablate
+from ablate.ablations.results import load_results
 from ablate.reports.build import build_report, describe_corpus
 from ablate.reports.csvfile import to_csv
 from ablate.reports.htmlpage import to_html
@@ -17,7 +18,6 @@ from ablate.reports.jsonfile import to_json
 from ablate.reports.latex import tex_escape, to_latex
 from ablate.reports.markdown import to_markdown
 from ablate.reports.plots import bleu_vs_params_figure
-from ablate.reports.results import load_results
 from ablate.reports.table import Stat, build_table
 from ablate.reports.writers import format_names
 from reports_fixtures import TABLE3_ROWS, make_study

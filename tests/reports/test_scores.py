@@ -1,4 +1,4 @@
-"""The reports' scoring (`reports.metrics`): a study's references preprocessed once for every system, each
+"""The reports' scoring (`ablations.scores`): a study's references preprocessed once for every system, each
 system's sentence statistics kept on disk by the texts' contents, and scoring ahead of the table with progress. The
 statistics must stay what sacreBLEU gives each system alone."""
 
@@ -12,7 +12,7 @@ def test_systems_sharing_a_reference_file_each_score_as_sacrebleu_scores_them_al
     per-sentence statistics and corpus score must stay what sacreBLEU gives it with the references passed in."""
     import numpy as np
     from ablate.ablations.record import Record
-    from ablate.reports.metrics import system_scores
+    from ablate.ablations.scores import system_scores
     from sacrebleu.metrics import BLEU, CHRF
 
     refs = ["the cat sat on a mat", "hello here", "a b c d e", ""]
@@ -32,8 +32,8 @@ def test_systems_sharing_a_reference_file_each_score_as_sacrebleu_scores_them_al
 def test_sentence_statistics_are_kept_on_disk_by_content_and_never_read_for_other_text(tmp_path, monkeypatch):
     """A report run again reads each system's statistics from $ABLATE_CACHE/scores; an entry is named by the texts'
     contents, so a rewritten hypotheses file is scored afresh, and a torn entry is scored again and replaced."""
+    from ablate.ablations import scores as metrics
     from ablate.ablations.record import Record
-    from ablate.reports import metrics
     from sacrebleu.metrics import BLEU
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
@@ -57,8 +57,8 @@ def test_sentence_statistics_are_kept_on_disk_by_content_and_never_read_for_othe
 
 
 def test_scoring_ahead_says_how_far_it_is_and_leaves_every_system_scored(tmp_path, monkeypatch):
+    from ablate.ablations import scores as metrics
     from ablate.ablations.record import Record
-    from ablate.reports import metrics
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     (tmp_path / "refs.txt").write_text("the cat sat on a mat\nhello here\n", encoding="utf-8")

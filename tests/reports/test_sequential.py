@@ -4,8 +4,9 @@ and nulls, ordinary rows and one with ten times the variance, every look. Second
 from __future__ import annotations
 
 import pytest
-from ablate.reports.sequential import confseq_level, look_level, look_seeds, simulate, spent
-from ablate.reports.stats import ALPHA
+from ablate.ablations.design import confseq_level, look_level, look_seeds, spent
+from ablate.ablations.stats import ALPHA
+from ablate.reports.sequential import simulate
 
 NULL = [0.0] * 20
 PLANTED = [-3, -2, -1, 0, 0, 1, 2, 3, 26, -13, -5, 4, 0, 0, -1.5, 1.5, 0.5, -0.5, 0, 8]  # BLEU, seed SD 1

@@ -7,10 +7,10 @@ import math
 import pytest
 import reports_fixtures as fx
 from ablate.ablations.cli import main as ablate
+from ablate.ablations.results import load_results
 from ablate.reports.htmlpage import trend_to_html
 from ablate.reports.latex import trend_to_latex
 from ablate.reports.plots import plot_trend
-from ablate.reports.results import load_results
 from ablate.reports.sequential import report_table
 from ablate.reports.trend import classify, size_trend, summary_line
 from ablate.reports.writers import Context, get_writer

@@ -1,5 +1,5 @@
 """Dev metrics of a finished trial, at the corpus and the sentence level: BLEU and chrF through sacreBLEU (each
-with its signature), perplexity from the per-sentence NLL the trial wrote. The statistical tests (`reports.stats`)
+with its signature), perplexity from the per-sentence NLL the trial wrote. The statistical tests (`ablations.stats`)
 resample these per-sentence statistics.
 
 The statistics of a hypotheses file are kept on disk ($ABLATE_CACHE/scores, by the contents of the hypotheses and
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 from ablate.ablations.record import Record
+from ablate.ablations.stats import SystemScores
 from ablate.data.cache import cache_root, file_digest, make_key, write_atomic
 from ablate.lightning_modules.metrics import bleu_metric, chrf_metric, chrf_signature, perplexity
-from ablate.reports.stats import SystemScores
 
 
 def read_lines(path: Path) -> list[str]:

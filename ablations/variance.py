@@ -174,7 +174,7 @@ def _outliers(fitted: dict[int, tuple[float, int]]) -> set[int]:
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
     """Holm's step-down adjustment (strong control of the family-wise error rate); None stays None. The outlier gate
-    here and the row tests of `reports.stats` both use it."""
+    here and the row tests of `ablations.stats` both use it."""
     order = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
     adjusted: list[float | None] = [None] * len(p_values)
     running, m = 0.0, len(order)

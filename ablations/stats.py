@@ -7,7 +7,7 @@ For a row R and a reference row B (the base), with seeds s and a metric M scored
     SE^2   = s~_R^2 / n_R + s~_B^2 / n_B    seed noise: training randomness, each row's spread over seeds
            + Var_boot(effect)               sentence noise: a paired bootstrap over the dev sentences
 
-s~^2 is a row's seed variance moderated toward the study's by empirical Bayes (`reports.variance`: Smyth, 2004,
+s~^2 is a row's seed variance moderated toward the study's by empirical Bayes (`ablations.variance`: Smyth, 2004,
 robust as in Phipson et al., 2016): every row follows one recipe, so rows that agree share the pooled variance
 (with two seeds a row alone would give one degree of freedom, a 95% interval of +-12.7 standard errors), while a
 row whose seeds disagree far beyond the others keeps its own wide interval instead of widening everyone's. The
@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from ablate.ablations.variance import Moderated, holm, moderate
 from ablate.lightning_modules.metrics import METRICS
-from ablate.reports.variance import Moderated, holm, moderate
 
 ALPHA = 0.05
 """Significance level of every test and 1 - coverage of every interval."""
