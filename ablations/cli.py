@@ -8,6 +8,10 @@ import importlib
 import os
 import sys
 
+# A string registry, and it stays one: this file is the top of the layers (the entry point `ablate`), where every
+# room may be reached, and a name is imported only when its command runs, so `ablate --help` imports no command.
+# Only here may a string name a later layer (tests/test_layering.py: REGISTRIES); the runner reaches the statistics
+# by import (ablations.design), never by name.
 COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": (
         "ablate.ablations.commands.sweep",

@@ -6,13 +6,20 @@ other in a circle. Every import counts: at the top of a file, inside a function,
 
 reports reads finished results only and never imports training code: no module that reports reaches, through any
 chain of imports, imports torch or Lightning when it is loaded (its records, ledger, storages, claims and configs
-are what it may read), and reports itself imports neither anywhere. (`ablate report` and `compare` are dispatched by
-name from ablations/cli.py, a string and not an import.)
+are what it may read), and reports itself imports neither anywhere.
+
+A dependency written as a string is still a dependency: a module of this repository named in a string
+("ablate.reports.table", "ablate.reports.sequential:judge") counts as an import of it for the direction of the
+layers, and `importlib.import_module` or `__import__` is called only by the registries that find modules by name
+(`REGISTRIES`): the CLI entry, where every layer may be reached (`ablate report` is dispatched from
+ablations/cli.py by name), and the plug-ins found by package path (launchers, report formats).
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +28,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = {"data": 0, "lightning_modules": 1, "ablations": 2, "reports": 3, "benchmarks": 3}
 TRAINING_LIBRARIES = ("torch", "pytorch_lightning", "lightning")
+REGISTRIES = {
+    "ablations/cli.py": "the CLI entry: every command by module name (`COMMANDS`), the top, where any layer is reached",
+    "ablations/launchers/__init__.py": "plug-ins: every module of the launchers package, by package path",
+    "reports/writers.py": "plug-ins: the built-in report formats, modules of reports itself",
+}
+"""The modules that may import by name, and why. Only the CLI entry may name a module of a later layer."""
+NAMED_MODULE = re.compile(r"ablate(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?")
+"""A string that names a module of this repository, or a function in one ('module:function')."""
 
 
 @dataclass(frozen=True)
@@ -29,18 +44,19 @@ class Import:
     target: str  # the imported module of this repository, or the top-level name of a library
     where: str  # "reports/cells.py:16"
     top_level: bool  # run when the module is loaded (not inside a function)
+    by_name: bool = False  # named in a string ("ablate.reports.table"), not an import statement
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+def module_name(path: Path, root: Path = REPO) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(["ablate", *(parts[:-1] if parts[-1] == "__init__" else parts)])
 
 
 def read_modules(root: Path = REPO) -> dict[str, Path]:
-    return {module_name(p): p for folder in LAYERS for p in sorted((root / folder).rglob("*.py"))}
+    return {module_name(p, root): p for folder in LAYERS for p in sorted((root / folder).rglob("*.py"))}
 
 
-def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
+def _imports(name: str, path: Path, modules: dict[str, Path], root: Path = REPO) -> list[Import]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     in_function: set[int] = set()
@@ -60,17 +76,40 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
         else:
             continue
-        where = f"{path.relative_to(REPO)}:{node.lineno}"
+        where = f"{path.relative_to(root)}:{node.lineno}"
         for target in dict.fromkeys(targets):
             if not target.startswith("ablate."):
                 target = target.partition(".")[0]
             found.append(Import(name, target, where, id(node) not in in_function))
+    for node in ast.walk(tree):  # modules named in strings: a dependency all the same
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and NAMED_MODULE.fullmatch(node.value):
+            target = node.value.partition(":")[0]
+            if target.split(".")[1] in LAYERS:
+                where = f"{path.relative_to(root)}:{node.lineno}"
+                found.append(Import(name, target, where, id(node) not in in_function, by_name=True))
     return found
 
 
 def read_imports(root: Path = REPO) -> list[Import]:
     modules = read_modules(root)
-    return [imp for name, path in modules.items() for imp in _imports(name, path, modules)]
+    return [imp for name, path in modules.items() for imp in _imports(name, path, modules, root)]
+
+
+def imports_by_name(root: Path = REPO) -> list[str]:
+    """Every call of `importlib.import_module` or `__import__` outside `REGISTRIES`: a dependency the reader of the
+    imports cannot see, whatever its argument."""
+    bad = []
+    for path in read_modules(root).values():
+        where = path.relative_to(root).as_posix()
+        if where in REGISTRIES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+                if called in ("import_module", "__import__"):
+                    bad.append(f"{where}:{node.lineno}: {called}(...) outside the registries that import by name")
+    return bad
 
 
 def room(module: str) -> str:
@@ -83,15 +122,18 @@ def upward_imports(imports: list[Import]) -> list[str]:
         if not imp.target.startswith("ablate."):
             continue
         src, dst = room(imp.source), room(imp.target)
+        if imp.by_name and imp.where.partition(":")[0] == "ablations/cli.py":
+            continue  # the CLI entry, the top: every layer may be reached from it (`REGISTRIES`)
         if src != dst and LAYERS[dst] >= LAYERS[src]:
-            bad.append(f"{imp.where}: {imp.source} imports {imp.target} ({src} may not import {dst})")
+            how = "names" if imp.by_name else "imports"
+            bad.append(f"{imp.where}: {imp.source} {how} {imp.target} ({src} may not import {dst})")
     return bad
 
 
 def circles(imports: list[Import]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
     graph: dict[str, set[str]] = {}
-    for imp in imports:
+    for imp in (i for i in imports if not i.by_name):  # a registry's names are looked up when called, never loaded
         graph.setdefault(imp.source, set())
         if imp.target.startswith("ablate.") and imp.target != imp.source:
             graph[imp.source].add(imp.target)
@@ -137,7 +179,7 @@ def circles(imports: list[Import]) -> list[list[str]]:
 
 def training_code_in_reports(imports: list[Import]) -> list[str]:
     by_source: dict[str, list[Import]] = {}
-    for imp in imports:
+    for imp in (i for i in imports if not i.by_name):
         by_source.setdefault(imp.source, []).append(imp)
     bad = [
         f"{imp.where}: {imp.source} imports {imp.target}"
@@ -177,6 +219,11 @@ def test_no_module_imports_upward(imports):
     assert not bad, "imports against data -> lightning_modules -> ablations -> reports, benchmarks:\n" + "\n".join(bad)
 
 
+def test_only_the_registries_import_by_name():
+    bad = imports_by_name()
+    assert not bad, "imports by name (a string) outside REGISTRIES:\n" + "\n".join(bad)
+
+
 def test_no_modules_import_in_a_circle(imports):
     found = circles(imports)
     assert not found, "modules that import each other in a circle:\n" + "\n".join(" <-> ".join(c) for c in found)
@@ -205,3 +252,37 @@ def test_the_checks_catch_what_they_are_for():
     assert training_code_in_reports(training) == [
         "ablations/trainer.py:1: ablate.reports.x -> ablate.ablations.trainer imports torch when loaded"
     ]
+
+
+def _tree_copy(tmp_path: Path) -> Path:
+    """The packages' Python files, copied: a tree to plant imports in."""
+    for folder in LAYERS:
+        shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("*.pyc", "__pycache__"))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        'importlib.import_module("ablate.reports.table")',
+        '__import__("ablate.reports.sequential")',
+        'JUDGE = "ablate.reports.sequential:judge"',  # a 'module:function' handed to import_module later
+    ],
+)
+def test_a_planted_string_import_across_layers_fails_the_test(tmp_path, planted):
+    """The runner reaching the reports by name, planted in a copy of the tree: the layering test fails on it (and
+    passes on the copy as it was), and the CLI entry may still name every layer."""
+    root = _tree_copy(tmp_path)
+    assert not upward_imports(read_imports(root)) and not imports_by_name(root)
+    target = root / "ablations" / "sweep.py"
+    lines = target.read_text(encoding="utf-8").splitlines()
+    lines += ["", "import importlib", "", "", "def _look():", f"    {planted}", ""]
+    target.write_text("\n".join(lines), encoding="utf-8")
+    line = len(lines) - 1
+    found = upward_imports(read_imports(root)) + imports_by_name(root)
+    assert found and all(f.startswith(f"ablations/sweep.py:{line}:") for f in found), found
+    name = planted.split('"')[1].partition(":")[0]
+    assert any(f"ablate.ablations.sweep names {name} (ablations may not import reports)" in f for f in found), found
+    entry = root / "ablations" / "cli.py"
+    entry.write_text(entry.read_text(encoding="utf-8") + f"\n\ndef _also():\n    {planted}\n", encoding="utf-8")
+    assert not [f for f in upward_imports(read_imports(root)) + imports_by_name(root) if "cli.py" in f]
