@@ -18,6 +18,7 @@ from ablate.ablations.design import (
     Sequential,
     Walk,
     comparison_key,
+    dunnett,
     finished_seeds,
     level,
     policy,
@@ -165,43 +166,16 @@ def simulate(
     k = len(effects)
     sds = np.array([sd * (math.sqrt(10) if i in unstable else 1.0) for i in range(k)])
     truth = np.asarray(effects, dtype=float)
-    control_max = round(math.sqrt(k) * max_seeds)
+    control_max = dunnett(k, max_seeds)
     wrong, wrong_u, covered, covered_u, trials, decided = 0, 0, [], [], [], []
     for _ in range(replicates):
         rows = rng.normal(truth[:, None], sds[:, None], size=(k, max_seeds))
         control = rng.normal(0.0, sd, size=control_max)
-        seeds: dict[str, int] = {str(i): 0 for i in range(k)} | {"c": 0}  # row i is "i"
-        states: dict = {}
-        first = min_seeds if sequential else max_seeds
-        previous, bad, verdict = 0, False, dict.fromkeys(range(k), 0)
-        while True:
-            target = (
-                policy(seeds, states, {"c": [str(i) for i in range(k)]}, min_seeds=first, max_seeds=max_seeds)
-                if sequential or not states
-                else seeds
-            )
-            if target == seeds:
-                break
-            seeds = target
-            n = max(seeds[str(i)] for i in range(k) if states.get(str(i), "open") == "open")
-            at = level(design, n, previous, max_seeds) if sequential else ALPHA
-            previous = n
-            tests = _sim_tests(rows, control, seeds, k)
-            p_holm = holm([p for _, _, _, p in tests])
-            for i, ((effect, se, _df, _), p) in enumerate(zip(tests, p_holm, strict=True)):
-                if states.get(str(i)) in ("decided", "out_of_reach"):
-                    continue
-                if p is not None and p < at:
-                    states[str(i)], verdict[i] = "decided", int(np.sign(effect))
-                    if i not in unstable:  # the family-wise error over the ordinary rows, as section 9 measures it
-                        bad |= truth[i] == 0 or np.sign(truth[i]) != np.sign(effect)
-                    wrong_u += i in unstable and (truth[i] == 0 or np.sign(truth[i]) != np.sign(effect))
-                elif seeds[str(i)] >= max_seeds or not sequential:
-                    states[str(i)] = "out_of_reach"
-                else:
-                    z = stats.norm.ppf(1 - at / 2) + stats.norm.ppf(0.8)
-                    need = (z * se / max(abs(effect), 1e-9)) ** 2 * seeds[str(i)]
-                    states[str(i)] = "open" if need <= max_seeds else "out_of_reach"
+        seeds, states, bad, wrong_here = _sim_looks(
+            rows, control, truth, unstable, min_seeds=min_seeds, max_seeds=max_seeds, sequential=sequential,
+            design=design,
+        )  # fmt: skip
+        wrong_u += wrong_here
         tests = _sim_tests(rows, control, seeds, k)
         for i, (effect, se, df, _) in enumerate(tests):
             half = stats.t.ppf(1 - ALPHA / 2, df) * se
@@ -219,6 +193,63 @@ def simulate(
         fixed_trials=k * max_seeds + control_max,
         decided=float(np.mean(decided)),
     )
+
+
+def _sim_looks(
+    rows: np.ndarray,
+    control: np.ndarray,
+    truth: np.ndarray,
+    unstable: Sequence[int],
+    *,
+    min_seeds: int,
+    max_seeds: int,
+    sequential: bool,
+    design: Design,
+):
+    """One replicate's looks, as `simulate` describes them: (each row's seeds at the end, row i as "i" and the
+    control as "c"; each row's state; whether an ordinary row got a wrong verdict; how many rows with tenfold
+    variance did)."""
+    k = len(truth)
+    seeds: dict[str, int] = {str(i): 0 for i in range(k)} | {"c": 0}
+    states: dict = {}
+    first = min_seeds if sequential else max_seeds
+    previous, bad, wrong_u = 0, False, 0
+    while True:
+        target = (
+            policy(seeds, states, {"c": [str(i) for i in range(k)]}, min_seeds=first, max_seeds=max_seeds)
+            if sequential or not states
+            else seeds
+        )
+        if target == seeds:
+            return seeds, states, bad, wrong_u
+        seeds = target
+        n = max(seeds[str(i)] for i in range(k) if states.get(str(i), "open") == "open")
+        at = level(design, n, previous, max_seeds) if sequential else ALPHA
+        previous = n
+        tests = _sim_tests(rows, control, seeds, k)
+        p_holm = holm([p for _, _, _, p in tests])
+        for i, ((effect, se, _df, _), p) in enumerate(zip(tests, p_holm, strict=True)):
+            if states.get(str(i)) in ("decided", "out_of_reach"):
+                continue
+            if p is not None and p < at:
+                states[str(i)] = "decided"
+                wrong = truth[i] == 0 or np.sign(truth[i]) != np.sign(effect)
+                if i not in unstable:  # the family-wise error over the ordinary rows, as section 9 measures it
+                    bad |= wrong
+                wrong_u += i in unstable and wrong
+            else:
+                states[str(i)] = _sim_undecided(effect, se, seeds[str(i)], at, max_seeds, sequential)
+
+
+def _sim_undecided(effect: float, se: float, n: int, at: float, max_seeds: int, sequential: bool) -> str:
+    """An undecided row after a look: open while the power model says max_seeds could decide it, else out of reach."""
+    from scipy import stats
+
+    if n >= max_seeds or not sequential:
+        return "out_of_reach"
+    z = stats.norm.ppf(1 - at / 2) + stats.norm.ppf(0.8)
+    need = (z * se / max(abs(effect), 1e-9)) ** 2 * n
+    return "open" if need <= max_seeds else "out_of_reach"
 
 
 def _sim_tests(
