@@ -77,11 +77,18 @@ def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict | None 
     that row) and (if given) HF generate, interleaved."""
     import torch
     from ablate.lightning_modules.decoding import beam_search, greedy_search
+    from ablate.lightning_modules.static_decoding import static_beam_search
 
     run, device, precision = s.run, s.device, s.precision
     alpha, (a, b) = run.train.length_penalty, _max_len(run)
     systems: dict[str, tuple[Any, Any]] = {
         "ours_beam": (ours.output, lambda: beam_search(ours, src, BOS_ID, EOS_ID, bench.beam_size, alpha, a, b)),
+        # train.decoding 'static' (the default on CUDA, one replayed graph a step there; its decoder_steps counts
+        # only the steps run eagerly, as a replayed graph calls no hook)
+        "ours_beam_static": (
+            ours.output,
+            lambda: static_beam_search(ours, src, BOS_ID, EOS_ID, bench.beam_size, alpha, a, b),
+        ),
         "ours_greedy": (ours.output, lambda: greedy_search(ours, src, BOS_ID, EOS_ID, a, b)),
     }
     for name, model in (rows or {}).items():

@@ -25,6 +25,10 @@ def ratios(result: dict[str, Any]) -> dict[str, float | None]:
                 out[f"{search}_sent_s_ours_vs_{peer}"] = paired_speedup(
                     dec[f"ours_{search}"]["times_s"], dec[f"{peer}_{search}"]["times_s"]
                 )
+    if "ours_beam_static" in dec:  # train.decoding: fixed shapes (graphs on CUDA) against the shrinking batch
+        out["beam_sent_s_static_vs_dynamic"] = paired_speedup(
+            dec["ours_beam_static"]["times_s"], dec["ours_beam"]["times_s"]
+        )
     return out
 
 

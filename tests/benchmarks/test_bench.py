@@ -49,7 +49,7 @@ def _fields(result: dict, peers: list[str]) -> None:
     for key in ("padding_ours", "padding_random", "padding_measured_batches"):
         assert 0 <= result["data"][key] < 1
     assert result["data"]["padding_ours"] < result["data"]["padding_random"]
-    decoders = ["ours_beam", "ours_greedy"] + (["hf_beam", "hf_greedy"] if "hf" in peers else [])
+    decoders = ["ours_beam", "ours_beam_static", "ours_greedy"] + (["hf_beam", "hf_greedy"] if "hf" in peers else [])
     decoders += [f"{peer}_{search}" for peer in peers if peer.startswith("row:") for search in ("beam", "greedy")]
     assert set(result["decoding"]) == set(decoders)
     steps = {d["decoder_steps"] for d in result["decoding"].values()}
