@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
+import shutil
 import struct
 import sys
 from pathlib import Path
@@ -74,12 +76,17 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
     label, entity = tracking.get("label"), tracking.get("entity")
     group = run_group(table.study, table.preset, label)
     wandb_dir.mkdir(parents=True, exist_ok=True)
+    run_id = report_run_id(group)
+    for earlier in (wandb_dir / "wandb").glob(f"offline-run-*-{run_id}"):  # the report of this study, made before
+        shutil.rmtree(earlier, ignore_errors=True)
     run = wandb.init(
         project=project,
         entity=entity,
         group=group,
         job_type="report",
         name=f"report-{group}",
+        id=run_id,  # one report run per study: a report made again updates it (online) or replaces it (offline)
+        resume="allow",
         dir=str(wandb_dir),
         mode=_mode(),  # pyright: ignore[reportArgumentType]  # WANDB_MODE as the user set it: wandb checks it
         reinit="create_new",
@@ -124,6 +131,11 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
         return run_dir
     finally:
         run.finish()
+
+
+def report_run_id(group: str) -> str:
+    """The W&B run id of a study's report: the same every time it is made, in the characters W&B allows."""
+    return "report-" + re.sub(r"[^A-Za-z0-9_-]", "_", group)[:100]
 
 
 def _view_line(script: Path, out_dir: Path, *, offline: bool) -> str:

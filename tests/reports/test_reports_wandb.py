@@ -188,3 +188,19 @@ def test_the_view_script_without_a_wandb_login_says_so_in_one_line(tmp_path, cle
 def test_a_view_without_an_entity_is_refused():
     with pytest.raises(AblateError, match="needs an entity"):
         build_view({"entity": None, "project": "p", "group": "g", "knobs": [], "claims": False})
+
+
+def test_a_report_made_again_is_the_same_run_not_a_second_one(tmp_path, clean_wandb_env):
+    """`ablate report --wandb` twice: one report run of the study (its id fixed by the study's group), holding the
+    second report's table; the trials' own runs are untouched."""
+    out = make_study(tmp_path / "table3-smoke", rows=TABLE3_ROWS[:3])
+    first = build_report(out, ["md"], wandb=True, n_samples=50)["wandb"]
+    wandb.teardown()
+    again = build_report(out, ["md"], wandb=True, n_samples=50)["wandb"]
+    wandb.teardown()
+    runs = sorted((out / "wandb").glob("offline-run-*"))
+    assert runs == [again], runs  # the first report's run was replaced, not kept beside it
+    assert first.name.endswith("report-table3-smoke")
+    run = read_offline_run(again)
+    assert run["finished"] and run["run"]["id"] == "report-table3-smoke"
+    assert run["history"][0][TABLE_KEY]["nrows"] == 3
