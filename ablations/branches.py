@@ -80,13 +80,16 @@ def forget_budgets(out_dir: Path) -> None:
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
-def score_budgets(run: RunConfig, out_dir: Path, datamodule, callbacks: list[pl.Callback]) -> list[dict[str, Any]]:
-    """Every shorter budget of the run (train.budgets), each trained and scored by its branch (`score_budget`)."""
-    return [score_budget(run, out_dir, fraction, datamodule, callbacks) for fraction in run.train.budgets]
+def score_budgets(
+    run: RunConfig, out_dir: Path, datamodule, callbacks: list[pl.Callback], name: str = ""
+) -> list[dict[str, Any]]:
+    """Every shorter budget of the run (train.budgets), each trained and scored by its branch (`score_budget`);
+    `name` (the run's, e.g. 'base-s0') begins each branch's progress lines."""
+    return [score_budget(run, out_dir, fraction, datamodule, callbacks, name) for fraction in run.train.budgets]
 
 
 def score_budget(
-    run: RunConfig, out_dir: Path, fraction: float, datamodule, callbacks: list[pl.Callback]
+    run: RunConfig, out_dir: Path, fraction: float, datamodule, callbacks: list[pl.Callback], name: str = ""
 ) -> dict[str, Any]:
     """Train and score one shorter budget: its cooldown, as a branch from the main run's fork checkpoint (or from
     the branch's own last checkpoint, when a branch was interrupted), then the final full-dev validation and the test
@@ -110,7 +113,7 @@ def score_budget(
                 )
             # The branch's own copy (its checkpoints move on, the fork stays), atomic: DDP ranks may copy at once.
             write_atomic(last, lambda fh: fh.write(source.read_bytes()))
-        done = _train_branch(branch, branch_dir, datamodule, callbacks, budget_label(fraction), fork)
+        done = _train_branch(branch, branch_dir, datamodule, callbacks, budget_label(fraction), fork, name)
     return {
         "fraction": fraction,
         "steps": steps,
@@ -132,13 +135,13 @@ def _branch_result(branch_dir: Path, steps: int, test_eval: bool) -> TrainResult
 
 
 def _train_branch(
-    run: RunConfig, out_dir: Path, datamodule, callbacks: list[pl.Callback], label: str, fork: int
+    run: RunConfig, out_dir: Path, datamodule, callbacks: list[pl.Callback], label: str, fork: int, name: str
 ) -> TrainResult:
     """The branch's fit (resumed from out_dir/checkpoints/last.ckpt) and test, without a logger of its own."""
     module = build_module(run, datamodule.tokenizer)
     module.budget = label  # the caller's callbacks (the live view's progress) name the phase from it
     last = out_dir / "checkpoints" / "last.ckpt"
-    prefix = f"[{run.tracking.label or ''}{label}] " if run.tracking.label else f"[{label}] "
+    prefix = f"[{name} {label}] " if name else f"[{label}] "  # '[base-s0 T/2] ': the trial, then the budget
     recorder = Recorder(out_dir, run.tracking.log_every, run.tracking.progress, time.time(), prefix, fork)
     trainer = make_trainer(run, out_dir, False, recorder, callbacks)
     validated = finished_result(out_dir, last, run.train.max_steps) is not None  # stopped in its test

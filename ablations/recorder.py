@@ -158,6 +158,7 @@ class Recorder(pl.Callback):
             "overhead_s": first_step_at - self.started_at,
             "resumed_at_steps": self.resumes,
             "device": device_name(trainer),
+            "kernels": kernels_ran_on(trainer),
             "precision": str(trainer.precision),
             "bleu_signature": val.get("bleu_signature"),
             "bleu_sentences": val.get("bleu_sentences"),
@@ -239,6 +240,35 @@ def device_name(trainer: pl.Trainer) -> str:
         name = torch.cuda.get_device_name(trainer.strategy.root_device)
         return f"{trainer.world_size}x {name}" if trainer.world_size > 1 else name
     return f"cpu ({torch.get_num_threads()} threads)" + (f" x{trainer.world_size}" if trainer.world_size > 1 else "")
+
+
+def kernels_ran_on(trainer: pl.Trainer) -> dict[str, Any]:
+    """What a run's numbers were computed with, beyond the device's name: the same recipe reproduces a result to the
+    digit only on the same kernels (torch's version, its CPU vector extension, the CPU or GPU model); elsewhere the
+    rounding differs in the seventh digit at some step and the run drifts within seed noise from there."""
+    device = trainer.strategy.root_device
+    return {
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu": cpu_model(),
+        "threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "cuda": torch.version.cuda if device.type == "cuda" else None,
+    }
+
+
+def cpu_model() -> str:
+    """The processor's model name (/proc/cpuinfo on Linux, else the platform's), '' where unknown."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 def _in_order(index: list[int], texts: list[str], n: int) -> list[str]:

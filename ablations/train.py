@@ -80,7 +80,7 @@ def train(
     with interrupt.graceful():
         module = fit(trainer, module, datamodule, last, recorder, validated=finished is not None)
         reached = reached_max_steps(last, run.train.max_steps)
-        budgets = score_budgets(run, out_dir, datamodule, callbacks or []) if reached else []
+        budgets = score_budgets(run, out_dir, datamodule, callbacks or [], name) if reached else []
         tested = finished is not None and "test_bleu" in finished.metrics
         if run.train.test_eval and not tested and reached:
             decode_test(trainer, module, datamodule)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from ablate.ablations import checkpoints, environment, interrupt
+from ablate.ablations import checkpoints, environment, interrupt, weights
 from ablate.ablations.config import RunConfig
 from ablate.ablations.recorder import Recorder
 from ablate.ablations.trial_files import TrainResult
@@ -99,6 +99,7 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
     directory = out_dir / "checkpoints"
     cbs: list[pl.Callback] = [FinalValidation(), recorder, checkpoints.ResumeState(directory / "last.ckpt")]
     cbs.append(StopTestOnSignal(directory / "last.ckpt"))
+    cbs.append(weights.FinalWeights(out_dir / weights.FILE))  # what `ablate translate` decodes with
     if run.train.keep_checkpoints == "best":
         cbs.append(checkpoints.best_checkpoint(directory))
     cbs += callbacks

@@ -40,6 +40,17 @@ class Tokenizer:
         processor.load(os.fspath(path))
         return cls(processor, os.fspath(path))
 
+    @classmethod
+    def from_bytes(cls, model: bytes, path: str = "<embedded>") -> Tokenizer:
+        """A tokenizer from its model file's bytes (`model_bytes`): a trained model's file carries its own."""
+        processor = spm.SentencePieceProcessor()
+        processor.load_from_serialized_proto(model)
+        return cls(processor, path)
+
+    def model_bytes(self) -> bytes:
+        """The SentencePiece model file's bytes: `from_bytes` gives the same tokenizer back."""
+        return self._sp.serialized_model_proto()
+
     def vocabulary(self) -> list[tuple[str, float, str]]:
         """Every piece with its score and kind (normal, control, unknown, unused, byte), by id: what the model
         encodes with, without the training settings its file also records (the thread count among them)."""

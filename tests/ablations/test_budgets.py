@@ -111,6 +111,7 @@ def test_a_run_stopped_inside_its_branch_resumes_the_branch_and_finishes_it_once
     _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err[-3000:]
     assert "[long-s0] step" not in err  # the main run had finished: only the branch trained again
+    assert "[long-s0 T/2] step" in err  # its lines name the trial and the budget
     part, whole = _result(out), _result(budget_runs["whole"])
     _same_model(whole["budgets"][0], part["budgets"][0])
     _same_model(whole, part)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from ablate.ablations import cli
 from ablate.ablations.studies import load_study
 from ablate.data.errors import AblateError
@@ -238,6 +239,12 @@ def test_each_trial_is_an_offline_wandb_run_holding_its_metrics(finished, sweeps
     for name in ("bleu", "ppl", "params", "tokens_per_sec", "wall_time_s"):
         assert summary[f"final/{name}"] == pytest.approx(record["metrics"][name]), name
     assert summary["final/device"] == record["metrics"]["device"]
+    # What the numbers ran on: "to the digit" holds only on the same kernels.
+    kernels = record["metrics"]["kernels"]
+    assert kernels["torch"] == torch.__version__
+    assert kernels["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert kernels["cpu"] and kernels["threads"] >= 1 and kernels["gpu"] is None
+    assert summary["final/kernels"]["cpu_capability"] == kernels["cpu_capability"]
 
     # Config: the row, the study, and the resolved sections that survive as mappings.
     config = run["config"]

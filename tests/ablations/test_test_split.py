@@ -192,3 +192,48 @@ def test_with_checkpoint_averaging_the_test_split_is_decoded_by_the_averaged_wei
     decoded = decode_test_split(checkpoint, asdict(run.data), sweeps.env["ABLATE_CACHE"], monkeypatch)
     assert decoded == result.test_hypotheses and len(set(decoded)) > 1
     assert result.metrics["test_bleu"] == sacrebleu.metrics.BLEU().corpus_score(decoded, [result.test_references]).score
+
+
+def test_ablate_translate_decodes_with_a_trials_final_weights_what_its_record_holds(
+    finished_sweep, sweeps, tmp_path, monkeypatch, capsys
+):
+    """Every finished trial keeps its final weights with its tokenizer and decoding (model.pt, kept when the
+    checkpoints go): `ablate translate OUT --row R` on the test split's sources gives the record's test hypotheses
+    and, with --refs, its test BLEU and chrF with their signatures."""
+    from ablate.ablations import cli
+    from ablate.ablations.studies import load_study
+    from ablate.data.prepare import prepare
+
+    out = finished_sweep
+    record = sweeps.records(out)["ok1__seed0"]
+    model = out / "trials" / "ok1__seed0" / "model.pt"
+    assert model.is_file() and not (out / "trials" / "ok1__seed0" / "checkpoints" / "last.ckpt").exists()
+    assert not (out / "trials" / "nan__seed0" / "model.pt").exists(), "a diverged trial leaves no model"
+    monkeypatch.setenv("ABLATE_CACHE", sweeps.env["ABLATE_CACHE"])
+    study = load_study(sweeps.study(STUDY_ROWS))
+    sources = tmp_path / "test.src"
+    sources.write_text("\n".join(prepare(study.run_config(study.row("ok1"), "smoke").data).sources("test")) + "\n")
+    refs = out / record["test_references"]
+
+    assert cli.main(["translate", str(out), "--row", "ok1", "--input", str(sources), "--refs", str(refs)]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.splitlines() == lines(out / record["test_hypotheses"])
+    assert f"BLEU {record['metrics']['test_bleu']:.2f}  chrF {record['metrics']['test_chrf']:.2f}" in printed.err
+    assert record["metrics"]["test_bleu_signature"] in printed.err
+
+    # The model file alone, on another machine's path, and one sentence from standard input.
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO(sources.read_text().splitlines()[0] + "\n"))
+    assert cli.main(["translate", str(model), "--beam", "1"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+
+    # Bad input: one line, exit 2.
+    for args, said in (
+        ([str(out)], "is a sweep: choose a model with --row and --seed (trained: ok1__seed0, ok2__seed0)"),
+        ([str(out), "--row", "nan"], "no trained model for row nan seed 0"),
+        ([str(tmp_path / "nowhere")], "no such file or folder"),
+        ([str(sources)], "not a model file of ablate"),
+        ([str(model), "--input", str(sources), "--refs", str(tmp_path / "missing.txt")], "--refs"),
+    ):
+        assert cli.main(["translate", *args]) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and said in err, err

@@ -1,0 +1,124 @@
+"""`ablate translate MODEL`: decode text with a trained model, as fairseq-interactive does, and score it if asked.
+
+MODEL is a model file (`model.pt`), the folder of an `ablate train --out` run, or a sweep's folder with --row and
+--seed. One source sentence a line from --input (default: standard input); one translation a line on standard
+output, in the input's order. The decoding is the one the model was scored with (beam, length penalty, length
+limit), unless --beam or --length_penalty say otherwise. With --refs, sacreBLEU's BLEU and chrF of the translations
+against those references (one a line) go to standard error, with their signatures.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.data.errors import AblateError
+
+
+def build_parser():
+    parser = command_parser("ablate translate", __doc__)
+    parser.add_argument("model", help="a model.pt, a run folder holding one, or a sweep folder (with --row, --seed)")
+    parser.add_argument("--row", default=None, help="in a sweep folder: the row whose model to use")
+    parser.add_argument("--seed", type=int, default=0, help="in a sweep folder: the seed (default 0)")
+    parser.add_argument("--input", default="-", help="source sentences, one a line ('-': standard input)")
+    parser.add_argument("--refs", default=None, help="reference translations, one a line: score with sacreBLEU")
+    parser.add_argument("--beam", type=int, default=None, help="beam size (default: as trained; 1 is greedy)")
+    parser.add_argument("--length_penalty", type=float, default=None, help="alpha (default: as trained)")
+    parser.add_argument("--batch_size", type=int, default=64, help="sentences decoded together (default 64)")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where to decode")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = parse(build_parser(), argv)
+    if args.print_config:
+        return print_config(options(args))
+    if args.batch_size < 1 or (args.beam is not None and args.beam < 1):
+        raise AblateError("--batch_size and --beam must be positive")
+    path = model_file(Path(args.model), args.row, args.seed)
+    sources = _read_lines(args.input, "--input")
+    references = _read_lines(args.refs, "--refs") if args.refs else None
+    if references is not None and len(references) != len(sources):
+        raise AblateError(f"--refs {args.refs} has {len(references)} lines for {len(sources)} source lines")
+
+    from ablate.ablations import weights
+
+    trained = weights.load(path)
+    hypotheses = translate(trained, sources, args.beam, args.length_penalty, args.batch_size, args.device)
+    for line in hypotheses:
+        print(line)
+    if references is not None:
+        from ablate.lightning_modules.module import corpus_scores
+
+        scores = corpus_scores(dict(enumerate(hypotheses)), references)
+        print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  ({len(hypotheses)} sentences)", file=sys.stderr)
+        print(f"  {scores['bleu_signature']}\n  {scores['chrf_signature']}", file=sys.stderr)
+    return 0
+
+
+def model_file(path: Path, row: str | None, seed: int) -> Path:
+    """The model.pt that MODEL names (see the module's docstring), or a one-line error saying what is there."""
+    from ablate.ablations.record import Layout
+    from ablate.ablations.weights import FILE
+
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise AblateError(f"{path}: no such file or folder; give a model.pt, a run folder or a sweep folder")
+    if (path / FILE).is_file() and row is None:
+        return path / FILE
+    layout = Layout(path)
+    if not layout.study_file.is_file():
+        raise AblateError(f"{path}: holds no {FILE} and no study.json; give a model.pt, a run folder or a sweep folder")
+    trained = sorted(p.parent.name for p in layout.trials_dir.glob(f"*/{FILE}"))
+    if row is None:
+        raise AblateError(f"{path} is a sweep: choose a model with --row and --seed (trained: {_listing(trained)})")
+    found = layout.trial_dir(row, seed) / FILE
+    if not found.is_file():
+        raise AblateError(
+            f"{path}: no trained model for row {row} seed {seed} (trained: {_listing(trained)}); a trial keeps "
+            f"its {FILE} once it has finished"
+        )
+    return found
+
+
+def _listing(keys: list[str]) -> str:
+    return ", ".join(keys[:12]) + (f" and {len(keys) - 12} more" if len(keys) > 12 else "") if keys else "none yet"
+
+
+def _read_lines(name: str, flag: str) -> list[str]:
+    if name == "-":
+        return [line.rstrip("\n") for line in sys.stdin]
+    try:
+        return Path(name).read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise AblateError(f"{flag} {name}: {err.strerror or err}") from None
+
+
+def translate(trained, sources: list[str], beam: int | None, alpha: float | None, batch_size: int, device: str):
+    """Translations of `sources` in their order: encoded as training encodes a source (subwords, eos, right
+    padding), decoded in batches of similar length."""
+    from dataclasses import replace
+
+    import torch
+    from ablate.data.tokenizer import EOS_ID, PAD_ID
+
+    module = trained.module
+    settings = {"beam_size": beam, "length_penalty": alpha}
+    module.train_config = replace(module.train_config, **{k: v for k, v in settings.items() if v is not None})
+    on = torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")
+    module.to(on)
+    limit = module.model_config.max_len - 1 if module.model_config.positions == "learned" else None
+    ids = [seq[:limit] if limit else seq for seq in trained.tokenizer.encode(sources)]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out: dict[int, str] = {}
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        src = torch.full((len(chunk), max(len(ids[i]) for i in chunk) + 1), PAD_ID, dtype=torch.long)
+        for row, i in enumerate(chunk):
+            src[row, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
+            src[row, len(ids[i])] = EOS_ID
+        texts = trained.tokenizer.decode(module.translate(src.to(on)))
+        out.update(zip(chunk, texts, strict=True))
+    return [out[i] for i in range(len(sources))]
