@@ -226,7 +226,15 @@ def compile_for_training(
     final norm stay eager. Compiled in place, the layers are compiled for every caller: run evaluation and decoding
     under `eager()`. `cuda_graphs` (train.cuda_graphs, scope 'model'): torch.compile's 'reduce-overhead' mode, which
     records the compiled forward and backward as CUDA graphs, one per batch shape, and replays them (on a CUDA
-    device; elsewhere the same compiled code without graphs). Returns what to call."""
+    device; elsewhere the same compiled code without graphs). Returns what to call.
+
+    Floats are specialised (`torch._dynamo.config.specialize_float`, process-wide: a trial process compiles one
+    model). Under dynamic=True dynamo otherwise traces every float attribute of a module (dropout's p, the embedding
+    scale sqrt(d_model), nn.Embedding's norm_type) as a symbolic float, AOTAutograd's pass that turns them into tensors
+    gives up on some, and the whole trace starts again with them specialised: the paper base's first compiled step
+    paid for two traces, each of twice the operations (aot_eager on a CPU core: 56 s with the restart, 14 s
+    without; `tests/lightning_modules/test_fill_the_card.py` holds the count). They are constants of the config."""
+    torch._dynamo.config.specialize_float = True
     if scope == "layers":
         owner = getattr(model, "__self__", model)  # `features` is a bound method of the model
         compiled: list[str] = []  # the layers' names: a ModuleList inside a compiled layer is compiled with it

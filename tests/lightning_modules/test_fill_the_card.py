@@ -220,3 +220,22 @@ def test_training_steps_replayed_as_cuda_graphs_compute_the_eager_steps(bucketed
             assert abs(losses[0] - losses[1]) <= 1e-3 * abs(losses[0]), losses
     for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
+
+
+def test_the_whole_model_compiles_in_one_trace_without_a_restart():
+    """Under dynamic shapes a module's float attributes (dropout p, the embedding scale) used to be traced as symbolic
+    floats, and AOTAutograd restarted the whole trace to specialise them: two traces of twice the operations (the
+    paper base's whole-model compile that never finished on a card). compile_for_training specialises them: one
+    AOTAutograd trace, and the compiled training step computes the eager one."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model, reference = _tiny(60).train(), _tiny(60).train()  # p_drop 0: the same function, and its floats traced
+    net = compile_for_training(model.features, backend="aot_eager", scope="model")
+    src, tgt = torch.randint(4, 60, (3, 9)), torch.randint(4, 60, (3, 7))
+    out = net(src, tgt)
+    out.square().mean().backward()
+    assert counters["aot_autograd"]["total"] == 1, dict(counters["aot_autograd"])
+    torch.testing.assert_close(out, reference.features(src, tgt))
