@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"ablate: error: unknown command {name!r}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    from ablate.ablations.interrupt import Interrupted, disk_error
+    from ablate.ablations.interrupt import Interrupted, disk_error, path_error
     from ablate.ablations.storage.urls import ENV_VAR
     from ablate.data.errors import AblateError
 
@@ -81,10 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `ablate report ... | head`: an OSError too, so before the next clause
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except OSError as err:  # a full disk or an unwritable --out: one line, as for bad input
-        if disk_error(err) is None:
+    except OSError as err:  # a full disk, an unwritable --out, an --out that is a file: one line, as for bad input
+        said = disk_error(err) or path_error(err)
+        if said is None:
             raise
-        print(f"ablate {name}: error: {disk_error(err)}", file=sys.stderr)
+        print(f"ablate {name}: error: {said}", file=sys.stderr)
         return 2
     except (Interrupted, KeyboardInterrupt) as err:
         stopped = err if isinstance(err, Interrupted) else Interrupted()

@@ -150,6 +150,17 @@ def disk_error(err: BaseException | None) -> AblateError | None:
     return None
 
 
+def path_error(err: BaseException) -> AblateError | None:
+    """A one-line AblateError where a folder to write into is a file or lies under one (`--out results.txt`,
+    `--out results.txt/run`), else None. Only the command line turns it into its message: inside a sweep such an
+    error fails its trial, as any other."""
+    if isinstance(err, FileExistsError | NotADirectoryError) and err.filename:
+        return AblateError(
+            f"cannot make the folder {err.filename}: a file is in its way; choose an output folder that is not a file"
+        )
+    return None
+
+
 def _describe(err: OSError) -> str:
     path = Path(err.filename) if err.filename else None
     where = str(path) if path else "a file"
@@ -176,4 +187,4 @@ def _free(path: Path | None) -> str:
     return ""
 
 
-__all__ = ["Interrupted", "requested", "graceful", "disk_error"]
+__all__ = ["Interrupted", "requested", "graceful", "disk_error", "path_error"]

@@ -1,0 +1,31 @@
+"""An output folder that is a file, or lies under one: one line naming it, exit 2, nothing written (the commands
+made the folder first and met FileExistsError or NotADirectoryError, exit 1 with a traceback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ablate.ablations import cli
+
+LANDED = Path(__file__).resolve().parents[1] / "reports" / "data" / "landed-smoke"
+
+
+@pytest.mark.parametrize("under", [False, True], ids=["is-a-file", "under-a-file"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", str(LANDED), "--format", "md", "--out"],
+        ["train", "--preset", "smoke", "--train.max_steps", "2", "--out"],
+    ],
+    ids=["report", "train"],
+)
+def test_an_output_folder_that_is_a_file_is_one_line(tmp_path, capsys, command, under):
+    blocker = tmp_path / "results.txt"
+    blocker.write_text("mine\n")
+    target = blocker / "run" if under else blocker
+    assert cli.main([*command, str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"cannot make the folder {target}: a file is in its way" in err, err
+    assert blocker.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["results.txt"]
