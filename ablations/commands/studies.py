@@ -28,6 +28,7 @@ def main(argv: list[str]) -> int:
         for path in args.files:
             study = load_study(path)
             rows = parse_rows(args.rows, study)
+            check_corpora(study, path)
             print(f"{path}: ok ({len(study.rows)} rows, {study.seeds} seed(s), scale {study.scale})")
             if rows is not None:
                 summary = coverage_summary(study, rows) or f"test every claim ({len(study.claims)})"
@@ -43,3 +44,22 @@ def main(argv: list[str]) -> int:
     for preset in PRESETS.values():
         print(f"  {preset.name:<10} {preset.description}")
     return 0
+
+
+def check_corpora(study, path: str) -> None:
+    """Every corpus the study's rows read is there (a folder, a TSV file, a gettext language), at the study's own
+    preset (else tiny): one line naming the row and the corpus otherwise. Nothing is read or prepared."""
+    from ablate.data.sources import resolve
+
+    preset = study.default_preset or "tiny"
+    seen: dict[tuple, str] = {}
+    for row in study.rows:
+        data = study.run_config(row, preset).data
+        key = (data.corpus, data.src, data.tgt)
+        if key in seen:
+            continue
+        seen[key] = row.name
+        try:
+            resolve(data)
+        except AblateError as err:
+            raise AblateError(f"{path}: row {row.name!r}: {err}") from None
