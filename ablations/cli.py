@@ -106,8 +106,11 @@ def _keep_storage_secret(argv: list[str]) -> None:
     from ablate.ablations.storage.urls import ENV_VAR, redact
 
     for i, arg in enumerate(argv):
-        value = argv[i + 1] if arg == "--storage" and i + 1 < len(argv) else arg.partition("=")[2]
-        if (arg == "--storage" or arg.startswith("--storage=")) and value and redact(value) != value:
+        name = arg.partition("=")[0]
+        if name not in ("--storage", "--sweep.storage"):  # `ablate sweep`'s in its section, and its old spelling
+            continue
+        value = argv[i + 1] if arg == name and i + 1 < len(argv) else arg.partition("=")[2]
+        if value and redact(value) != value:
             os.environ[ENV_VAR] = value
             sys.argv = [a for a in sys.argv if a not in (arg, value)]
 

@@ -152,17 +152,17 @@ def worker_argv(plan: Plan, **sections: dict[str, Any]) -> list[str]:
     """A worker's `ablate sweep` arguments, written from the plan rather than copied from the command line, whose
     options are the coordinator's (launcher, --storage with its password, relative paths). `sections` adds
     settings (a SLURM job's DDP shape)."""
-    args = [str(Path(plan.study.source).resolve()), "--preset", plan.preset,
-            "--out", str(plan.out.resolve()), "--name", plan.name, "--no_report"]  # fmt: skip
+    args = [str(Path(plan.study.source).resolve()), "--sweep.preset", plan.preset,
+            "--sweep.out", str(plan.out.resolve()), "--sweep.name", plan.name, "--sweep.no_report", "true"]  # fmt: skip
     if plan.allocation is None:
-        args += ["--seeds", str(len(plan.seeds)), "--allocation", "fixed"]
+        args += ["--sweep.seeds", str(len(plan.seeds)), "--sweep.allocation", "fixed"]
     else:
-        args += ["--allocation", "sequential", "--min_seeds", str(plan.allocation.min_seeds),
-                 "--max_seeds", str(plan.allocation.max_seeds)]  # fmt: skip
+        args += ["--sweep.allocation", "sequential", "--sweep.min_seeds", str(plan.allocation.min_seeds),
+                 "--sweep.max_seeds", str(plan.allocation.max_seeds)]  # fmt: skip
     if plan.retry_failed:
-        args.append("--retry_failed")
+        args += ["--sweep.retry_failed", "true"]
     if plan.only is not None:
-        args += ["--rows", ",".join(plan.only)]
+        args += ["--sweep.rows", ",".join(plan.only)]
     if plan.stop_at is not None:  # the coordinator's end, not a fresh --timeout from when the worker starts
         args += ["--stop_at", repr(plan.stop_at)]
     for section in {**plan.extra, **sections}:

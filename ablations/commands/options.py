@@ -13,7 +13,7 @@ jsonargparse checks each value against its field's type annotation, on the comma
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -27,11 +27,19 @@ def wants_help(argv: list[str]) -> bool:
     return any(arg in ("-h", "--help") for arg in argv)
 
 
-def command_parser(prog: str, description: str | None, *, sections: Iterable[str] = (), documented: bool = False):
+def command_parser(
+    prog: str,
+    description: str | None,
+    *,
+    sections: Iterable[str] = (),
+    documented: bool = False,
+    aliases: Mapping[str, str] | None = None,
+):
     """A parser with --config and --print_config, plus the overrides of the named config sections.
 
     `documented`: the sections' options carry their fields' docstrings as help (read from the source, about 0.2 s,
-    so only for a parser that prints its help)."""
+    so only for a parser that prints its help). `aliases`: other spellings of options, read as the ones they name
+    before parsing ('--workers' -> '--sweep.workers', '--retry_failed' -> '--sweep.retry_failed=true'; `respell`)."""
     import argparse
 
     # ActionConfigFile is jsonargparse's documented name; its __init__ imports it without listing it in __all__,
@@ -46,7 +54,13 @@ def command_parser(prog: str, description: str | None, *, sections: Iterable[str
     class Formatter(DefaultHelpFormatter, argparse.RawDescriptionHelpFormatter):
         """jsonargparse's help, with the description's paragraphs kept as written."""
 
-    parser = ArgumentParser(
+    class Parser(ArgumentParser):
+        """jsonargparse's parser, reading `aliases` as the options they name."""
+
+        def parse_args(self, args=None, *rest, **kwargs):
+            return super().parse_args(respell(sys.argv[1:] if args is None else args, aliases or {}), *rest, **kwargs)
+
+    parser = Parser(
         prog=prog, description=description, exit_on_error=False, print_config=None, formatter_class=Formatter
     )
     parser.add_argument("--config", action=ActionConfigFile, help="a YAML file with any of the options below")
@@ -70,6 +84,19 @@ def command_parser(prog: str, description: str | None, *, sections: Iterable[str
             help="the same as --SECTION.FIELD VALUE, in one word (repeatable; VALUE is read as YAML)",
         )
     return parser
+
+
+def respell(argv: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
+    """argv with each alias (`--old`, or `--old=VALUE` for an alias of an option that takes one) as what it names."""
+    out = []
+    for arg in argv:
+        name, eq, value = arg.partition("=")
+        new = aliases.get(name)
+        if new is None or (eq and "=" in new):
+            out.append(arg)
+        else:
+            out.append(f"{new}={value}" if eq else new)
+    return out
 
 
 def parse(parser, argv: list[str]):

@@ -11,98 +11,93 @@ import re
 import sys
 import time
 from argparse import SUPPRESS
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ablate.ablations import launchers
 from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
 from ablate.ablations.config import SECTIONS
-from ablate.ablations.presets import PRESETS
+from ablate.ablations.presets import get_preset
 from ablate.data.errors import AblateError
 
 
+@dataclass(kw_only=True)
+class SweepConfig:
+    """How a sweep runs its study: the preset and seeds, where trials and results go, and who runs them."""
+
+    preset: str | None = None
+    """size preset (default: the study's, or tiny)"""
+    seeds: int | None = None
+    """seeds per row (default: the study's, or the preset's if more)"""
+    control_seeds: int | None = None
+    """seeds of each control row: the base, which every comparison uses, and any row claims compare others against
+    (default: the study's control_seeds; 'auto' there is about sqrt(k) x seeds for k rows, Dunnett's allocation)"""
+    allocation: Literal["fixed", "sequential"] | None = None
+    """fixed: every row trains `seeds`; sequential: every row starts at `min_seeds` and a row gets one more seed only
+    while a comparison of it is open, up to `max_seeds`, with the error kept over the looks (default: the study's
+    allocation)"""
+    min_seeds: int | None = None
+    """sequential: seeds every row trains before the first look"""
+    max_seeds: int | None = None
+    """sequential: the most seeds a row trains"""
+    storage: str | None = None
+    """Optuna storage URL (default: a journal file in `out`); postgresql://user:pw@host/db shares the study with
+    workers on other machines"""
+    workers: int | None = None
+    """trials at once on this machine (default: one per GPU, else one per CPU core)"""
+    out: str | None = None
+    """output directory (default runs/<study>-<preset>)"""
+    name: str | None = None
+    """Optuna study name (default <study>-<preset>)"""
+    rows: str | None = None
+    """train only these rows, comma-separated (e.g. base,B1,C1); the others stay pending, and the same command
+    without `rows` trains them later"""
+    timeout: str | None = None
+    """start no trial after this long (e.g. 2h30m, 90m, 3600s); running trials finish and the rest stay queued: the
+    same command without it goes on (Optuna's optimize(timeout=...))"""
+    retry_failed: bool = False
+    """run failed trials again (default: keep their result)"""
+    no_report: bool = False
+    """do not build the report at the end"""
+    launcher: str = launchers.DEFAULT
+    """where the workers run (`ablations.launchers`; this help's `sweep` section lists them)"""
+    dry_run: bool = False
+    """print what the launcher would submit (slurm: the batch script) and exit"""
+    wait: bool = False
+    """with a launcher that submits jobs: follow the study until it ends"""
+
+
+OLD_SPELLINGS = {
+    f"--{f.name}": f"--sweep.{f.name}" + ("=true" if f.type == "bool" else "") for f in dataclasses.fields(SweepConfig)
+}
+"""The spellings before the `sweep` section (--workers 4, --retry_failed), read as --sweep.workers 4 and
+--sweep.retry_failed=true (`options.command_parser`'s `aliases`): scripts, workers' command lines and the README
+written with them keep working."""
+
+
 def build_parser(documented: bool = False):
-    p = command_parser("ablate sweep", __doc__, sections=SECTIONS, documented=documented)
+    p = command_parser("ablate sweep", __doc__, sections=SECTIONS, documented=documented, aliases=OLD_SPELLINGS)
     p.add_argument("study", help="built-in study (table3) or a study YAML file")
-    p.add_argument("--preset", choices=list(PRESETS), default=None, help="size preset (default: the study's, or tiny)")
-    p.add_argument(
-        "--seeds", type=int, default=None, help="seeds per row (default: the study's, or the preset's if more)"
-    )
-    p.add_argument(
-        "--control_seeds",
-        type=int,
-        default=None,
-        help="seeds of each control row: the base, which every comparison uses, and any row claims compare others "
-        "against (default: the study's control_seeds; 'auto' there is about sqrt(k) x --seeds for k rows, Dunnett's "
-        "allocation)",
-    )
-    p.add_argument(
-        "--allocation",
-        choices=["fixed", "sequential"],
-        default=None,
-        help="fixed: every row trains --seeds; sequential: every row starts at --min_seeds and a row gets one more "
-        "seed only while a comparison of it is open, up to --max_seeds, with the error kept over the looks (default: "
-        "the study's allocation)",
-    )
-    p.add_argument(
-        "--min_seeds", type=int, default=None, help="sequential: seeds every row trains before the first look"
-    )
-    p.add_argument("--max_seeds", type=int, default=None, help="sequential: the most seeds a row trains")
-    p.add_argument(
-        "--storage",
-        default=None,
-        help="Optuna storage URL (default: a journal file in --out); "
-        "postgresql://user:pw@host/db shares the study with workers on other machines",
-    )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="trials at once on this machine (default: one per GPU, else one per CPU core)",
-    )
-    p.add_argument("--out", default=None, help="output directory (default runs/<study>-<preset>)")
-    p.add_argument("--name", default=None, help="Optuna study name (default <study>-<preset>)")
-    p.add_argument(
-        "--rows",
-        default=None,
-        help="train only these rows, comma-separated (e.g. base,B1,C1); the others stay pending, and the same "
-        "command without --rows trains them later",
-    )
-    p.add_argument(
-        "--timeout",
-        default=None,
-        help="start no trial after this long (e.g. 2h30m, 90m, 3600s); running trials finish and the rest stay "
-        "queued: the same command without it goes on (Optuna's optimize(timeout=...))",
-    )
-    p.add_argument("--retry_failed", action="store_true", help="run failed trials again (default: keep their result)")
-    p.add_argument("--no_report", action="store_true", help="do not build the report at the end")
     found = launchers.available()
-    p.add_argument(
-        "--launcher",
-        choices=list(found),
-        default=launchers.DEFAULT,
-        help="; ".join(f"{name}: {launcher.help}" for name, launcher in found.items()),
-    )
-    p.add_argument(
-        "--dry_run", action="store_true", help="print what the launcher would submit (slurm: the batch script) and exit"
-    )
-    p.add_argument(
-        "--wait", action="store_true", help="with a launcher that submits jobs: follow the study until it ends"
-    )
-    _add_launcher_settings(p, found, documented)
+    said = "; ".join(f"{name}: {launcher.help}" for name, launcher in found.items())
+    _add_settings(p, {"sweep": (SweepConfig, f"{_first_line(SweepConfig.__doc__)} Launchers: {said}.")}, documented)
+    own = {name: (launcher.settings, _first_line(launcher.settings.__doc__)) for name, launcher in found.items()}
+    _add_settings(p, {name: section for name, section in own.items() if section[0] is not None}, documented)
     p.add_argument("--worker", action="store_true", help=SUPPRESS)
     p.add_argument("--stop_at", type=float, default=None, help=SUPPRESS)  # --timeout's end, passed to workers
     return p
 
 
-def _add_launcher_settings(p, found: dict, documented: bool) -> None:
-    """Each launcher's settings as --NAME.FIELD, with the fields' docstrings as help in a parser that prints it."""
+def _add_settings(p, sections: dict, documented: bool) -> None:
+    """Each settings dataclass as --NAME.FIELD, with the fields' docstrings as help in a parser that prints it: the
+    sweep's own, and each launcher's."""
     from jsonargparse import set_parsing_settings
 
     set_parsing_settings(docstring_parse_attribute_docstrings=documented)
     try:
-        for name, launcher in found.items():
-            if launcher.settings is not None:
-                p.add_class_arguments(launcher.settings, name, help=_first_line(launcher.settings.__doc__))
+        for name, (cls, text) in sections.items():
+            p.add_class_arguments(cls, name, help=text)
     finally:
         set_parsing_settings(docstring_parse_attribute_docstrings=False)
 
@@ -114,13 +109,14 @@ def make_plan(ns):
     from ablate.ablations.studies import load_study, parse_rows
     from ablate.ablations.sweep import Plan
 
-    study = _with_allocation(load_study(ns.study), ns)
-    preset = ns.preset or study.default_preset or "tiny"
-    only = parse_rows(ns.rows, study)
-    out = Path(ns.out or f"runs/{study.name}-{preset}")
+    sweep = settings(ns)
+    study = _with_allocation(load_study(ns.study), sweep)
+    preset = get_preset(sweep.preset or study.default_preset or "tiny").name
+    only = parse_rows(sweep.rows, study)
+    out = Path(sweep.out or f"runs/{study.name}-{preset}")
     allocation = None
     if study.allocation == "sequential":
-        if ns.seeds is not None or ns.control_seeds is not None:
+        if sweep.seeds is not None or sweep.control_seeds is not None:
             raise AblateError(
                 "--allocation sequential: --seeds and --control_seeds set a fixed design's seeds; a sequential "
                 "study's come from its looks: pass --min_seeds/--max_seeds, or leave out --allocation"
@@ -128,12 +124,12 @@ def make_plan(ns):
         allocation = Sequential(study.min_seeds, study.max_seeds)
         seeds, controls = study.min_seeds, {}
     else:
-        seeds = study.seed_count(preset, ns.seeds)
+        seeds = study.seed_count(preset, sweep.seeds)
         if seeds < 1:
             raise AblateError(f"--seeds must be >= 1, got {seeds}")
-        if ns.control_seeds is not None and ns.control_seeds < seeds:
-            raise AblateError(f"--control_seeds must be at least --seeds ({seeds}), got {ns.control_seeds}")
-        controls = study.control_seed_counts(seeds, ns.control_seeds, only)
+        if sweep.control_seeds is not None and sweep.control_seeds < seeds:
+            raise AblateError(f"--control_seeds must be at least --seeds ({seeds}), got {sweep.control_seeds}")
+        controls = study.control_seed_counts(seeds, sweep.control_seeds, only)
     plan = Plan(
         study=study,
         preset=preset,
@@ -141,12 +137,12 @@ def make_plan(ns):
         allocation=allocation,
         control_seeds={name: list(range(n)) for name, n in controls.items()},
         out=out,
-        storage=storage_url(ns.storage, out),
-        name=ns.name or f"{study.name}-{preset}",
+        storage=storage_url(sweep.storage, out),
+        name=sweep.name or f"{study.name}-{preset}",
         extra=overrides(ns),
-        retry_failed=ns.retry_failed,
+        retry_failed=sweep.retry_failed,
         only=only,
-        stop_at=ns.stop_at if ns.stop_at is not None else _stop_at(ns.timeout),
+        stop_at=ns.stop_at if ns.stop_at is not None else _stop_at(sweep.timeout),
         pin=read_pin(out),
     )
     for row in study.rows:  # every row with the command-line settings must build before anything runs
@@ -158,14 +154,19 @@ def make_plan(ns):
     return plan
 
 
-def _with_allocation(study, ns):
+def settings(ns) -> SweepConfig:
+    """The `sweep` section of a parsed command line."""
+    return SweepConfig(**ns.sweep.as_dict())
+
+
+def _with_allocation(study, sweep: SweepConfig):
     """The study with the command line's --allocation, --min_seeds and --max_seeds, checked as the study file's."""
     from ablate.ablations.studies import check_allocation
 
-    allocation = ns.allocation
-    if allocation is None and (ns.seeds is not None or ns.control_seeds is not None):
+    allocation = sweep.allocation
+    if allocation is None and (sweep.seeds is not None or sweep.control_seeds is not None):
         allocation = "fixed"  # --seeds N asks for N seeds a row: the fixed design, whatever the study's default
-    given = {"allocation": allocation, "min_seeds": ns.min_seeds, "max_seeds": ns.max_seeds}
+    given = {"allocation": allocation, "min_seeds": sweep.min_seeds, "max_seeds": sweep.max_seeds}
     if all(v is None for v in given.values()):
         return study
     raw = {"allocation": study.allocation, "min_seeds": study.min_seeds, "max_seeds": study.max_seeds}
@@ -201,13 +202,14 @@ def main(argv: list[str]) -> int:
         return relaunched
     if ns.worker:
         return runner.work_here(plan)
-    launcher = launchers.get(ns.launcher)
+    sweep = settings(ns)
+    launcher = launchers.get(sweep.launcher)
     launch = launchers.Launch(
-        workers=ns.workers,
-        dry_run=ns.dry_run,
-        wait=ns.wait,
+        workers=sweep.workers,
+        dry_run=sweep.dry_run,
+        wait=sweep.wait,
         settings=None if launcher.settings is None else launcher.settings(**ns[launcher.name].as_dict()),
-        finish=(lambda: None) if ns.no_report else (lambda: _report(plan)),
+        finish=(lambda: None) if sweep.no_report else (lambda: _report(plan)),
     )
     return launcher.launch(plan, launch)
 

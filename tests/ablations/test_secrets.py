@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -61,6 +62,20 @@ def files_holding(secret: str, *roots: Path) -> list[Path]:
 )
 def test_redact_hides_the_password_of_any_url_form(url, shown):
     assert redact(url) == shown
+
+
+@pytest.mark.parametrize(
+    "spelled", [["--storage", "URL"], ["--storage=URL"], ["--sweep.storage", "URL"], ["--sweep.storage=URL"]]
+)
+def test_a_storage_password_leaves_the_command_line_however_the_option_is_spelled(monkeypatch, spelled):
+    """`ablate sweep`'s storage is in its `sweep` section (--sweep.storage) and keeps its old spelling: either way a
+    URL with a password moves into ABLATE_STORAGE and out of sys.argv, which W&B records and DDP relaunches."""
+    url = f"postgresql://user:{SECRET}@db-host/ablate"
+    argv = ["sweep", "table3", *(a.replace("URL", url) for a in spelled)]
+    monkeypatch.setattr("sys.argv", ["ablate", *argv])
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    cli._keep_storage_secret(argv[1:])
+    assert os.environ[ENV_VAR] == url and not any(SECRET in a for a in sys.argv)
 
 
 def test_scrub_hides_the_password_in_error_texts():
