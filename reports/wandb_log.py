@@ -102,28 +102,9 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
     try:
         if getattr(run, "disabled", False):
             return None
-        records = table_records(table)
-        columns = list(records[0]) if records else ["row"]
-        data = [[_cell(rec[c]) for c in columns] for rec in records]
-        logged: dict[str, Any] = {TABLE_KEY: wandb.Table(columns=[*columns], data=[*data])}
-        claims = claims_data(table)
-        if claims:
-            claim_columns = list(claims[0])
-            logged[CLAIMS_KEY] = wandb.Table(
-                columns=[*claim_columns], data=[[_cell(c[k]) for k in claim_columns] for c in claims]
-            )
-        for plot in plots:
-            logged[f"report/{plot.name}"] = wandb.Image(str(plot.png), caption=plot.title)
-        run.log(logged)
-        for rec in records:
-            if rec["bleu_mean"] is not None:
-                run.summary[f"bleu/{rec['row']}"] = rec["bleu_mean"]
-            if rec["chrf_mean"] is not None:
-                run.summary[f"chrf/{rec['row']}"] = rec["chrf_mean"]
-        for cv in table.claims:  # the verdicts, readable on the run's overview page
-            run.summary[f"claims/{cv.claim.id}"] = cv.verdict
-        for fraction, width in table.precision.items():  # the study's precision at each budget, to quote
-            run.summary[f"ci_half_width_bleu/at{fraction:g}"] = width
+        records, claims = table_records(table), claims_data(table)
+        run.log(_logged(records, claims, plots))
+        _summarise(run, records, table)
         run_dir = Path(run.dir).parent
         definition = view_definition(meta, project=project, group=group, entity=entity, claims=bool(claims))
         script = write_view_script(run_dir.parent / VIEW_SCRIPT, definition)
@@ -131,6 +112,36 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
         return run_dir
     finally:
         run.finish()
+
+
+def _logged(records: list[dict[str, Any]], claims: list[dict[str, Any]], plots: list[Plot]) -> dict[str, Any]:
+    """What the report run logs: the table, the claims' table (if any) and the plots."""
+    import wandb
+
+    columns = list(records[0]) if records else ["row"]
+    data = [[_cell(rec[c]) for c in columns] for rec in records]
+    logged: dict[str, Any] = {TABLE_KEY: wandb.Table(columns=[*columns], data=[*data])}
+    if claims:
+        claim_columns = list(claims[0])
+        logged[CLAIMS_KEY] = wandb.Table(
+            columns=[*claim_columns], data=[[_cell(c[k]) for k in claim_columns] for c in claims]
+        )
+    for plot in plots:
+        logged[f"report/{plot.name}"] = wandb.Image(str(plot.png), caption=plot.title)
+    return logged
+
+
+def _summarise(run, records: list[dict[str, Any]], table: ReportTable) -> None:
+    """The run's summary: each row's BLEU and chrF, each claim's verdict, the precision at each budget."""
+    for rec in records:
+        if rec["bleu_mean"] is not None:
+            run.summary[f"bleu/{rec['row']}"] = rec["bleu_mean"]
+        if rec["chrf_mean"] is not None:
+            run.summary[f"chrf/{rec['row']}"] = rec["chrf_mean"]
+    for cv in table.claims:  # the verdicts, readable on the run's overview page
+        run.summary[f"claims/{cv.claim.id}"] = cv.verdict
+    for fraction, width in table.precision.items():  # the study's precision at each budget, to quote
+        run.summary[f"ci_half_width_bleu/at{fraction:g}"] = width
 
 
 def report_run_id(group: str) -> str:
