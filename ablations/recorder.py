@@ -98,7 +98,7 @@ class Recorder(pl.Callback):
             rate = (step - self.train_start_step) / elapsed
             eta = (trainer.max_steps - step) / rate if rate else float("nan")
             tok_s = (pl_module.src_tokens_seen + pl_module.tgt_tokens_seen) * trainer.world_size / elapsed
-            self._print(
+            self.say(
                 f"step {step}/{trainer.max_steps} loss {point['loss']:.3f} lr {point['lr']:.2e} "
                 f"{tok_s:,.0f} tok/s ETA {_fmt_eta(eta)}"
             )
@@ -115,7 +115,7 @@ class Recorder(pl.Callback):
         self.curves["val"] = [p for p in self.curves["val"] if p["step"] != val["step"]] + [val]
         if self.progress:
             bleu = f" BLEU {val['bleu']:.2f}" if "bleu" in val else ""
-            self._print(f"step {val['step']} dev PPL {val['ppl']:.2f}{bleu}")
+            self.say(f"step {val['step']} dev PPL {val['ppl']:.2f}{bleu}")
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: TranslationModule) -> None:
         """The run's dev result (the last validation's, the whole dev set): kept, written, and in the W&B summary."""
@@ -201,7 +201,7 @@ class Recorder(pl.Callback):
             wall = {"wall_time_s": result.metrics["wall_time_s"]}
             experiment.summary.update({f"final/{k}": v for k, v in {**metrics, **wall}.items()})
         if self.progress:
-            self._print(
+            self.say(
                 f"test BLEU {test['bleu']:.2f} chrF {test['chrf']:.2f} ({test['sentences']} sentences, {seconds:.0f}s)"
             )
 
@@ -230,7 +230,8 @@ class Recorder(pl.Callback):
             return None
         return TrainResult.read(self.run_dir)  # rank 0 was a spawned process (ddp_spawn)
 
-    def _print(self, line: str) -> None:
+    def say(self, line: str) -> None:
+        """Print a progress line of this run, prefixed by its name."""
         print(f"{self.label}{line}", file=sys.stderr, flush=True)
 
 

@@ -178,8 +178,10 @@ def fit(
     its result.json stands) only loads them, for the test decoding that follows in `train`. Returns the module
     holding the final weights."""
     resumable = checkpoints.usable(last) if trainer.is_global_zero else last.exists()
-    if resumable and checkpoints.checkpoint_step(last) >= trainer.max_steps:
+    step = checkpoints.checkpoint_step(last) if resumable else 0
+    if resumable and step >= trainer.max_steps:
         module = _final_module(module, last)
+        _keep_weights(trainer, module, datamodule)  # a run that stopped after its training keeps them too
         if validated:
             return module
         module.bleu_limit, module.final_validation = None, True
@@ -194,12 +196,22 @@ def fit(
         trainer.validate(module, datamodule=datamodule, ckpt_path=None, verbose=False)
         recorder.on_fit_end(trainer, module)
         return module
+    if resumable and trainer.is_global_zero:
+        recorder.say(f"resuming at step {step} of {trainer.max_steps} from {last}")
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if resumable else None, weights_only=True)
     except BaseException:
         finish_wandb(exit_code=1)  # else the next trial in this process would log into this run
         raise
     return module
+
+
+def _keep_weights(trainer: pl.Trainer, module: TranslationModule, datamodule) -> None:
+    """The final weights' file (`weights.FinalWeights`), where the fit that reached max_steps ended before it."""
+    for callback in trainer.callbacks:  # pyright: ignore[reportAttributeAccessIssue]  # set in Trainer.__init__
+        if isinstance(callback, weights.FinalWeights) and not callback.path.exists() and trainer.is_global_zero:
+            datamodule.prepare_data()
+            weights.save(callback.path, module, datamodule.tokenizer, trainer.max_steps or 0)
 
 
 def _final_module(module: TranslationModule, last: Path) -> TranslationModule:

@@ -4,6 +4,7 @@ separate run trained to its budget, and a run stopped inside a branch that resum
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -112,6 +113,7 @@ def test_a_run_stopped_inside_its_branch_resumes_the_branch_and_finishes_it_once
     assert resumed.returncode == 0, err[-3000:]
     assert "[long-s0] step" not in err  # the main run had finished: only the branch trained again
     assert "[long-s0 T/2] step" in err  # its lines name the trial and the budget
+    assert re.search(rf"\[long-s0 T/2\] resuming at step \d+ of {STEPS // 2} from ", err), err[-2000:]
     part, whole = _result(out), _result(budget_runs["whole"])
     _same_model(whole["budgets"][0], part["budgets"][0])
     _same_model(whole, part)

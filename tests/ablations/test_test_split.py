@@ -165,8 +165,10 @@ def test_a_run_that_died_in_its_final_validation_validates_at_its_last_step_then
     run = study.run_config(study.row("ok1"), "smoke", train={"keep_checkpoints": "last", "test_eval": False})
     first = train(run, tmp_path / "run")
     assert "test_bleu" not in first.metrics and not first.test_hypotheses
-    # On disk as a process that died in the final validation leaves it: last.ckpt at max_steps, no result.json.
+    # On disk as a process that died in the final validation leaves it: last.ckpt at max_steps, no result.json, no
+    # model.pt (written when the fit ends).
     (tmp_path / "run" / "result.json").unlink()
+    (tmp_path / "run" / "model.pt").unlink()
     resumed = train(study.run_config(study.row("ok1"), "smoke", train={"keep_checkpoints": "last"}), tmp_path / "run")
 
     assert resumed.metrics["steps"] == first.metrics["steps"] == 10 and resumed.metrics["resumed_at_steps"] == [10]
@@ -175,6 +177,7 @@ def test_a_run_that_died_in_its_final_validation_validates_at_its_last_step_then
     bleu = sacrebleu.metrics.BLEU()
     assert resumed.metrics["test_bleu"] == bleu.corpus_score(resumed.test_hypotheses, [resumed.test_references]).score
     assert len(resumed.test_hypotheses) == resumed.metrics["test_sentences"] == 40
+    assert (tmp_path / "run" / "model.pt").is_file(), "the resumed run keeps its final weights too"
 
 
 def test_with_checkpoint_averaging_the_test_split_is_decoded_by_the_averaged_weights(sweeps, tmp_path, monkeypatch):
