@@ -72,40 +72,42 @@ def _max_len(run) -> tuple[float, int]:
     return run.train.max_len_a, run.train.max_len_b
 
 
-def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict | None = None) -> dict[str, dict]:
-    """Beam and greedy decoding of one source batch, ours, the row peers' (`rows`: name -> our model built from
-    that row) and (if given) HF generate, interleaved."""
-    import torch
+def _decoders(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict) -> dict[str, tuple[Any, Any]]:
+    """name -> (the layer each decoder step ends with, a call that decodes `src`): ours (dynamic and static beam,
+    greedy), each row peer's, HF generate's."""
     from ablate.lightning_modules.decoding import beam_search, greedy_search
     from ablate.lightning_modules.static_decoding import static_beam_search
 
-    run, device, precision = s.run, s.device, s.precision
-    alpha, (a, b) = run.train.length_penalty, _max_len(run)
+    alpha, (a, b), k = s.run.train.length_penalty, _max_len(s.run), bench.beam_size
     systems: dict[str, tuple[Any, Any]] = {
-        "ours_beam": (ours.output, lambda: beam_search(ours, src, BOS_ID, EOS_ID, bench.beam_size, alpha, a, b)),
+        "ours_beam": (ours.output, lambda: beam_search(ours, src, BOS_ID, EOS_ID, k, alpha, a, b)),
         # train.decoding 'static' (the default on CUDA, one replayed graph a step there; its decoder_steps counts
         # only the steps run eagerly, as a replayed graph calls no hook)
-        "ours_beam_static": (
-            ours.output,
-            lambda: static_beam_search(ours, src, BOS_ID, EOS_ID, bench.beam_size, alpha, a, b),
-        ),
+        "ours_beam_static": (ours.output, lambda: static_beam_search(ours, src, BOS_ID, EOS_ID, k, alpha, a, b)),
         "ours_greedy": (ours.output, lambda: greedy_search(ours, src, BOS_ID, EOS_ID, a, b)),
     }
-    for name, model in (rows or {}).items():
-        systems[f"{name}_beam"] = (
-            model.output,
-            lambda m=model: beam_search(m, src, BOS_ID, EOS_ID, bench.beam_size, alpha, a, b),
-        )
+    for name, model in rows.items():
+        systems[f"{name}_beam"] = (model.output, lambda m=model: beam_search(m, src, BOS_ID, EOS_ID, k, alpha, a, b))
         systems[f"{name}_greedy"] = (model.output, lambda m=model: greedy_search(m, src, BOS_ID, EOS_ID, a, b))
     if hf is not None:
         systems["hf_beam"] = (
             hf.hf.lm_head,
-            lambda: hf.generate(src, beam_size=bench.beam_size, alpha=alpha, max_len_a=a, max_len_b=b),
+            lambda: hf.generate(src, beam_size=k, alpha=alpha, max_len_a=a, max_len_b=b),
         )
         systems["hf_greedy"] = (
             hf.hf.lm_head,
             lambda: hf.generate(src, beam_size=1, alpha=alpha, max_len_a=a, max_len_b=b),
         )
+    return systems
+
+
+def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict | None = None) -> dict[str, dict]:
+    """Beam and greedy decoding of one source batch, ours, the row peers' (`rows`: name -> our model built from
+    that row) and (if given) HF generate, interleaved."""
+    import torch
+
+    device, precision = s.device, s.precision
+    systems = _decoders(ours, hf, src, bench, s, rows or {})
     times: dict[str, list[float]] = {name: [] for name in systems}
     steps: dict[str, int] = {}
     lengths: dict[str, float] = {}
