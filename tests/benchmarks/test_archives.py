@@ -62,7 +62,7 @@ def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
 def test_a_finished_sequential_archive_read_from_its_records_has_no_row_waiting_on_a_seed(archive, tmp_path):
     """An archive keeps no queue: at the sequential design, the report takes each row's seeds from the records and
     the design's first look (a row no claim tests has one seed), not study.json's min_seeds for every row."""
-    from ablate.reports.results import load_results
+    from ablate.ablations.results import load_results
 
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path, filter="data")

@@ -12,7 +12,7 @@ from ablate.ablations.config import build_run_config
 from ablate.ablations.train import train
 from ablate.data.corpus import generate
 from ablate.lightning_modules.module import source_use
-from ablate.reports.convergence import SOURCE_RATIO_MIN
+from ablate.ablations.convergence import SOURCE_RATIO_MIN
 
 
 def write_corpus(directory: Path, *, shuffled: bool, n: int = 60) -> None:
