@@ -18,7 +18,7 @@ boundary recursion, which the moderated, Welch-corrected t of `ablations.stats` 
 
 Why spending and not an anytime-valid confidence sequence (Howard et al., 2021; `confseq_level`, the normal-mixture
 boundary tuned to max_seeds): measured with `reports.sequential.simulate` (1000 replicates, 20 rows against a base,
-seed SD 1, one row with tenfold variance; min_seeds 2, max_seeds 6; benchmarks/SCIENCE.md, section 14), both cost
+seed SD 1, one row with tenfold variance; min_seeds 2, max_seeds 6; docs/SCIENCE.md, section 14), both cost
 the same (52 of 147 trials with no effect, 64 with planted ones), but spending decides 55% of the planted effects
 and the confidence sequence 43%: valid at every n at once, it tests at 5e-7 at two seeds. Both
 keep the ordinary rows' family-wise error far under 5% (1.3% and 0.2%; the fixed design at 6 seeds 4.4%, at 3

@@ -131,7 +131,7 @@ PRESETS: dict[str, Preset] = {
             description="Table 3 on a CPU: widths /8, N /2 (base N=3, d_model=64), 2800 steps (big 8400), T/2 and T",
             width_scale=0.125,
             depth_scale=0.5,
-            # 100K -> 2800 steps (big: 8400), calibrated on the base row alone (benchmarks/SCIENCE.md, section 5): the
+            # 100K -> 2800 steps (big: 8400), calibrated on the base row alone (docs/SCIENCE.md, section 5): the
             # fewest steps at which the base's annealed dev BLEU at T/2 is at least 80% of its BLEU at T, and T's is
             # above 40, so the half budget is past early learning and a verdict that holds at both means something.
             step_scale=0.028,
@@ -176,7 +176,7 @@ PRESETS: dict[str, Preset] = {
                 "builtin_valid": 8000,
             },
             seeds=3,
-            # base_step_s measured 2026-11-24 (benchmarks/SCIENCE.md, section 5). base_trial_s: the median of the
+            # base_step_s measured 2026-11-24 (docs/SCIENCE.md, section 5). base_trial_s: the median of the
             # default study's 13 base trials, each alone on its core with one thread (2800 steps + the T/2 branch's
             # 280, validations on the 8000 dev sentences, test decoding), 2026-11-25/26 (section 11): 590 s, range
             # 582-632. With it the cost line said 15.1 core-hours for the study's 73 trials; they took 15.2.
@@ -235,7 +235,7 @@ PRESETS = dict(
                 description="the scale ladder's second rung: tiny at widths /4 (base N=3, d_model=128), 5600 steps "
                 "(big 16800), calibrated on gettext:de",
                 width_scale=0.25,
-                # 100K -> 5600 steps, by tiny's rule on the base alone on gettext:de (benchmarks/SCIENCE.md, section
+                # 100K -> 5600 steps, by tiny's rule on the base alone on gettext:de (docs/SCIENCE.md, section
                 # 15): the fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's. T = 2800:
                 # 19.90 of 28.37 (70%); 4200: 25.25 of 32.97 (77%); 5600: 28.37 of 34.97 (81%). Tiny's 800-step warmup
                 # and every other setting unchanged, so the rungs differ in width and steps only.

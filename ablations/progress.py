@@ -272,7 +272,7 @@ def eta_seconds(rows: list[RowStatus], workers: int, eta: Eta | None = None) -> 
 
 CPU_SIZE_ALPHA = 0.69
 """How a row's time per step grows with its parameter count on one CPU core: time ~ params ** 0.69, fitted by least
-squares on the 21 Table 3 rows' step times relative to the base at the tiny preset (benchmarks/SCIENCE.md, section
+squares on the 21 Table 3 rows' step times relative to the base at the tiny preset (docs/SCIENCE.md, section
 3: big has 3.66x the parameters and takes 2.48x the time, C1 0.44x and 0.39x)."""
 
 

@@ -29,7 +29,7 @@ replicates). limma is made for thousands of genes, where d0 is well determined; 
 variance is kept unless the rows show that they differ. With both gates at 1% (at 5%, the family-wise error was
 4.4-6.5% over two runs): 94.8% coverage and a 4.6% family-wise error with every row alike (4000 replicates); beside a
 row of 10x the variance the others cover 95.6%, and that row itself 65% (57% under pooling): with two seeds it looks
-ordinary most of the time, and no interval narrow enough for the other rows can cover it then (benchmarks/SCIENCE.md,
+ordinary most of the time, and no interval narrow enough for the other rows can cover it then (docs/SCIENCE.md,
 section 9).
 
 scipy supplies the digamma and trigamma (polygamma) functions and the F, chi2 and Bartlett tests; the rest is the

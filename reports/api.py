@@ -1,7 +1,7 @@
 """A finished (or running) study from Python: its trials as typed records, one DataFrame row per trial, the curves as
 a long table, and the same report table and claim verdicts `ablate report` prints.
 
-    >>> from reports import load
+    >>> from ablate.reports import load
     >>> study = load("runs/table3-tiny")
     >>> df = study.to_pandas()                   # one row per row x seed: knobs, metrics at every budget, state
     >>> df.groupby("row")["bleu"].mean()

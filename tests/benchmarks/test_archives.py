@@ -1,4 +1,4 @@
-"""The studies' finished trials kept in the repository (`benchmarks/runs/*.tar.xz`, benchmarks/SCIENCE.md section 11):
+"""The studies' finished trials kept in the repository (`benchmarks/runs/*.tar.xz`, docs/SCIENCE.md section 11):
 a long study goes on from them in a fresh clone, so each must be committed, whole, and of the design a sweep of the
 same study and preset runs today. (A `.gitignore` line once kept them out of every commit while SCIENCE.md told
 readers to extract them.)"""
