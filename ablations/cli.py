@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("ablate.reports.commands.report", "rebuild the table, plots and verdicts from finished results"),
     "compare": ("ablate.reports.commands.compare", "two sweeps row by row over seeds, or two runs side by side"),
     "replay": ("ablate.reports.commands.replay", "a finished study replayed under the sequential design"),
+    "archive": ("ablate.ablations.commands.archive", "pack a study into one file that opens anywhere as a live folder"),
     "translate": ("ablate.ablations.commands.translate", "decode text with a trained model; score it with sacreBLEU"),
     "status": ("ablate.ablations.commands.status", "live view of a sweep: rows done, running, pending, failed, ETA"),
     "params": ("ablate.ablations.commands.params", "parameter count of every row (models built on the meta device)"),

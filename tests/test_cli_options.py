@@ -29,6 +29,7 @@ OWN: dict[str, set[str]] = {
     "compare": {"--out", "--format", "--json", "--runs_dir", "--plot", "--samples", "--claims"},
     "replay": {"--runs_dir", "--min_seeds", "--max_seeds", "--design", "--samples"},
     "translate": {"--row", "--seed", "--input", "--refs", "--beam", "--length_penalty", "--batch_size", "--device"},
+    "archive": {"--to", "--study"},
     "status": {"--storage", "--watch", "--json"},
     "params": SECTIONED | {"--preset", "--json"},
     "studies": {"--rows"},

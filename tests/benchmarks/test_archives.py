@@ -73,3 +73,23 @@ def test_a_finished_sequential_archive_read_from_its_records_has_no_row_waiting_
     ran = {row for (row, _), status in results.status.items() if status.state == "complete"}
     pending = [key for key, status in results.status.items() if status.state != "complete" and key[0] in ran]
     assert ran and not pending  # (rows a --rows sweep left out have no record, and stay shown as to come)
+
+
+@pytest.mark.parametrize("archive", ARCHIVES, ids=[path.name for path in ARCHIVES])
+def test_an_archive_opens_as_a_live_study_folder(archive, tmp_path, capsys, monkeypatch):
+    """Each archive carries its Optuna storage (`ablate archive`): status reads it wherever the archive is extracted,
+    every record shows as complete there, and optuna-dashboard's storage guess opens it."""
+    from ablate.ablations import cli
+    from optuna_dashboard._storage_url import get_storage
+
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (out,) = [path.parent for path in tmp_path.glob("*/study.json")]
+    assert (out / "optuna.journal").is_file(), f"{archive.name} carries no storage: repack it with ablate archive"
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["status", str(out), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    records = {path.stem for path in (out / "records").glob("*.json")}
+    complete = {f"{r['row']}__seed{r['seed']}" for r in rows if r["state"] == "complete"}
+    assert complete == records
+    assert get_storage(str(out / "optuna.journal")).get_all_studies()

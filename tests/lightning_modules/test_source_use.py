@@ -1,6 +1,6 @@
 """Did the model learn to translate? Its dev perplexity with every source swapped for another sentence's tells a
 translation model (predicts much worse from the wrong source) from a language model of the target (does not notice),
-the check the report's 'no source use' mark and its withheld verdicts rest on (reports.convergence)."""
+the check the report's 'no source use' mark and its withheld verdicts rest on (ablations.convergence)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from ablate.ablations.config import build_run_config
+from ablate.ablations.convergence import SOURCE_RATIO_MIN
 from ablate.ablations.train import train
 from ablate.data.corpus import generate
 from ablate.lightning_modules.module import source_use
-from ablate.ablations.convergence import SOURCE_RATIO_MIN
 
 
 def write_corpus(directory: Path, *, shuffled: bool, n: int = 60) -> None:
