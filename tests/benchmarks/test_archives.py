@@ -93,3 +93,15 @@ def test_an_archive_opens_as_a_live_study_folder(archive, tmp_path, capsys, monk
     complete = {f"{r['row']}__seed{r['seed']}" for r in rows if r["state"] == "complete"}
     assert complete == records
     assert get_storage(str(out / "optuna.journal")).get_all_studies()
+
+
+def test_the_readmes_base_figures_are_the_archives():
+    """README quotes the default study's base, seed 0, at T/2 and T: the archived record's dev BLEU, to the hundredth."""
+    with tarfile.open(REPO / "benchmarks" / "runs" / "table3-tiny.tar.xz") as tar:
+        member = tar.extractfile("table3-tiny/records/base__seed0.json")
+        assert member is not None
+        record = json.loads(member.read())
+    at_t = record["metrics"]["bleu"]
+    (half,) = [b["metrics"]["bleu"] for b in record["budgets"] if b["fraction"] == 0.5]
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert f"dev BLEU {half:.2f} at T/2 and {at_t:.2f} at T (seed 0 of the archived study" in readme
