@@ -96,7 +96,7 @@ def test_an_archive_opens_as_a_live_study_folder(archive, tmp_path, capsys, monk
 
 
 def test_the_readmes_base_figures_are_the_archives():
-    """README quotes the default study's base, seed 0, at T/2 and T: the archived record's dev BLEU, to the hundredth."""
+    """README quotes the default study's base, seed 0, at T/2 and T: the archived record's dev BLEU to the hundredth."""
     with tarfile.open(REPO / "benchmarks" / "runs" / "table3-tiny.tar.xz") as tar:
         member = tar.extractfile("table3-tiny/records/base__seed0.json")
         assert member is not None
