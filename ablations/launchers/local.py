@@ -32,8 +32,11 @@ class LocalLauncher:
     settings = None
 
     def launch(self, plan: Plan, launch: Launch) -> int:
-        if launch.dry_run or launch.wait:
-            raise AblateError("--dry_run and --wait go with a launcher that submits jobs (--launcher slurm)")
+        if launch.wait:
+            raise AblateError("--wait goes with a launcher that submits jobs (--launcher slurm)")
+        if launch.dry_run:
+            print(describe_plan(plan, launch.workers or default_workers(plan)))
+            return 0
         started = time.time()
         trained = coordinate(plan, launch.workers)
         if trained or not _report_current(plan):
@@ -45,6 +48,47 @@ class LocalLauncher:
 
 
 LAUNCHER = LocalLauncher()
+
+
+def describe_plan(plan: Plan, workers: int) -> str:
+    """What `ablate sweep --dry_run` prints and nothing is written for: each row with its seeds (at the sequential
+    design, the first look's and the most the looks can ask), parameters and the settings it changes from the base,
+    the claims the rows test, and the cost line the sweep would print first."""
+    import torch
+    from ablate.ablations.design import seed_range
+    from ablate.lightning_modules.transformer import Transformer
+
+    rows = [row for row in plan.rows() if plan.only is None or row.name in plan.only]
+    if plan.allocation is not None:
+        low, high = seed_range([r.name for r in rows], plan.controls(), min_seeds=plan.allocation.min_seeds,
+                               max_seeds=plan.allocation.max_seeds)  # fmt: skip
+        seeds = {name: f"{low[name]}-{high[name]}" if high[name] != low[name] else str(low[name]) for name in low}
+        design = f"sequential design, {plan.allocation.min_seeds} to {plan.allocation.max_seeds} seeds a row"
+    else:
+        seeds = {row.name: str(len(plan.seeds_of(row))) for row in rows}
+        design = f"fixed design, {len(plan.seeds)} seed(s) a row"
+    lines = [f"ablate sweep {plan.study.name} at preset {plan.preset}: {len(rows)} rows, {design} (dry run)",
+             f"  {'row':<10} {'group':<6} {'seeds':>5} {'params':>8}  changes from the base"]  # fmt: skip
+    names = [row.name for row in plan.study.rows]
+    base = _flat(plan.run_config(plan.study.row("base") if "base" in names else rows[0], 0).to_dict())
+    for row in rows:
+        config = plan.run_config(row, plan.seeds[0])
+        with torch.device("meta"):
+            params = Transformer(config.model).num_parameters()
+        flat = _flat(config.to_dict())  # at this preset's sizes, not the study file's paper units
+        changes = ", ".join(f"{k}={v}" for k, v in flat.items() if base.get(k) != v and k != "train.seed") or "-"
+        lines.append(f"  {row.name:<10} {row.group or '-':<6} {seeds[row.name]:>5} {params / 1e6:>7.2f}M  {changes}")
+    tested = [c.id for c in plan.study.claims if any(cmp.row in {r.name for r in rows} for cmp in c.compare)]
+    lines.append(f"  claims tested: {', '.join(tested) or 'none'}")
+    cores = None if _gpus() else runner.cpu_cores()
+    lines.append(f"  {progress.cost_line(plan, progress.Eta.for_plan(plan).work, workers, cores)}")
+    lines.append(f"  nothing was written; run it without --dry_run (output: {plan.out})")
+    return "\n".join(lines)
+
+
+def _flat(config: dict) -> dict:
+    """{section: {field: value}} as {'d_k': v} for the model's fields and {'train.max_steps': v} for the others."""
+    return {(k if s == "model" else f"{s}.{k}"): v for s, values in config.items() for k, v in values.items()}
 
 
 def _report_current(plan: Plan) -> bool:

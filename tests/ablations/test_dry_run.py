@@ -1,0 +1,26 @@
+"""`ablate sweep --dry_run` on this machine: the plan before any compute (rows, seeds, parameters, what each row
+changes at this preset, the claims it tests, the cost), and nothing written."""
+
+from __future__ import annotations
+
+from ablate.ablations import cli
+
+
+def test_a_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "study"
+    assert cli.main(["sweep", "table3", "--preset", "tiny", "--out", str(out), "--dry_run"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "ablate sweep table3 at preset tiny: 21 rows, sequential design, 2 to 3 seeds a row (dry run)"
+    rows = {line.split()[0]: line for line in printed[2:23]}
+    assert len(rows) == 21 and rows["base"].split()[2] == "7-11" and rows["A2"].split()[2] == "1"
+    assert rows["B1"].endswith("d_k=2")  # the preset's size (d_model 64, h 8: d_k 8 -> 2), not the paper's 16
+    assert "train.max_steps=8400" in rows["big"]
+    assert any(line.startswith("  claims tested: A-single-head") for line in printed)
+    assert any(line.startswith("  cost: 41 trials") for line in printed)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+    assert cli.main(["sweep", "table3", "--preset", "smoke", "--seeds", "2", "--rows", "base,B1", "--dry_run",
+                     "--out", str(out)]) == 0  # fmt: skip
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].endswith("2 rows, fixed design, 2 seed(s) a row (dry run)") and not out.exists()
