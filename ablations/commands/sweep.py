@@ -63,7 +63,8 @@ class SweepConfig:
     launcher: str = launchers.DEFAULT
     """where the workers run (`ablations.launchers`; this help's `sweep` section lists them)"""
     dry_run: bool = False
-    """print what the launcher would submit (slurm: the batch script) and exit"""
+    """print the plan and exit, writing nothing: local, each row's seeds, parameters, changes from the base, the claims
+    tested and the cost; slurm, the batch script it would submit"""
     wait: bool = False
     """with a launcher that submits jobs: follow the study until it ends"""
 
