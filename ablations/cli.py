@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"ablate: error: unknown command {name!r}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
+        from ablate.data.errors import did_you_mean
+
+        hint = did_you_mean(name, COMMANDS)
+        print(f"ablate: error: unknown command {name!r}{hint}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     from ablate.ablations.interrupt import Interrupted, disk_error, path_error
     from ablate.ablations.storage.urls import ENV_VAR

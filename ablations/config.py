@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ablate.data.config import DataConfig
-from ablate.data.errors import ConfigError
+from ablate.data.errors import ConfigError, did_you_mean
 from ablate.lightning_modules.config import ModelConfig, TrainConfig
 
 
@@ -154,7 +154,10 @@ def check_sections(layer: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]
         known = {f.name for f in dataclasses.fields(SECTIONS[section])}
         for key in values:
             if key not in known:
-                raise ConfigError(f"unknown field {section}.{key}; {section} fields are {', '.join(sorted(known))}")
+                raise ConfigError(
+                    f"unknown field {section}.{key}{did_you_mean(key, known)}; {section} fields are "
+                    f"{', '.join(sorted(known))}"
+                )
     typed = _typed(json.dumps(layer, sort_keys=True, default=str))
     return {s: dict(fields) for s, fields in typed.items()}
 

@@ -17,7 +17,7 @@ from ablate.ablations.claims import Claim, load_claims, parse_claims
 from ablate.ablations.config import SECTIONS, RunConfig, build_run_config, check_sections
 from ablate.ablations.design import dunnett
 from ablate.ablations.presets import PRESETS, Preset, get_preset
-from ablate.data.errors import AblateError
+from ablate.data.errors import AblateError, did_you_mean
 
 BUILTIN_DIR = Path(__file__).parent / "studies"
 STUDY_KEYS = {
@@ -193,7 +193,10 @@ class Study:
         for row in self.rows:
             if row.name == name:
                 return row
-        raise AblateError(f"study {self.name!r} has no row {name!r}: rows are {', '.join(r.name for r in self.rows)}")
+        names = [r.name for r in self.rows]
+        raise AblateError(
+            f"study {self.name!r} has no row {name!r}{did_you_mean(name, names)}: rows are {', '.join(names)}"
+        )
 
     def run_config(self, row: Row | str, preset: Preset | str, seed: int = 0, **extra: dict[str, Any]) -> RunConfig:
         """The fully resolved config of one row at one preset and seed. `extra` holds section overrides applied
@@ -448,7 +451,9 @@ def parse_rows(text: str | None, study: Study) -> list[str] | None:
     known = [row.name for row in study.rows]
     unknown = [name for name in names if name not in known]
     if unknown or not names:
+        hint = did_you_mean(unknown[0], known) if unknown else ""
         raise AblateError(
-            f"--rows: no row {', '.join(unknown) or '(empty)'} in study {study.name}: choose from {', '.join(known)}"
+            f"--rows: no row {', '.join(unknown) or '(empty)'}{hint} in study {study.name}: choose from "
+            f"{', '.join(known)}"
         )
     return names

@@ -111,6 +111,8 @@ def make_plan(ns):
     from ablate.ablations.sweep import Plan
 
     sweep = settings(ns)
+    if sweep.workers is not None and sweep.workers < 1:
+        raise AblateError(f"--workers must be at least 1 (trials at once on this machine), got {sweep.workers}")
     study = _with_allocation(load_study(ns.study), sweep)
     preset = get_preset(sweep.preset or study.default_preset or "tiny").name
     only = parse_rows(sweep.rows, study)

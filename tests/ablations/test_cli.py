@@ -44,6 +44,13 @@ def test_help_lists_every_command_without_importing_torch():
         (["data", "prepare", "--data.corpus", "/nonexistent/dir"], "/nonexistent/dir"),
         (["report", "/nonexistent/out"], "/nonexistent/out"),
         (["sweep", "table3", "--timeout", "2 weeks"], "--timeout: '2 weeks' is not a duration"),
+        (["sweep", "table3", "--workers", "0"], "--workers must be at least 1 (trials at once on this machine), got 0"),
+        (["sweep", "table3", "--workers", "-3"], "--workers must be at least 1"),
+        (["train", "--train.seed", "-1"], "train.seed: must be in [0, 2^32)"),
+        (["swep", "table3"], "unknown command 'swep' (did you mean 'sweep'?)"),
+        (["train", "--row", "bsae"], "has no row 'bsae' (did you mean 'base'?)"),
+        (["sweep", "table3", "--rows", "base,D11", "--dry_run"], "no row D11 (did you mean 'D1'?)"),
+        (["train", "--set", "model.n_head=2"], "unknown field model.n_head (did you mean 'n_heads'?)"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(args, message, capsys):

@@ -320,7 +320,8 @@ def test_the_sweep_command_refuses_an_invalid_study_file(sweeps, tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"ablate sweep: error: {study}: row 'r2': unknown field model.n_head; model fields are ")
+    said = f"ablate sweep: error: {study}: row 'r2': unknown field model.n_head (did you mean 'n_heads'?); model fields"
+    assert lines[0].startswith(said)
     assert result.stdout == ""
     assert not out.exists()
 
