@@ -190,9 +190,11 @@ class Plan:
         if not Layout(self.out).study_file.is_file():
             return
         try:
-            before = {row["name"]: row.get("config") or {} for row in read_study_json(self.out)["rows"]}
+            spec = read_study_json(self.out)
+            before = {row["name"]: row.get("config") or {} for row in spec["rows"]}
         except AblateError:
             return  # unreadable: this sweep rewrites it, as before; nothing to compare against
+        self._check_same_allocation(spec.get("allocation"))
         for row in self.rows():
             if row.name not in before:
                 continue
@@ -211,6 +213,29 @@ class Plan:
                     f"{self.out} holds trials of another design: row {row.name} was run with {said}; "
                     f"pass --out for a new study, or {keep} to continue this one"
                 )
+
+    def _check_same_allocation(self, stored: dict[str, Any] | None) -> None:
+        """The seeds' design is the design too: a sequential study resumed at another max_seeds would take its looks
+        again at a level it did not spend, and one resumed with --seeds would become a fixed one. One line saying
+        what it ran with and what to pass."""
+        was = Sequential.from_json(stored)
+        now = self.allocation
+        if was is None and now is None:
+            return
+        if was is not None and now is not None:
+            old, new = was[0], now
+            if (old.min_seeds, old.max_seeds, old.design) == (new.min_seeds, new.max_seeds, new.design):
+                return
+            said = f"min_seeds {old.min_seeds}, max_seeds {old.max_seeds} (now {new.min_seeds}, {new.max_seeds})"
+            keep = f"--min_seeds {old.min_seeds} --max_seeds {old.max_seeds}"
+        elif was is not None:
+            said, keep = "the sequential design (now a fixed one)", "--allocation sequential (not --seeds)"
+        else:
+            said, keep = "the fixed design (now the sequential one)", "--allocation fixed"
+        raise AblateError(
+            f"{self.out} holds a study of another design: its seeds were allocated by {said}; pass --out for a new "
+            f"study, or {keep} to continue this one"
+        )
 
 
 _NOT_DESIGN = {

@@ -256,3 +256,30 @@ def test_a_rows_subset_says_which_claims_it_leaves_untested_and_what_they_need(c
     assert main(["studies", "table3", "--rows", "base,Z"]) == 2
     captured = capsys.readouterr()
     assert "no row Z in study table3" in captured.err and "ok" not in captured.out  # nothing half-printed
+
+
+def test_a_changed_allocation_is_refused_like_a_changed_preset(tmp_path):
+    """The seeds' design is part of a study's design: resumed at another max_seeds (its looks would spend another
+    error) or with --seeds (it would become a fixed study), one line says what it ran with; more seeds of a fixed
+    study, and the same sequential design, resume."""
+    import json
+
+    from ablate.ablations.design import Sequential
+    from ablate.data.errors import AblateError
+
+    sequential = replace(plan(tmp_path), allocation=Sequential(2, 3))
+    (tmp_path / "study.json").write_text(json.dumps(json.loads(json.dumps(sequential.describe(), default=str))))
+    sequential.check_same_design()
+    for changed, said, keep in (
+        (replace(sequential, allocation=Sequential(2, 5)), "min_seeds 2, max_seeds 3 (now 2, 5)", "--max_seeds 3"),
+        (replace(sequential, allocation=None), "the sequential design (now a fixed one)", "--allocation sequential"),
+    ):
+        with pytest.raises(AblateError) as err:
+            changed.check_same_design()
+        assert f"holds a study of another design: its seeds were allocated by {said}" in str(err.value)
+        assert keep in str(err.value) and "\n" not in str(err.value)
+    fixed = plan(tmp_path)
+    (tmp_path / "study.json").write_text(json.dumps(json.loads(json.dumps(fixed.describe(), default=str))))
+    replace(fixed, seeds=[0, 1, 2]).check_same_design()  # more seeds: the same fixed design
+    with pytest.raises(AblateError, match="allocated by the fixed design \\(now the sequential one\\)"):
+        replace(fixed, allocation=Sequential(2, 3)).check_same_design()

@@ -27,6 +27,7 @@ def test_the_archives_science_md_names_are_there():
 @pytest.mark.parametrize("archive", ARCHIVES, ids=[path.name for path in ARCHIVES])
 def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
     from ablate.ablations import corpora
+    from ablate.ablations.design import Sequential
     from ablate.ablations.studies import load_study
     from ablate.ablations.sweep import Plan
 
@@ -43,9 +44,11 @@ def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
         assert (out / "hyps" / f"{path.stem}.txt").is_file(), path.name  # the report's bootstrap reads them
     # The corpus is the one setting our archived sweeps gave on the command line (--data.corpus gettext:de)
     corpus = study["rows"][0]["config"]["data"]["corpus"]
+    stored = Sequential.from_json(study.get("allocation"))  # the seeds' design is the design too
     plan = Plan(study=load_study(study["study"]), preset=study["preset"], seeds=study["seeds"], out=out, storage="",
                 name=study["optuna_study"], control_seeds=study.get("control_seeds"),
-                extra={"data": {"corpus": corpus}}, pin=corpora.read_pin(out))  # fmt: skip
+                extra={"data": {"corpus": corpus}}, pin=corpora.read_pin(out),
+                allocation=stored[0] if stored else None)  # fmt: skip
     plan.check_same_design()  # raises, naming the row and fields, if the preset has moved on since the trials ran
     # ... and on its own corpus: the fingerprint study.json keeps (or, before fingerprints, its references), from
     # its pinned copy where its text depends on the machine, never from this machine's catalogues.
