@@ -133,6 +133,9 @@ def read_records(out: Path) -> list[Record]:
     return [Record.read(path, out) for path in record_paths(out)]
 
 
+STOPPED_AT = "stopped_at"
+"""A stopped trial's user attribute: the step of the checkpoint its next attempt resumes from (`sweep._retry_later`)."""
+
 PACKED_FILES = ("hypotheses", "test_hypotheses", "sentence_nll")
 """The keys naming a record's own files under OUT, at its top level and in each of its `budgets` (the shorter
 budgets scored from the same run), which travel with its copy in the storage (`pack`): what a report on another

@@ -40,11 +40,13 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
     """The state of every row x seed of the plan, from its Optuna trials (the ledger says which trial speaks for
     each; a pruned trial shows as failed)."""
     by_key = ledger.resolve(trials)
+    stopped = _stopped_steps(trials)
     out = []
     for row, seed in keys:
         trial = by_key.get((row, seed))
         if trial is None or ledger.trial_state(trial) == "pending":
-            out.append(RowStatus(row, seed, "pending"))
+            step = stopped.get((row, seed))  # an earlier attempt's validated step: where its checkpoint resumes
+            out.append(RowStatus(row, seed, "pending", step=step, reason=f"resumes at step {step}" if step else None))
             continue
         attrs = trial.user_attrs
         record = ledger.stored_record(trial)
@@ -74,6 +76,18 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
             )
         )
     return out
+
+
+def _stopped_steps(trials: list[Any]) -> dict[tuple[str, int], int]:
+    """Row x seed -> the last step an earlier attempt validated (and checkpointed), for keys whose attempt stopped
+    (Ctrl-C, a preemption, a worker killed) and went back to the queue: a resumed trial starts there, not at 0."""
+    steps: dict[tuple[str, int], int] = {}
+    for trial in sorted(trials, key=lambda t: t.number):
+        key, progress = ledger.trial_key(trial), trial.user_attrs.get("progress") or {}
+        step = trial.user_attrs.get(ledger.STOPPED_AT) or (progress.get("step") if not progress.get("budget") else None)
+        if key is not None and step:
+            steps[key] = int(step)
+    return steps
 
 
 @dataclass(frozen=True)
@@ -396,7 +410,9 @@ def render(rows: list[RowStatus], workers: int, title: str, eta: Eta | None = No
             _fmt(r.wall_s) if r.wall_s else "",
             *([_fmt(left[(r.row, r.seed)]) if left.get((r.row, r.seed)) is not None else ""] if ahead else []),
             *([r.job or ""] if jobs else []),
-            (r.reason or "")[:60] if r.state == "failed" else (r.host or "" if r.state == "running" else ""),
+            (r.reason or "")[:60]
+            if r.state in ("failed", "pending")
+            else (r.host or "" if r.state == "running" else ""),
         )
     return table
 

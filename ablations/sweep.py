@@ -394,8 +394,8 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
     with queue.heartbeat(trial):
         try:
             record = ledger.write_record(plan.out, _run_trial(plan, queue, record, trial).ended())
-        except (interrupt.Interrupted, KeyboardInterrupt):
-            _retry_later(queue, trial, f"interrupted ({interrupt.reason()}): retried")
+        except (interrupt.Interrupted, KeyboardInterrupt) as err:
+            _retry_later(queue, trial, f"interrupted ({interrupt.reason()}): retried", getattr(err, "step", None))
             raise
         except SystemExit:  # SIGTERM (scancel, a node going down): Lightning stops the step and exits
             _retry_later(queue, trial, "stopped by SIGTERM: retried")
@@ -411,11 +411,14 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
     return record.state
 
 
-def _retry_later(queue: Queue, trial, reason: str) -> None:
+def _retry_later(queue: Queue, trial, reason: str, step: int | None = None) -> None:
     """A trial stopped by its worker (Ctrl-C, preemption, a full disk) is queued again now, so the next run resumes
-    it from its checkpoint at once, not after the liveness grace. Best effort: on a full disk the storage may not
-    take the write either, and then the next run's liveness check does the same."""
+    it from its checkpoint at once, not after the liveness grace; `step`, where that checkpoint is, is kept on the
+    stopped trial (`STOPPED_AT`: status shows the queued one as resuming there). Best effort: on a full disk the
+    storage may not take the write either, and then the next run's liveness check does the same."""
     try:
+        if step:
+            queue.set_attr(trial, ledger.STOPPED_AT, int(step))
         queue.retry(trial, reason)
     except Exception:  # noqa: BLE001 - see above
         pass

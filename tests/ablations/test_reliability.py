@@ -105,6 +105,13 @@ def test_ctrl_c_on_a_two_worker_sweep_saves_the_running_trials_prints_the_resume
     assert f"Resume with: ablate sweep {sweeps.study(STUDY)}" in line, line
     stopped_at = {c.parent.parent.name: _step(c) for c in checkpoints}
     assert all(0 < step < STEPS for step in stopped_at.values()), stopped_at
+    # Status says where each stopped trial resumes: its checkpoint's step, not a bare 'pending'.
+    status = subprocess.run([sys.executable, "-m", "ablate.ablations.cli", "status", str(out), "--json"],
+                            env=sweeps.env, capture_output=True, text=True)  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    shown = {f"{r['row']}__seed{r['seed']}": (r["state"], r["step"], r["reason"]) for r in json.loads(status.stdout)}
+    for key, step in stopped_at.items():
+        assert shown[key] == ("pending", step, f"resumes at step {step}"), shown
 
     rerun = sweeps.run(STUDY, out, "--workers", "2")
 
