@@ -30,6 +30,8 @@ def main(argv: list[str]) -> int:
             rows = parse_rows(args.rows, study)
             check_corpora(study, path)
             print(f"{path}: ok ({len(study.rows)} rows, {study.seeds} seed(s), scale {study.scale})")
+            for warning in head_warnings(study):
+                print(f"  warning: {warning}")
             if rows is not None:
                 summary = coverage_summary(study, rows) or f"test every claim ({len(study.claims)})"
                 print(f"  --rows {','.join(rows)} {summary}")
@@ -63,3 +65,28 @@ def check_corpora(study, path: str) -> None:
             resolve(data)
         except AblateError as err:
             raise AblateError(f"{path}: row {row.name!r}: {err}") from None
+
+
+def head_warnings(study) -> list[str]:
+    """Rows that change the number of heads but not d_k: h x d_k no longer equals d_model (Table 3's rows A keep
+    it by setting d_k and d_v with h; rows B change d_k alone on purpose), each with what the row then is, at the
+    study's own preset (else tiny)."""
+    import torch
+    from ablate.lightning_modules.transformer import Transformer
+
+    preset = study.default_preset or "tiny"
+    out = []
+    for row in study.rows:
+        model = row.overrides.get("model") or {}
+        if "n_heads" not in model or "d_k" in model:
+            continue
+        cfg = study.run_config(row, preset).model
+        if cfg.n_heads * cfg.head_dim_k != cfg.d_model:
+            with torch.device("meta"):
+                params = Transformer(cfg).num_parameters()
+            out.append(
+                f"row {row.name!r} sets n_heads without d_k: h {cfg.n_heads} x d_k {cfg.head_dim_k} = "
+                f"{cfg.n_heads * cfg.head_dim_k}, not d_model {cfg.d_model} ({params / 1e6:.2f}M parameters at "
+                f"{preset}); set d_k and d_v with it, as Table 3's rows A do, unless that is the point of the row"
+            )
+    return out
