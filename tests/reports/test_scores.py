@@ -73,3 +73,35 @@ def test_scoring_ahead_says_how_far_it_is_and_leaves_every_system_scored(tmp_pat
 
     assert lines[-1].startswith("scoring the dev translations per sentence (BLEU, chrF): 4/4, done in")
     assert len(list((tmp_path / "cache" / "scores").iterdir())) == 4  # each system's BLEU and chrF, kept
+
+
+def test_systems_not_cached_are_scored_in_worker_processes_to_the_same_statistics(tmp_path, monkeypatch):
+    """A first report of a study scores its systems on every core (each worker process writes its statistics to the
+    cache): the same per-sentence statistics as scoring them one by one in this process."""
+    import numpy as np
+    from ablate.ablations import scores as metrics
+    from ablate.ablations.record import Record
+
+    (tmp_path / "refs.txt").write_text("".join(f"the cat {i} sat on a mat\n" for i in range(50)), encoding="utf-8")
+    records = []
+    for i in range(4):
+        hyps = "".join(f"the {'dog' if (i + j) % 3 else 'cat'} {j} sat {i} on the mat\n" for j in range(50))
+        (tmp_path / f"h{i}.txt").write_text(hyps, encoding="utf-8")
+        records.append(Record(row=f"r{i}", group="g", seed=0, metrics={}, hypotheses=tmp_path / f"h{i}.txt",
+                              references=tmp_path / "refs.txt"))  # fmt: skip
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)  # two cores, whatever this has
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "parallel"))
+    said: list[str] = []
+    metrics.score_ahead(records, say=said.append, after_s=0.0)
+    assert said[0] == "scoring the dev translations per sentence (BLEU, chrF): 8 not cached, on 2 cores"
+    assert len(list((tmp_path / "parallel" / "scores").iterdir())) == 8  # written by the workers
+    metrics._corpus_stats.cache_clear()  # read back from the disk, not from this process's memory
+    parallel = [metrics.system_scores(r, m) for r in records for m in ("bleu", "chrf")]
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "serial"))
+    metrics._corpus_stats.cache_clear()
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0}, raising=False)
+    metrics.score_ahead(records)
+    serial = [metrics.system_scores(r, m) for r in records for m in ("bleu", "chrf")]
+    for a, b in zip(parallel, serial, strict=True):
+        assert a is not None and b is not None and a.score == b.score
+        np.testing.assert_array_equal(a.stats, b.stats)
