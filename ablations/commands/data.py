@@ -12,7 +12,7 @@ import json
 import time
 from pathlib import Path
 
-from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config
+from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
 from ablate.data.config import DataConfig
 from ablate.data.errors import AblateError
 
@@ -23,8 +23,9 @@ checks that they prepare to the same corpus fingerprint. Unset fields take DataC
 corpus)."""
 
 
-def build_parser():
-    parser = command_parser("ablate data", DESCRIPTION, sections=["data"])
+def build_parser(documented: bool = False):
+    """`documented` (for --help): the data fields with their docstrings (slower to build)."""
+    parser = command_parser("ablate data", DESCRIPTION, sections=["data"], documented=documented)
     parser.add_argument(
         "action",
         choices=["prepare", "export"],
@@ -37,7 +38,7 @@ def build_parser():
 
 def main(argv: list[str]) -> int:
     """Run `ablate data ...`; bad input raises AblateError (the dispatcher prints it on one line and exits 2)."""
-    args = parse(build_parser(), argv)
+    args = parse(build_parser(documented=wants_help(argv)), argv)
     data = overrides(args, ["data"]).get("data", {})
     if args.print_config:
         return print_config({**options(args), "data": data})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config
+from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
 from ablate.ablations.config import SECTIONS
 from ablate.ablations.presets import PRESETS
 
@@ -47,7 +47,7 @@ def parameter_table(
 
 
 def main(argv: list[str]) -> int:
-    parser = command_parser("ablate params", __doc__, sections=SECTIONS)
+    parser = command_parser("ablate params", __doc__, sections=SECTIONS, documented=wants_help(argv))
     parser.add_argument("study", nargs="?", default="table3", help="built-in study name or study YAML file")
     parser.add_argument("--preset", default="paper", choices=list(PRESETS))
     parser.add_argument("--json", action="store_true", help="print a JSON list of {row, params, ...}")

@@ -165,3 +165,11 @@ def test_train_help_shows_the_values_the_run_starts_from_without_importing_torch
     assert _help_default(help_text, "--seed") == "0"
     assert "table3 base at the tiny preset" in " ".join(help_text.split())
     assert "Width of every sub-layer output" in " ".join(help_text.split())  # the field's docstring
+
+
+@pytest.mark.parametrize("command", ["data", "params", "train"])
+def test_every_commands_help_documents_the_data_fields(command):
+    done = subprocess.run([sys.executable, "-m", "ablate.ablations.cli", command, "--help"], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    help_text = " ".join(done.stdout.split())
+    assert "--data.vocab_size VOCAB_SIZE Joint SentencePiece vocabulary size" in help_text
