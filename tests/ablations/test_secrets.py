@@ -73,7 +73,10 @@ def test_a_storage_password_leaves_the_command_line_however_the_option_is_spelle
     url = f"postgresql://user:{SECRET}@db-host/ablate"
     argv = ["sweep", "table3", *(a.replace("URL", url) for a in spelled)]
     monkeypatch.setattr("sys.argv", ["ablate", *argv])
-    monkeypatch.delenv(ENV_VAR, raising=False)
+    # setenv first, so that teardown removes the variable _keep_storage_secret sets (delenv of an unset variable
+    # records nothing to undo, and the URL leaked into every later test's storage)
+    monkeypatch.setenv(ENV_VAR, "placeholder")
+    monkeypatch.delenv(ENV_VAR)
     cli._keep_storage_secret(argv[1:])
     assert os.environ[ENV_VAR] == url and not any(SECRET in a for a in sys.argv)
 
