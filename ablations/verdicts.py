@@ -270,17 +270,17 @@ def study_verdicts(
     withheld = results.meta.get("pipeline_check") or None
     nothing_learned = _nothing_learned(base.name, ratios[base.name])
     untrainable = {} if nothing_learned else _untrainable(base.name, ratios)
-    study_claims = claims if claims is not None else _study_claims(results)
-    claimed = [(c.row, c.against) for claim in study_claims for c in claim.compare if c.against]
+    judged = claims if claims is not None else study_claims(results)
+    claimed = [(c.row, c.against) for claim in judged for c in claim.compare if c.against]
     tests = {f: _row_tests(results.at_budget(f), names, base.name, n_samples, claimed) for f in results.fractions}
     excluded = _excluded(results, untrainable)
     withheld = withheld or nothing_learned
-    verdicts = judge(study_claims, tests, base.name, paper, excluded=excluded, withheld=withheld)
+    verdicts = judge(judged, tests, base.name, paper, excluded=excluded, withheld=withheld)
     return Evidence(tests=tests, excluded=excluded, untrainable=untrainable, nothing_learned=nothing_learned,
                     withheld=withheld, claims=verdicts)  # fmt: skip
 
 
-def _study_claims(results) -> list[Claim]:
+def study_claims(results) -> list[Claim]:
     """The claims study.json carries (checked when the sweep started), as Claim objects."""
     raw = results.meta.get("claims")
     if not raw:
@@ -368,5 +368,6 @@ __all__ = [
     "comparison_verdict",
     "judge",
     "source_ratios",
+    "study_claims",
     "study_verdicts",
 ]

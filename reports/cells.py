@@ -257,7 +257,8 @@ def display_cells(row: ReportRow) -> dict[str, str]:
         value = row.config[col.key]
         shown = steps_text(value) if col.key == "train_steps" else value_text(value)
         cells[col.key] = "" if row.same_as_base[col.key] else shown
-    cells["other"] = ", ".join(f"{k.removeprefix('model.')}={value_text(v)}" for k, v in row.other.items())
+    other = ", ".join(f"{k.removeprefix('model.')}={value_text(v)}" for k, v in row.other.items())
+    cells["other"] = f"vs {row.other_against}: {other}" if row.other_against and other else other
     for key, (digits, sign) in STAT_COLUMNS.items():
         cells[key] = stat_text(getattr(row, key), digits, sign)
     cells["plateau"] = plateau_text(row)

@@ -31,7 +31,7 @@ from ablate.ablations.stats import (
     seed_correlation,
     significance_mark,
 )
-from ablate.ablations.verdicts import ClaimVerdict, Evidence, Tests, source_ratios, study_verdicts
+from ablate.ablations.verdicts import ClaimVerdict, Evidence, Tests, source_ratios, study_claims, study_verdicts
 from ablate.reports.claims import paper_ratio
 from ablate.reports.paper import PaperRow, load_paper_table
 
@@ -110,7 +110,12 @@ class ReportRow:
     same_as_base: dict[str, bool]
     """Column key -> True when the value equals the base row's (shown blank, as in the paper)."""
     other: dict[str, Any]
-    """Differences from the base outside the paper's columns, 'section.field' -> value (e.g. positions)."""
+    """Differences outside the paper's columns, 'section.field' -> value (e.g. positions): from the base, or from
+    `other_against` for a row the claims compare with another reference."""
+    other_against: str | None = None
+    """The row `other` is measured from where it is not the base: the one reference the claims compare this row
+    with (the modern study's M rows add one component each to the paper's base, row `paper`: 'activation=swiglu'
+    says what the row is, its differences from the modern base do not)."""
     status: dict[int, TrialStatus]
     """seed -> where that trial stands."""
     ppl: Stat | None = None
@@ -303,6 +308,7 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
     base_records = results.records(base_spec.name) if base_spec else []
     base_config = _config_of(base_spec, base_records) if base_spec else {}
     rows = [_report_row(results, spec, base_spec, base_config, paper) for spec in results.rows]
+    _others_against_references(rows, results, claims if claims is not None else study_claims(results))
     notes = list(results.notes)
     base_row = next((r for r in rows if base_spec and r.name == base_spec.name), None)
     if base_row is not None:
@@ -331,6 +337,24 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
     elif claims:
         notes.append("claims not judged: the study has no base row with a complete trial")
     return table
+
+
+def _others_against_references(rows: list[ReportRow], results: StudyResults, claims: list[Claim]) -> None:
+    """A row the claims compare with one reference other than the base shows its differences from that reference."""
+    references: dict[str, set[str]] = {}
+    for claim in claims:
+        for comparison in claim.compare:
+            if comparison.against is not None:
+                references.setdefault(comparison.row, set()).add(comparison.against)
+    specs = {spec.name: spec for spec in results.rows}
+    for row in rows:
+        found = references.get(row.name) or set()
+        reference = next(iter(found)) if len(found) == 1 else None
+        if reference is None or reference not in specs:
+            continue
+        mine = _config_of(specs[row.name], results.records(row.name, state=None))
+        theirs = _config_of(specs[reference], results.records(reference, state=None))
+        row.other, row.other_against = _other_differences(mine, theirs), reference
 
 
 def _report_row(results: StudyResults, spec, base_spec, base_config: dict, paper: dict) -> ReportRow:

@@ -223,3 +223,27 @@ def test_test_scores_over_seeds_only_for_records_that_have_them(tmp_path):
     assert record.test_hypotheses == out / "hyps" / "B1__seed0.test.txt" and record.test_hypotheses.is_file()
     assert record.test_references == out / "refs" / "test.txt"
     assert results.records("A1")[0].test_hypotheses is None and results.records("A1")[0].test_references is None
+
+
+def test_a_row_compared_with_another_reference_shows_what_it_changes_from_that_one(tmp_path):
+    """The modern study's one-component rows (M-swiglu against the paper's base, row `paper`) listed their
+    differences from the modern base and never named their own component: a row the claims compare with one
+    reference other than the base lists its differences from that reference, and says so."""
+    import json
+
+    from ablate.reports.build import build_report
+    from reports_fixtures import TABLE3_ROWS, make_study
+
+    rows = [TABLE3_ROWS[0], ("E1", "E", {"positions": "learned"}, 0.30), ("E2", "E", {"positions": "learned",
+            "norm": "pre"}, 0.31)]  # fmt: skip
+    out = make_study(tmp_path / "table3-smoke", rows=rows)
+    claims = tmp_path / "claims.yaml"
+    claims.write_text("claims:\n  - {id: e, text: t, compare: [{row: E2, metric: bleu, expect: same, margin: 1.0, "
+                      "against: E1}]}\n")  # fmt: skip
+    written = build_report(out, ["md", "json"], n_samples=50, claims=claims)
+    table = json.loads(written["json"].read_text())
+    by_row = {r["row"]: r for r in table["rows"]}
+    assert by_row["E2"]["other"] == {"model.norm": "pre"} and by_row["E2"]["other_against"] == "E1"
+    assert by_row["E1"]["other"] == {"model.positions": "learned"} and "other_against" not in by_row["E1"]
+    md = written["md"].read_text()
+    assert "| vs E1: norm=pre |" in md and "positions=learned |" in md
