@@ -81,33 +81,20 @@ def _queue_recorded(plan, queue) -> None:
 
 
 def _close_from_records(plan, queue) -> int:
-    """Close each queued trial that OUT's records finished, as `sweep.close_recorded` does, but with the record's copy
-    in the storage stripped of its files: workers on other machines need the hypotheses inline, an archive carries
-    them as files (inline, table3-tiny's journal was 31 MB; without, 0.3 MB). Returns how many were closed."""
+    """Close each queued trial that OUT's records finished, as `sweep.close_recorded` does, with no files inline in
+    the storage (workers on other machines need them there; an archive carries them). Returns how many."""
     from ablate.ablations import ledger
-    from optuna.trial import TrialState
+    from ablate.ablations.sweep import tell
 
     closed = 0
     for trial in queue.trials("WAITING"):
         key = ledger.trial_key(trial)
         record = None if key is None else ledger.read_record(plan.out, *key)
         claimed = None if record is None else queue.claim_trial(trial)
-        if claimed is None or record is None:
-            continue
-        queue.keep_record(claimed, _without_files(ledger.pack(record, plan.out)))  # what status and the live view read
-        if record.state == "complete":
-            queue.complete(claimed, record.metrics)
-        else:
-            queue.set_attr(claimed, "reason", record.reason)
-            queue.study.tell(claimed.number, state=TrialState.FAIL)
-        closed += 1
+        if claimed is not None and record is not None:
+            tell(queue, claimed, record, plan.out, files=False)
+            closed += 1
     return closed
-
-
-def _without_files(packed: dict) -> dict:
-    """A packed record (`ledger.pack`) without its files inline, at T and at each budget."""
-    budgets = [{**budget, "files_gz": {}} for budget in packed.get("budgets") or []]
-    return {**packed, "files_gz": {}, **({"budgets": budgets} if budgets else {})}
 
 
 def pack(out: Path, to: Path) -> list[str]:

@@ -124,3 +124,23 @@ def process_state(pid: int) -> str | None:
             return fh.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return None
+
+
+def cpu_cores() -> int:
+    """The CPU cores this process may run on: its affinity (taskset, a SLURM job's or a container's cpuset), not every
+    core of the machine that os.cpu_count() counts."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def cpu_model() -> str:
+    """The processor's model name (/proc/cpuinfo on Linux, else the platform's), '' where unknown."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()

@@ -145,10 +145,11 @@ SHARED_FILES = ("references", "test_references")
 study (`pack_shared`), not in every trial's copy."""
 
 
-def pack(record: Record, out: Path) -> dict[str, Any]:
+def pack(record: Record, out: Path, *, files: bool = True) -> dict[str, Any]:
     """The record as stored in Optuna: its JSON form (`Record.to_json`), train curve thinned to at most 200 points,
     its own files (dev and test hypotheses, per-sentence NLL, and each budget's) gzip+base64 inline, in `files_gz`
-    beside the keys naming them."""
+    beside the keys naming them. `files` False: none inline (an archive carries them as files; inline,
+    table3-tiny's journal was 31 MB, without 0.3 MB)."""
     packed = record.to_json(Layout(out))
     curves = dict(packed.get("curves") or {})
     train = curves.get("train") or []
@@ -156,9 +157,11 @@ def pack(record: Record, out: Path) -> dict[str, Any]:
         stride = -(-len(train) // 200)
         curves["train"] = train[::stride] + ([train[-1]] if (len(train) - 1) % stride else [])
     packed["curves"] = curves
-    packed["files_gz"] = _own_files(packed, out)
+    packed["files_gz"] = _own_files(packed, out) if files else {}
     if packed.get("budgets"):
-        packed["budgets"] = [{**budget, "files_gz": _own_files(budget, out)} for budget in packed["budgets"]]
+        packed["budgets"] = [
+            {**budget, "files_gz": _own_files(budget, out) if files else {}} for budget in packed["budgets"]
+        ]
     return packed
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from ablate.ablations import environment
 from ablate.ablations.record import budget_label
 from ablate.ablations.trial_files import TrainResult
 from ablate.lightning_modules.module import TranslationModule
@@ -251,25 +252,11 @@ def kernels_ran_on(trainer: pl.Trainer) -> dict[str, Any]:
     return {
         "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "cpu": cpu_model(),
+        "cpu": environment.cpu_model(),
         "threads": torch.get_num_threads(),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "cuda": torch.version.cuda if device.type == "cuda" else None,
     }
-
-
-def cpu_model() -> str:
-    """The processor's model name (/proc/cpuinfo on Linux, else the platform's), '' where unknown."""
-    import platform
-
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def _in_order(index: list[int], texts: list[str], n: int) -> list[str]:

@@ -11,7 +11,6 @@ that Lightning relaunched for plain DDP calls `ddp_rank`. Where a worker stands 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -133,19 +132,13 @@ def prepare_data(plan: Plan) -> Queue:
     return queue
 
 
-def cpu_cores() -> int:
-    """The CPU cores this process may run on: its affinity (taskset, a SLURM job's or a container's cpuset), not every
-    core of the machine that os.cpu_count() counts."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def set_threads(workers: int) -> None:
     """Share the CPU cores between local workers (each trial otherwise starts one thread per core)."""
     if workers <= 1:
         return
     import torch
 
-    torch.set_num_threads(max(1, cpu_cores() // workers))
+    torch.set_num_threads(max(1, environment.cpu_cores() // workers))
 
 
 def worker_argv(plan: Plan, **sections: dict[str, Any]) -> list[str]:

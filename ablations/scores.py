@@ -126,10 +126,13 @@ def score_ahead(records: Iterable[Record], say: Callable[[str], None] | None = N
     and metric (about 0.6 s each, minutes for a study), one reported before reads them from the disk in a second."""
     todo = [(r, m) for r in records if r.hypotheses is not None for m in ("bleu", "chrf")]
     start = last = time.monotonic()
-    scored = _score_in_processes(todo, say)  # the uncached ones on every core, each into the cache
+    if _score_in_processes(todo, say):  # the uncached ones on every core, each into the cache
+        if say is not None:
+            say(f"scoring the dev translations per sentence (BLEU, chrF): {len(todo)}/{len(todo)}, done in "
+                f"{time.monotonic() - start:.0f} s")  # fmt: skip
+        return
     for done, (record, metric) in enumerate(todo, 1):
-        if done > scored:
-            system_scores(record, metric)
+        system_scores(record, metric)
         now = time.monotonic()
         if say is not None and now - start >= after_s and (now - last >= after_s or done == len(todo)):
             left = (now - start) / done * (len(todo) - done)
@@ -138,16 +141,16 @@ def score_ahead(records: Iterable[Record], say: Callable[[str], None] | None = N
             last = now
 
 
-def _score_in_processes(todo: list[tuple[Record, str]], say: Callable[[str], None] | None = None) -> int:
+def _score_in_processes(todo: list[tuple[Record, str]], say: Callable[[str], None] | None = None) -> bool:
     """Score the systems whose statistics are not cached yet in worker processes, one a core (sacreBLEU is pure
     Python: one core scores a system and metric in about 0.6 s, a study's 300 in minutes), writing them to the
-    cache; returns how many of `todo`'s first entries need no scoring here any more (all of them, or 0 when
-    there was nothing to share out or only one core)."""
+    cache. False (nothing done) when there are fewer than 4 to share out or only one core."""
     import multiprocessing
-    import os
     from concurrent.futures import ProcessPoolExecutor
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    from ablate.ablations import environment
+
+    cores = environment.cpu_cores()
     jobs = []
     for record, metric in todo:
         hyp, ref = record.hypotheses, record.references
@@ -157,13 +160,13 @@ def _score_in_processes(todo: list[tuple[Record, str]], say: Callable[[str], Non
         if not _stored_stats(metric, signature, hyp, ref).is_file():
             jobs.append((metric, signature, hyp, ref))
     if cores < 2 or len(jobs) < 4:
-        return 0
+        return False
     if say is not None:
         say(f"scoring the dev translations per sentence (BLEU, chrF): {len(jobs)} not cached, on {cores} cores")
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     with ProcessPoolExecutor(max_workers=min(cores, len(jobs)), mp_context=context) as pool:
         list(pool.map(_score_one, jobs, chunksize=max(1, len(jobs) // (4 * cores))))
-    return len(todo)
+    return True
 
 
 def _score_one(job: tuple) -> None:

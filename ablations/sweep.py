@@ -380,7 +380,7 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
         return "duplicate"
     record = ledger.read_record(plan.out, row_name, seed)
     if record is not None and (record.state == "complete" or not plan.retry_failed):
-        _tell(queue, trial, record, plan.out)  # finished earlier; the worker died before telling Optuna
+        tell(queue, trial, record, plan.out)  # finished earlier; the worker died before telling Optuna
         return record.state
     if record is None and not wanted(plan, queue, key):
         queue.set_attr(trial, "reason", ledger.UNWANTED_REASON)
@@ -406,7 +406,7 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
                 raise
             _retry_later(queue, trial, f"stopped: {disk}")
             raise disk from None
-        _tell(queue, trial, record, plan.out)
+        tell(queue, trial, record, plan.out)
     _prune(plan, record)
     return record.state
 
@@ -491,12 +491,15 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}"[:500]
 
 
-def _tell(queue: Queue, trial, record: Record, out: Path) -> None:
+def tell(queue: Queue, trial, record: Record, out: Path, *, files: bool = True) -> None:
+    """Close a claimed trial from its record. The whole record travels in the storage too, so a coordinator on
+    another machine can rebuild it; `files` False keeps its files out of the storage (`ablations.archive`: the
+    archive carries them)."""
     from optuna.trial import TrialState
 
     try:
-        # The whole record travels in the storage too, so a coordinator on another machine can rebuild it.
-        queue.keep_record(trial, ledger.pack(record, out), ledger.pack_shared(record, out))
+        shared = ledger.pack_shared(record, out) if files else None
+        queue.keep_record(trial, ledger.pack(record, out, files=files), shared)
         if record.state == "complete":
             queue.complete(trial, record.metrics)
         else:

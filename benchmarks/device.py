@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ablate.data.errors import AblateError
@@ -64,15 +63,11 @@ def device_info(device) -> dict[str, Any]:
         name = torch.cuda.get_device_name(device)
         peak = next((flops for key, flops in PEAK_BF16_FLOPS if key in name), None)
         return {"type": "cuda", "name": name, "peak_bf16_flops": peak, "torch": torch.__version__}
-    model = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    from ablate.ablations.environment import cpu_model
+
     return {
         "type": "cpu",
-        "name": model,
+        "name": cpu_model() or "unknown CPU",
         "threads": torch.get_num_threads(),
         "peak_bf16_flops": None,
         "torch": torch.__version__,

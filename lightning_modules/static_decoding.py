@@ -86,6 +86,7 @@ class BeamState:
     fin_seq: Tensor  # (B, k, L + 1) finished hypotheses
     fin_score: Tensor  # (B, k) their length-normalised scores
     done: Tensor  # (B,) sentences whose best hypothesis is final
+    first_row: Tensor  # (B, 1) each sentence's first row among the B*k of the cache
 
 
 def _start(model: Transformer, src: Tensor, k: int, alpha: float, max_len_a: float, max_len_b: int, bos_id: int):
@@ -111,6 +112,7 @@ def _start(model: Transformer, src: Tensor, k: int, alpha: float, max_len_a: flo
         fin_seq=torch.full_like(alive_seq, pad_id),
         fin_score=torch.full((bsz, k), float("-inf"), device=device),
         done=torch.zeros(bsz, dtype=torch.bool, device=device),
+        first_row=torch.arange(bsz, device=device).unsqueeze(1) * k,
     )
 
 
@@ -158,8 +160,7 @@ class _Search:
         parent = top_beam.gather(1, pick)
         s.alive_seq.copy_(self._extend(s.alive_seq, parent, top_tok.gather(1, pick), s.t))
         s.alive_score.copy_(alive_score)
-        offset = torch.arange(bsz, device=parent.device).unsqueeze(1) * k
-        self.model.reorder_cache(s.cache, (parent + offset).view(-1))
+        self.model.reorder_cache(s.cache, (parent + s.first_row).view(-1))
 
         s.done |= _cannot_improve(s.alive_score, s.fin_score, s.best_possible_lp) | (s.t + 1 >= s.max_len)
         s.t += 1

@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
     if args.print_config:
         return print_config(options(args))
     if args.batch_size < 1 or (args.beam is not None and args.beam < 1):
-        raise AblateError("--batch_size and --beam must be positive")
+        raise AblateError(f"--batch_size and --beam must be at least 1, got {args.batch_size} and {args.beam}")
     path = model_file(Path(args.model), args.row, args.seed)
     sources = _read_lines(args.input, "--input")
     references = _read_lines(args.refs, "--refs") if args.refs else None

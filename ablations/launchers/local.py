@@ -54,11 +54,10 @@ def describe_plan(plan: Plan, workers: int) -> str:
     """What `ablate sweep --dry_run` prints and nothing is written for: each row with its seeds (at the sequential
     design, the first look's and the most the looks can ask), parameters and the settings it changes from the base,
     the claims the rows test, and the cost line the sweep would print first."""
-    import torch
     from ablate.ablations.design import seed_range
-    from ablate.lightning_modules.transformer import Transformer
 
     rows = [row for row in plan.rows() if plan.only is None or row.name in plan.only]
+    work = progress.Eta.for_plan(plan).work
     if plan.allocation is not None:
         low, high = seed_range([r.name for r in rows], plan.controls(), min_seeds=plan.allocation.min_seeds,
                                max_seeds=plan.allocation.max_seeds)  # fmt: skip
@@ -73,15 +72,14 @@ def describe_plan(plan: Plan, workers: int) -> str:
     base = _flat(plan.run_config(plan.study.row("base") if "base" in names else rows[0], 0).to_dict())
     for row in rows:
         config = plan.run_config(row, plan.seeds[0])
-        with torch.device("meta"):
-            params = Transformer(config.model).num_parameters()
+        params = work[row.name].params  # built once on the meta device, for the cost line too
         flat = _flat(config.to_dict())  # at this preset's sizes, not the study file's paper units
         changes = ", ".join(f"{k}={v}" for k, v in flat.items() if base.get(k) != v and k != "train.seed") or "-"
         lines.append(f"  {row.name:<10} {row.group or '-':<6} {seeds[row.name]:>5} {params / 1e6:>7.2f}M  {changes}")
     tested = [c.id for c in plan.study.claims if any(cmp.row in {r.name for r in rows} for cmp in c.compare)]
     lines.append(f"  claims tested: {', '.join(tested) or 'none'}")
-    cores = None if _gpus() else runner.cpu_cores()
-    lines.append(f"  {progress.cost_line(plan, progress.Eta.for_plan(plan).work, workers, cores)}")
+    cores = None if _gpus() else environment.cpu_cores()
+    lines.append(f"  {progress.cost_line(plan, work, workers, cores)}")
     lines.append(f"  nothing was written; run it without --dry_run (output: {plan.out})")
     return "\n".join(lines)
 
@@ -116,7 +114,7 @@ def coordinate(plan: Plan, workers: int | None) -> bool:
     rows = len(plan.study.rows) if plan.only is None else f"{len(plan.only)} of {len(plan.study.rows)}"
     more = {name: len(seeds) for name, seeds in (plan.control_seeds or {}).items() if len(seeds) > len(plan.seeds)}
     control = f" ({', '.join(f'{n} {k}' for n, k in more.items())}: controls, in several comparisons)" if more else ""
-    cores = None if _gpus() else runner.cpu_cores()
+    cores = None if _gpus() else environment.cpu_cores()
     cost = progress.cost_line(plan, eta.work, workers, cores, done=runner.recorded(plan))
     if plan.allocation is not None and plan.decision is not None:
         design = (
@@ -171,7 +169,7 @@ def default_workers(plan: Plan) -> int:
     if gpus:
         return gpus if gpus > 1 and run.hardware.devices in (1, "1") else 1
     single_process = run.hardware.devices in (1, "1", "auto") and run.hardware.num_nodes == 1
-    return max(1, min(runner.cpu_cores(), len(plan.keys()))) if single_process else 1
+    return max(1, min(environment.cpu_cores(), len(plan.keys()))) if single_process else 1
 
 
 def _gpus() -> int:
@@ -259,7 +257,7 @@ def _start_workers(plan: Plan, n: int, logs: Path, gpus: list[str], shared: dict
     """n `ablate sweep ... --worker` processes in sessions of their own, each writing to logs/worker-<i>.log, each
     on its GPU and its share of the cores (`placement`), with `shared` (the MPS daemon's pipe, when they share one)."""
     procs = []
-    for i, place in enumerate(placement(n, gpus, runner.cpu_cores())):
+    for i, place in enumerate(placement(n, gpus, environment.cpu_cores())):
         # The storage travels in the environment, not on a command line that `ps` shows (it may hold a password).
         env = environment.for_local_worker(n, **{ENV_VAR: plan.storage}, **place, **shared)
         cmd = [sys.executable, "-m", "ablate.ablations.cli", "sweep", *runner.worker_argv(plan), "--worker"]

@@ -49,19 +49,19 @@ def for_workers(workers: int, gpus: list[str], program: str = CONTROL) -> Iterat
     folder = Path(tempfile.mkdtemp(prefix="ablate-mps-"))
     env = {"CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}
     try:
-        started = _control(program, env, "-d")
-        if started:
-            print(f"  {workers} workers share the GPU in turns: {started}", file=sys.stderr)
+        failed = _control(program, env, "-d")
+        if failed:
+            print(f"  {workers} workers share the GPU in turns: {failed}", file=sys.stderr)
             yield {}
             return
         print(f"  {workers} workers share {len(gpus)} GPU(s) through CUDA MPS (daemon in {folder})", file=sys.stderr)
         try:
             yield env
         finally:
-            stopped = _control(program, env, input="quit\n")
-            if stopped:
+            failed = _control(program, env, input="quit\n")
+            if failed:
                 print(
-                    f"  the MPS daemon did not stop: {stopped}; stop it with: echo quit | "
+                    f"  the MPS daemon did not stop: {failed}; stop it with: echo quit | "
                     f"CUDA_MPS_PIPE_DIRECTORY={env['CUDA_MPS_PIPE_DIRECTORY']} {program}",
                     file=sys.stderr,
                 )
