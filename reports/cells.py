@@ -141,6 +141,28 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
+def field_text(key: str, value: Any) -> str:
+    """A field outside the paper's columns and its value: 'activation=swiglu', 'train.lr_factor=1.0', 'n_kv_heads=null'
+    (the config's None, as YAML spells it)."""
+    return f"{key.removeprefix('model.')}={'null' if value is None else value_text(value)}"
+
+
+def readers_text(table: ReportTable) -> list[str]:
+    """The rows read against another row than the base (`ReportRow.other_against`), by reference: "(M): as row
+    'paper'" where a whole group is, else "E2: as row 'E1'"."""
+    readers: dict[str, list[str]] = {}
+    for row in table.rows:
+        if row.other_against:
+            readers.setdefault(row.other_against, []).append(row.name)
+    parts = []
+    for reference, names in readers.items():
+        whole = [group_label(g, rows) for g, rows in table.groups() if {r.name for r in rows} <= set(names)]
+        within = {r.name for g, rows in table.groups() if group_label(g, rows) in whole for r in rows}
+        named = whole + [name for name in names if name not in within]
+        parts.append(f"{', '.join(named)}: as row {reference}")
+    return parts
+
+
 def steps_text(value: Any) -> str:
     """A step count in thousands where it is a whole number of them ('100K'), else `value_text`."""
     if isinstance(value, int) and value >= 1000 and value % 1000 == 0:
@@ -256,8 +278,8 @@ def display_cells(row: ReportRow) -> dict[str, str]:
     for col in CONFIG_COLUMNS:
         value = row.config[col.key]
         shown = steps_text(value) if col.key == "train_steps" else value_text(value)
-        cells[col.key] = "" if row.same_as_base[col.key] else shown
-    other = ", ".join(f"{k.removeprefix('model.')}={value_text(v)}" for k, v in row.other.items())
+        cells[col.key] = "" if row.same_as_reference[col.key] else shown
+    other = ", ".join(field_text(k, v) for k, v in row.other.items())
     cells["other"] = f"vs {row.other_against}: {other}" if row.other_against and other else other
     for key, (digits, sign) in STAT_COLUMNS.items():
         cells[key] = stat_text(getattr(row, key), digits, sign)
@@ -289,18 +311,25 @@ def group_cells(table: ReportTable) -> list[list[tuple[ReportRow, dict[str, str]
     return out
 
 
-def other_span(table: ReportTable, cols: list[Column]) -> tuple[int, int] | None:
-    """Where the 'other' differences can be written instead of their own column: (first index, count) of the shown
-    configuration columns, when they are side by side and blank in every row that has other differences."""
+def other_spans(table: ReportTable, cols: list[Column]) -> dict[str, tuple[int, int]] | None:
+    """Where each row's 'other' differences are written instead of in a column of their own, as the paper writes its
+    row (E) across the configuration columns: row name -> (first index, count), in `cols` without 'other', of the
+    longest run of the row's blank configuration cells (at least two). None when 'other' is not shown, or some row
+    with differences has no such run (then the column keeps them)."""
     if "other" not in {c.key for c in cols}:
         return None
+    shown = [c for c in cols if c.key != "other"]
     config = {c.key for c in CONFIG_COLUMNS}
-    at = [i for i, c in enumerate(cols) if c.key in config]
-    if len(at) < 2 or at != list(range(at[0], at[0] + len(at))):
-        return None
-    if any(r.other and any(not r.same_as_base[cols[i].key] for i in at) for r in table.rows):
-        return None
-    return at[0], len(at)
+    spans = {}
+    for row in table.rows:
+        if not row.other:
+            continue
+        blank = [c.key in config and row.same_as_reference[c.key] for c in shown]
+        runs = [(i, n) for i in range(len(shown)) for n in range(2, len(shown) - i + 1) if all(blank[i : i + n])]
+        if not runs:
+            return None
+        spans[row.name] = max(runs, key=lambda run: (run[1], -run[0]))  # the longest, the first of equals
+    return spans
 
 
 def cut(text: str, width: int) -> str:

@@ -16,7 +16,7 @@ from ablate.reports.cells import (
     display_columns,
     group_cells,
     mean_text,
-    other_span,
+    other_spans,
     sd_text,
     state_text,
 )
@@ -82,8 +82,8 @@ def to_html(
 
     env = _environment()
     cols = display_columns(table, columns, "html")
-    span = other_span(table, cols)
-    if span is not None:  # as in LaTeX: the difference written across the blank configuration cells
+    spans = other_spans(table, cols)
+    if spans is not None:  # as in LaTeX: each row's differences written across its blank configuration cells
         cols = [c for c in cols if c.key != "other"]
     groups = []
     for group in group_cells(table):
@@ -95,8 +95,8 @@ def to_html(
             for td in tds:
                 if td["key"] == "seeds":
                     td.update(text=state_text(row, width=0), title=state_text(row) if row.reasons else "")
-            if span is not None and row.other:
-                start, n = span
+            if spans is not None and row.name in spans:
+                start, n = spans[row.name]
                 tds[start : start + n] = [{"key": "other", "align": "l", "text": cells["other"], "colspan": n}]
             body.append({"state": row.state, "cells": tds})
         groups.append(body)

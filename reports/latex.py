@@ -14,10 +14,13 @@ from ablate.reports.cells import (
     STAT_METRICS,
     Column,
     cut,
+    display_cells,
     display_columns,
+    field_text,
     group_cells,
     mean_text,
-    other_span,
+    other_spans,
+    readers_text,
     sd_text,
     state_text,
 )
@@ -92,11 +95,11 @@ def to_latex(table: ReportTable, columns: Sequence[str] | None = None, *, corpus
     are; then the claims' verdicts, if any. `columns`: keys of `COLUMNS` (default: all that apply but the optional and
     the machine's); `corpus`: named in the caption."""
     cols = display_columns(table, columns, "tex")
-    span = other_span(table, cols)
-    if span is not None:  # as the paper's row (E): the difference written across the blank configuration cells
+    spans = other_spans(table, cols)
+    if spans is not None:  # as the paper's row (E): each row's differences written across its blank configuration cells
         cols = [c for c in cols if c.key != "other"]
     label = re.sub(r"[^A-Za-z0-9-]", "-", table.study)
-    lines = _tex_head(table, cols) + _tex_rows(table, cols, span)
+    lines = _tex_head(table, cols) + _tex_rows(table, cols, spans)
     lines += [
         r"\bottomrule",
         r"\end{tabular}}%",
@@ -105,7 +108,8 @@ def to_latex(table: ReportTable, columns: Sequence[str] | None = None, *, corpus
         r"\else",
         r"\usebox{\ablatetablebox}",
         r"\fi",
-        r"\caption{" + _tex_caption(table, {c.key for c in cols}, corpus) + "}",
+        *_tex_notes(_table_notes(table, {c.key for c in cols}, corpus)),
+        r"\caption{" + _tex_caption(table, {c.key for c in cols}) + "}",
         r"\label{tab:" + label + "}",
         r"\end{table*}",
     ]
@@ -124,7 +128,7 @@ def _tex_head(table: ReportTable, cols: list[Column]) -> list[str]:
         r"\begin{table*}[t]",
         r"\centering",
         r"\scriptsize",
-        r"\setlength{\tabcolsep}{3pt}",
+        r"\setlength{\tabcolsep}{2.5pt}",
         r"\ifdefined\ablatetablebox\else\newsavebox{\ablatetablebox}\fi",
         r"\sbox{\ablatetablebox}{%",
         r"\begin{tabular}{" + "".join(c.align for c in cols) + "}",
@@ -133,38 +137,101 @@ def _tex_head(table: ReportTable, cols: list[Column]) -> list[str]:
     ]
 
 
-def _tex_rows(table: ReportTable, cols: list[Column], span: tuple[int, int] | None) -> list[str]:
-    """The body: a rule above each row group, one line per row (the 'other' differences across `span`)."""
+def _tex_rows(table: ReportTable, cols: list[Column], spans: dict[str, tuple[int, int]] | None) -> list[str]:
+    """The body: a rule above each row group, one line per row (its 'other' differences across its span)."""
     lines = []
     for group in group_cells(table):
         lines.append(r"\midrule")
-        for row, cells in group:
-            cells = {key: tex_escape(text) for key, text in cells.items()} | _tex_stats(row)
+        for row, plain in group:
+            cells = {key: tex_escape(text) for key, text in plain.items()} | _tex_stats(row)
             cells["seeds"] = tex_escape(state_text(row, width=0))  # counts only: the reasons are in the caption
             texts = [cells[c.key] for c in cols]
-            if span is not None and row.other:
-                start, n = span
-                texts[start : start + n] = [rf"\multicolumn{{{n}}}{{l}}{{{cells['other']}}}"]
+            if spans is not None and row.name in spans:
+                start, n = spans[row.name]
+                align = _span_align(table, cols[start : start + n], plain["other"])
+                other = cells["other"] if align == "l" else rf"\raggedright {cells['other']}"
+                texts[start : start + n] = [rf"\multicolumn{{{n}}}{{{align}}}{{{other}}}"]
             lines.append(" & ".join(texts) + r" \\")
     return lines
 
 
+EM_PER_CHAR = 0.5
+"""About the width of a character of the table's text, in em (a digit's is exactly 0.5 em in Computer Modern)."""
+
+
+def _visible_length(tex: str) -> int:
+    r"""The characters a header prints on its widest line ('$d_\mathrm{model}$': 6, '\shortstack{train\\steps}': 5)."""
+    return max(len(re.sub(r"\\[a-zA-Z]+|[${}_^]", "", line)) for line in tex.split("\\\\"))
+
+
+def _span_align(table: ReportTable, spanned: list[Column], text: str) -> str:
+    r"""The column type of a row's differences written across `spanned`: 'l' where the text fits their width (an
+    estimate from their widest cell and header), else a paragraph of that width (p{...}, ragged right), so that a long
+    list of differences wraps onto more lines rather than widening the table."""
+    cells = [display_cells(row) for row in table.rows]
+    widths = [max(_visible_length(c.tex), *(len(cell[c.key]) for cell in cells)) * EM_PER_CHAR + 0.7 for c in spanned]
+    width = sum(widths) - 0.7  # em: tabcolsep (2.5 pt, about 0.35 em at 7 pt) each side of every column but the ends
+    if len(text) * EM_PER_CHAR <= width:
+        return "l"
+    return rf"p{{{width:.1f}em}}"
+
+
+CLAIM_LINES = 54
+r"""Lines of \scriptsize type (8 pt apart) a claims table* may take with its notes, so that it fits the text height of
+a letter or A4 page (550 pt in a two-column article) beside its caption and rules."""
+CHARS_PER_LINE = {"claim": 36, "evidence": 60, "notes": 120}
+r"""Characters a \scriptsize line holds in the claims table's columns (0.3 and 0.5 of the text width) and across the
+text width, on the narrower A4 page (452 pt): estimates on the short side, so that a table is never longer."""
+
+
 def _tex_claims(table: ReportTable, label: str) -> list[str]:
-    """The claims' verdicts: a second table* of claim, verdict and evidence, the claims legend as its caption."""
-    lines = [
-        r"\begin{table*}[t]",
-        r"\centering",
-        r"\scriptsize",
-        r"\begin{tabular}{p{0.3\linewidth}lp{0.5\linewidth}}",
-    ]
-    lines += [r"\toprule", r"claim & verdict & evidence \\", r"\midrule"]
+    """The claims' verdicts: table*s of claim, verdict and evidence, as many as their length needs to fit a page, the
+    first with the claims legend as its notes; each with a short caption."""
+    notes = tex_escape(claims_legend(table))
+    rows = []
     for cv in table.claims:
         # ragged right in the narrow columns (justified, they stretch); \tabularnewline, as \raggedright takes \\
-        evidence = r" \newline ".join(tex_escape(comparison_text(c, table.base)) for c in cv.comparisons)
+        texts = [comparison_text(c, table.base) for c in cv.comparisons]
+        evidence = r" \newline ".join(tex_escape(text) for text in texts)
         cells = [rf"\raggedright {tex_escape(claim_title(cv))}", cv.verdict, rf"\raggedright {evidence}"]
-        lines.append(" & ".join(cells) + r" \tabularnewline")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\caption{" + tex_escape(claims_legend(table)) + "}"]
-    return lines + [r"\label{tab:" + label + "-claims}", r"\end{table*}"]
+        height = max(_lines(claim_title(cv), "claim"), sum(_lines(text, "evidence") for text in texts))
+        rows.append((height, " & ".join(cells) + r" \tabularnewline"))
+    chunks = _chunks(rows, _lines(notes, "notes"))
+    name = rf"study \texttt{{{tex_escape(table.study)}}}, preset \texttt{{{tex_escape(table.preset)}}}"
+    lines = []
+    for i, chunk in enumerate(chunks):
+        part = f" ({i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
+        lines += [r"\begin{table*}[t]", r"\centering", r"\scriptsize"]
+        lines += [r"\begin{tabular}{p{0.3\linewidth}lp{0.5\linewidth}}", r"\toprule", r"claim & verdict & evidence \\"]
+        lines += [r"\midrule", *chunk, r"\bottomrule", r"\end{tabular}", *(_tex_notes(notes) if i == 0 else [])]
+        lines.append(rf"\caption{{The claims' verdicts{part}, {name}: each comparison at every budget.}}")
+        lines += [r"\label{tab:" + label + "-claims" + (f"-{i + 1}" if i else "") + "}", r"\end{table*}"]
+    return lines
+
+
+def _chunks(rows: list[tuple[int, str]], notes: int) -> list[list[str]]:
+    """The claims' table lines (each with its height in lines) in as few tables as fit a page each, the first with
+    `notes` lines of notes under it, and about as long as one another."""
+
+    def fill(room: int) -> list[list[str]]:
+        chunks: list[list[str]] = [[]]
+        left = room - notes
+        for height, line in rows:
+            if chunks[-1] and height > left:
+                chunks.append([])
+                left = room
+            chunks[-1].append(line)
+            left -= height
+        return chunks
+
+    fewest = fill(CLAIM_LINES)
+    even = fill(-(-(notes + sum(height for height, _ in rows)) // len(fewest)) + max(h for h, _ in rows) // 2)
+    return even if len(even) == len(fewest) else fewest
+
+
+def _lines(text: str, where: str) -> int:
+    """The lines `text` takes in the claims table's column `where` (or across the page: 'notes'), estimated."""
+    return -(-len(text) // CHARS_PER_LINE[where])
 
 
 _TEX_MARKS = {"†": r"{}^{\dagger}", "‡": r"{}^{\ddagger}"}
@@ -193,35 +260,53 @@ def _tex_stats(row: ReportRow) -> dict[str, str]:
     return cells
 
 
-def _tex_caption(table: ReportTable, shown: set[str], corpus: str | None) -> str:
-    """What the numbers are: the study, preset, corpus and seeds, dev vs test, the tests, the PPL caveat, and what
-    did not converge or failed. Only sentences about columns that are shown."""
+def _tex_notes(text: str) -> list[str]:
+    """The notes under a table, in its small type across the text width (the caption stays short)."""
+    return [r"\par\smallskip", r"\parbox{\textwidth}{\scriptsize " + text + "}", r"\smallskip"] if text else []
 
-    def name(text: str) -> str:
-        return r"\texttt{" + tex_escape(text) + "}"
 
-    seeds = ", ".join(str(s) for s in table.seeds)
-    data = f", corpus {tex_escape(corpus)}" if corpus else ""
-    study = f"study {name(table.study)}, preset {name(table.preset)}{data}, seeds {seeds}"
+def _tex_caption(table: ReportTable, shown: set[str]) -> str:
+    """A short caption: what the table is and what its numbers are; the rest is in the notes (`_table_notes`)."""
     test = "; BLEU (test) on the test set" if shown & {"test_bleu", "test_chrf"} else ""
-    parts = [
-        f"Variations on the Transformer: {study}.",
-        f"PPL, BLEU and chrF on the dev set{test}: mean $\\pm$ sample standard deviation over the complete seeds.",
-    ]
-    if "seeds" in shown:
-        parts.append("The seeds column counts complete / all trials.")
+    name = rf"study \texttt{{{tex_escape(table.study)}}}, preset \texttt{{{tex_escape(table.preset)}}}"
+    text = (
+        f"Variations on the Transformer, {name}. PPL, BLEU and chrF on the dev set{test}: mean $\\pm$ sample standard "
+        "deviation over the complete seeds."
+    )
     if table.base is not None:
-        parts.append("Blank configuration cells: same as the base row.")
+        readers = "; ".join(readers_text(table))
+        text += " Blank cells: as the base row" + (f" ({tex_escape(readers)})" if readers else "") + "."
+    return text
+
+
+def _table_notes(table: ReportTable, shown: set[str], corpus: str | None) -> str:
+    """What a reader needs beside the numbers: the corpus and seeds, the tests, the base's values of the fields the rows
+    change, the PPL caveat, and what did not converge or failed. Only sentences about columns that are shown."""
+    seeds = ", ".join(str(s) for s in table.seeds)
+    data = f"Corpus {tex_escape(corpus)}; seeds" if corpus else "Seeds"
+    parts = [f"{data} {seeds}." + (" The seeds column counts complete / all trials." if "seeds" in shown else "")]
+    if table.base is not None:
         if shown & {"delta_ppl", "delta_bleu"}:
             parts.append(
                 r"$\Delta$: the row's mean minus the base's over all its seeds. " + tex_escape(marks_text(table))
+            )
+        if table.base_other:
+            values = ", ".join(field_text(k, v) for k, v in table.base_other.items())
+            parts.append(
+                "Written across the blank cells: what a row changes outside these columns, from the same row as its "
+                f"blank cells; the base has {tex_escape(values)}."
             )
     parts += [tex_escape(line) + "." for line in budget_lines(table)[1:]]  # the precision (budgets: in the claims)
     parts.append(tex_escape(PPL_CAVEAT))
     if shown & {"paper_ppl", "paper_bleu"}:
         parts.append("paper: Vaswani et al. (2017), Table 3, single runs on newstest2013 (EN-DE).")
-    unconverged = unconverged_rows(table)
-    if unconverged:
+    return " ".join(parts + _tex_warnings(table))
+
+
+def _tex_warnings(table: ReportTable) -> list[str]:
+    """The notes on rows that did not converge, did not learn, or failed, and why no verdict was given."""
+    parts = []
+    if unconverged := unconverged_rows(table):
         parts.append(
             f"Not at plateau: {tex_escape(', '.join(unconverged))}; their numbers say how fast a model learns, "
             "not what it is worth."
@@ -237,7 +322,7 @@ def _tex_caption(table: ReportTable, shown: set[str], corpus: str | None) -> str
     ]
     if failures:
         parts.append(tex_escape("; ".join(failures)) + ".")
-    return " ".join(parts)
+    return parts
 
 
 @writer("tex", "LaTeX booktabs table* with its caption", suffix=".tex", aliases=("latex",))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ablate.ablations.convergence import PLATEAU_BLEU, PLATEAU_PPL, SOURCE_RATIO_MIN
 from ablate.ablations.record import budget_label
 from ablate.ablations.stats import ALPHA, POWER
-from ablate.reports.cells import has_test, table_devices
+from ablate.reports.cells import field_text, has_test, readers_text, table_devices
 from ablate.reports.claims import ClaimVerdict
 from ablate.reports.compare import short_value
 from ablate.reports.table import ReportTable
@@ -41,7 +41,7 @@ def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
     ]
     if table.base is not None:
         lines += [
-            f"Blank configuration cells: same as the base row '{table.base}'.",
+            blank_text(table),
             "ΔPPL, ΔBLEU: the row's mean minus the base's mean over all the base's seeds, the effect the marks and "
             f"verdicts test (± the row's seed SD). {marks_text(table)}",
         ]
@@ -79,6 +79,21 @@ def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
         for seed, reason in sorted(row.reasons.items()):
             lines.append(f"{row.name} seed {seed} {row.status[seed].state}: {reason}")
     return lines + table.notes
+
+
+def blank_text(table: ReportTable) -> str:
+    """What a blank configuration cell and the 'other' differences are measured from: the base, or the row a row is
+    read against (the one its claims, or its group's, compare it with); and the base's own values of those fields."""
+    readers = readers_text(table)
+    against = f" ({'; '.join(readers)}: the row the claims compare them, or their group, with)" if readers else ""
+    text = f"Blank configuration cells: same as the base row '{table.base}'{against}."
+    if table.base_other:
+        values = ", ".join(field_text(k, v) for k, v in table.base_other.items())
+        text += (
+            " other: what a row changes outside these columns, from the same row as its blank cells ('vs paper: ...' "
+            f"where that is not the base), written across them where they are side by side; the base has {values}."
+        )
+    return text
 
 
 EFFECT_SCALE_SAID = 3.0

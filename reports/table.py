@@ -108,14 +108,17 @@ class ReportRow:
     config: dict[str, Any]
     """Column key -> this row's value (None where the config does not say)."""
     same_as_base: dict[str, bool]
-    """Column key -> True when the value equals the base row's (shown blank, as in the paper)."""
+    """Column key -> True when the value equals the base row's."""
     other: dict[str, Any]
     """Differences outside the paper's columns, 'section.field' -> value (e.g. positions): from the base, or from
-    `other_against` for a row the claims compare with another reference."""
+    `other_against` where the row is read against another reference."""
     other_against: str | None = None
-    """The row `other` is measured from where it is not the base: the one reference the claims compare this row
-    with (the modern study's M rows add one component each to the paper's base, row `paper`: 'activation=swiglu'
-    says what the row is, its differences from the modern base do not)."""
+    """The row this one is read against where it is not the base (`row_references`): the one reference the claims
+    compare it with, or its group's (the modern study's M rows add one component each to the paper's base, row
+    `paper`: 'activation=swiglu' says what the row is, its differences from the modern base do not)."""
+    same_as_reference: dict[str, bool] = field(default_factory=dict)
+    """Column key -> True when the value equals the reference's (`other_against`, else the base's): shown blank, as
+    in the paper."""
     status: dict[int, TrialStatus]
     """seed -> where that trial stands."""
     ppl: Stat | None = None
@@ -223,6 +226,9 @@ class ReportTable:
     """Median over the comparisons of |our effect| / |the paper's| (where the paper's is at least 0.3): how much
     this preset magnifies (or shrinks) the paper's differences; None without the paper's numbers."""
     chrf_signature: str = ""
+    base_other: dict[str, Any] = field(default_factory=dict)
+    """The base's own values of the fields some row changes outside the paper's columns ('section.field' -> value):
+    what a row's 'other' differences are changed from (the legend names them)."""
     """sacreBLEU's signature of the chrF in the table."""
 
     def groups(self) -> list[tuple[str, list[ReportRow]]]:
@@ -329,6 +335,7 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
         n_samples=n_samples,
         fractions=results.fractions,
         withheld=results.meta.get("pipeline_check") or None,
+        base_other=_base_other(rows, base_config),
     )
     evidence = study_verdicts(results, claims, n_samples=n_samples, paper=_paper_numbers(rows)) if base_row else None
     if base_row is not None and evidence is not None:
@@ -339,22 +346,55 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
     return table
 
 
-def _others_against_references(rows: list[ReportRow], results: StudyResults, claims: list[Claim]) -> None:
-    """A row the claims compare with one reference other than the base shows its differences from that reference."""
-    references: dict[str, set[str]] = {}
+def _base_other(rows: list[ReportRow], base_config: dict[str, Any]) -> dict[str, Any]:
+    """The base's values of the fields some row's 'other' lists, where its config has them."""
+    values = {}
+    for key in sorted({key for row in rows for key in row.other}):
+        section, name = key.split(".", 1)
+        if name in (base_config.get(section) or {}):
+            values[key] = base_config[section][name]
+    return values
+
+
+def row_references(rows: list[RowSpec], base: str | None, claims: list[Claim]) -> dict[str, str]:
+    """Row -> the row it is read against where that is not the base: the one reference the claims compare it with,
+    else, for a row no claim names, the one reference its group's other rows are compared with (the modern study's
+    M-qknorm, in no claim, is read against `paper` as M-swiglu is). The base and the references themselves are read
+    against the base."""
+    names = {spec.name for spec in rows}
+    against: dict[str, set[str]] = {}
     for claim in claims:
         for comparison in claim.compare:
-            if comparison.against is not None:
-                references.setdefault(comparison.row, set()).add(comparison.against)
-    specs = {spec.name: spec for spec in results.rows}
-    for row in rows:
-        found = references.get(row.name) or set()
-        reference = next(iter(found)) if len(found) == 1 else None
-        if reference is None or reference not in specs:
+            against.setdefault(comparison.row, set()).add(comparison.against or base or "")
+    references = {name for found in against.values() for name in found}
+    by_group: dict[str, set[str]] = {}
+    for spec in rows:
+        if spec.name in against:
+            by_group.setdefault(spec.group, set()).update(against[spec.name])
+    out = {}
+    for spec in rows:
+        if spec.name == base or spec.name in references:
             continue
-        mine = _config_of(specs[row.name], results.records(row.name, state=None))
+        found = against.get(spec.name) or by_group.get(spec.group) or set()
+        reference = next(iter(found)) if len(found) == 1 else None
+        if reference in names and reference not in (base, spec.name):
+            out[spec.name] = reference
+    return out
+
+
+def _others_against_references(rows: list[ReportRow], results: StudyResults, claims: list[Claim]) -> None:
+    """A row read against another reference than the base (`row_references`) shows its differences from that
+    reference, and blank cells where it has the reference's values."""
+    specs = {spec.name: spec for spec in results.rows}
+    base = results.base.name if results.base else None
+    for name, reference in row_references(results.rows, base, claims).items():
+        row = next(r for r in rows if r.name == name)
+        mine = _config_of(specs[name], results.records(name, state=None))
         theirs = _config_of(specs[reference], results.records(reference, state=None))
         row.other, row.other_against = _other_differences(mine, theirs), reference
+        row.same_as_reference = {
+            c.key: _get(mine, c.section, c.field) == _get(theirs, c.section, c.field) for c in CONFIG_COLUMNS
+        }
 
 
 def _report_row(results: StudyResults, spec, base_spec, base_config: dict, paper: dict) -> ReportRow:
@@ -373,6 +413,7 @@ def _report_row(results: StudyResults, spec, base_spec, base_config: dict, paper
         group=spec.group,
         config=values,
         same_as_base=same,
+        same_as_reference=same,
         other={} if is_base or not base_spec else _other_differences(config, base_config),
         status={seed: s for (name, seed), s in sorted(results.status.items()) if name == spec.name},
         ppl=Stat.of(records, "ppl"),

@@ -78,8 +78,12 @@ def corrupt(refs: list[str], rate: float, seed: int) -> list[str]:
     return [" ".join(w if rng.random() >= rate else rng.choice(WORDS) for w in line.split()) for line in refs]
 
 
+MODERN_MODEL = ("norm_type", "activation", "bias", "n_kv_heads", "qk_norm")
+"""Model fields of the modern components (`modern.yaml`) a row may override; BASE_MODEL leaves them at the paper's."""
+
+
 def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    model = {k: v for k, v in overrides.items() if k in BASE_MODEL}
+    model = {k: v for k, v in overrides.items() if k in BASE_MODEL or k in MODERN_MODEL}
     train = {k: v for k, v in overrides.items() if k in BASE_TRAIN}
     return model, train
 

@@ -93,3 +93,31 @@ def test_widest_table_fits_1400px(tmp_path):
         )
     assert {"BLEU (dev)", "BLEU (test)", "ΔPPL vs base", "ΔBLEU vs base", "source use", "device"} <= set(headers)
     assert fits["table"] <= fits["box"] and fits["page"] <= WIDTH, fits
+
+
+def test_the_modern_study_fits_1400px_and_every_row_says_what_it_changes(tmp_path):
+    """The modern study's 29 rows: each row's differences outside the paper's columns written across its blank
+    configuration cells (an 'other' column wrapped them to a few characters a line, 2972 px tall), the M rows' from
+    the paper's base (row paper), so that each names its own component."""
+    table, corpus = table3_tiny(tmp_path / "modern-tiny", "modern")
+    page = tmp_path / "page.html"
+    page.write_text(to_html(table, corpus=corpus), encoding="utf-8")
+    with open_page(page.as_uri(), width=WIDTH) as visit:
+        fits = visit.page.evaluate(FITS + "fits()")
+        shown = visit.page.evaluate(
+            """(() => ({
+              headers: [...document.querySelectorAll('#report-table thead th')].map(th => th.textContent),
+              other: Object.fromEntries([...document.querySelectorAll('#report-table td.col-other')].map(
+                td => [td.parentElement.cells[1].textContent, [td.textContent, td.colSpan]])),
+              tallest: Math.max(...[...document.querySelectorAll('#report-table tbody tr')].map(
+                tr => tr.getBoundingClientRect().height)),
+              line: document.querySelector('#report-table tbody tr').getBoundingClientRect().height,
+            }))()"""
+        )
+    assert fits["table"] <= fits["box"] and fits["page"] <= WIDTH, fits
+    assert "other" not in shown["headers"]
+    assert shown["other"]["M-qknorm"] == ["vs paper: qk_norm=true", 9]  # in no claim: read against its group's row
+    assert shown["other"]["M-swiglu"] == ["vs paper: activation=swiglu", 6]  # beside its d_ff
+    assert shown["other"]["E1"] == ["positions=sinusoidal", 9] and "base" not in shown["other"]
+    assert shown["other"]["paper"][0].startswith("activation=relu, bias=true, norm=post")
+    assert shown["tallest"] <= 6 * shown["line"], shown  # the paper row's six differences wrap over a few lines

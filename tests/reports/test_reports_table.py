@@ -228,22 +228,30 @@ def test_test_scores_over_seeds_only_for_records_that_have_them(tmp_path):
 def test_a_row_compared_with_another_reference_shows_what_it_changes_from_that_one(tmp_path):
     """The modern study's one-component rows (M-swiglu against the paper's base, row `paper`) listed their
     differences from the modern base and never named their own component: a row the claims compare with one
-    reference other than the base lists its differences from that reference, and says so."""
+    reference other than the base lists its differences from that reference, and says so; a row of its group that no
+    claim names (M-qknorm) is read against the same row; the base, compared with E1 by a claim (RoPE against
+    sinusoids), and the references themselves are read against the base."""
     import json
 
     from ablate.reports.build import build_report
     from reports_fixtures import TABLE3_ROWS, make_study
 
     rows = [TABLE3_ROWS[0], ("E1", "E", {"positions": "learned"}, 0.30), ("E2", "E", {"positions": "learned",
-            "norm": "pre"}, 0.31)]  # fmt: skip
+            "norm": "pre", "d_ff": 128}, 0.31), ("E3", "E", {"positions": "learned", "d_k": 4}, 0.32)]  # fmt: skip
     out = make_study(tmp_path / "table3-smoke", rows=rows)
     claims = tmp_path / "claims.yaml"
     claims.write_text("claims:\n  - {id: e, text: t, compare: [{row: E2, metric: bleu, expect: same, margin: 1.0, "
-                      "against: E1}]}\n")  # fmt: skip
+                      "against: E1}, {row: base, metric: bleu, expect: higher, against: E1}]}\n")  # fmt: skip
     written = build_report(out, ["md", "json"], n_samples=50, claims=claims)
     table = json.loads(written["json"].read_text())
     by_row = {r["row"]: r for r in table["rows"]}
     assert by_row["E2"]["other"] == {"model.norm": "pre"} and by_row["E2"]["other_against"] == "E1"
+    assert by_row["E3"]["other"] == {} and by_row["E3"]["other_against"] == "E1"  # its group's reference
     assert by_row["E1"]["other"] == {"model.positions": "learned"} and "other_against" not in by_row["E1"]
+    assert by_row["base"]["other"] == {} and "other_against" not in by_row["base"]
     md = written["md"].read_text()
+    body = {cells[1]: cells for cells in (line.strip("|").split(" | ") for line in md.splitlines()[4:]) if cells[1:]}
+    header = md.splitlines()[2].strip("|").split(" | ")
+    assert body["E2"][header.index("d_ff")] == "128" and body["E3"][header.index("d_k")] == "4"  # what each changes
     assert "| vs E1: norm=pre |" in md and "positions=learned |" in md
+    assert "(E2, E3: as row E1: the row the claims compare them" in md and "the base has norm=post, positions=" in md
