@@ -7,7 +7,7 @@ checkpoints, the trials' working folders, W&B's files, logs or the report (each 
 
 Where OUT has no journal (an archive made before archives carried one, or a study whose storage is a PostgreSQL
 server), one is rebuilt from the records: a trial for each record, closed from it as a sweep closes a trial that
-another worker finished (`sweep.close_recorded`). Nothing trains.
+another worker finished (`trial.close_recorded`). Nothing trains.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ def rebuild_storage(out: Path, study_file: str | None = None) -> Path:
     study's YAML where study.json names a study that is not built in."""
     from ablate.ablations import corpora
     from ablate.ablations.design import Sequential
+    from ablate.ablations.plan import Plan
     from ablate.ablations.storage.queue import Queue
     from ablate.ablations.studies import load_study
-    from ablate.ablations.sweep import Plan
 
     spec = read_study_json(out)
     journal = out / JOURNAL
@@ -81,10 +81,10 @@ def _queue_recorded(plan, queue) -> None:
 
 
 def _close_from_records(plan, queue) -> int:
-    """Close each queued trial that OUT's records finished, as `sweep.close_recorded` does, with no files inline in
+    """Close each queued trial that OUT's records finished, as `trial.close_recorded` does, with no files inline in
     the storage (workers on other machines need them there; an archive carries them). Returns how many."""
     from ablate.ablations import ledger
-    from ablate.ablations.sweep import tell
+    from ablate.ablations.trial import tell
 
     closed = 0
     for trial in queue.trials("WAITING"):

@@ -7,7 +7,7 @@ things keep a study on one corpus:
 - the fingerprint of each row's prepared corpus (`data.fingerprint`) is kept in study.json, in the storage (for
   workers on other machines, `Queue.corpora`) and in every trial's record;
 - a sweep (`check_out`, `check_storage`, from `runner.start`) and every worker before it claims a trial
-  (`sweep.work`) compare their own with the study's and stop with one line (exit 2) naming both when they differ;
+  (`worker.work`) compare their own with the study's and stop with one line (exit 2) naming both when they differ;
   the report refuses records of two corpora (`ablations.results`);
 - text that depends on the machine (`data.sources.MACHINE_DEPENDENT`) is pinned: the study's first sweep exports it
   into OUT/corpus/ (`data.export`), and every later sweep of the study, on any machine, trains on that copy wherever
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 class SweepPlan(Protocol):
-    """What the corpus checks read of a sweep's plan, and set (`pin`, `fingerprints`): `ablations.sweep.Plan`, which
+    """What the corpus checks read of a sweep's plan, and set (`pin`, `fingerprints`): `ablations.plan.Plan`, which
     calls them (named here, not imported, so that the sweep imports this module and not the other way too)."""
 
     study: Study

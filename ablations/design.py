@@ -33,7 +33,7 @@ control gets (`dunnett`, also the fixed design's `Study.control_seed_counts`); t
 each row should have after a look (`policy`); the error each look spends (`level`); the looks over a study's
 finished trials (`walk`) with each row's state at a look (`row_states`, from the claims' verdicts of
 `ablations.verdicts`); what a sweep runs now (`decide`, through `Sequential`, study.json's `allocation`). The sweep
-(`ablations.sweep.Plan.look`), `ablate status`, the report (`reports.sequential.apply_design`) and `ablate replay`
+(`ablations.plan.Plan.look`), `ablate status`, the report (`reports.sequential.apply_design`) and `ablate replay`
 all call these; none keeps a rule of its own. Functions of the finished trials: no file is read here.
 """
 

@@ -1,9 +1,12 @@
 """What a worker process learns from its environment: the one module that reads it.
 
-Whatever launched a sweep worker tells it where it stands through environment variables. SLURM sets the job, the
-array task, how often the job was requeued and the task's rank among the job's tasks (`SLURM_*`); Lightning sets
-`LOCAL_RANK` in the ranks it relaunches for plain DDP; the local launcher says how many workers share this machine
-(`ABLATE_WORKERS`). Everything else asks `here()`, read afresh at each call (a test sets the variables it needs).
+Whatever launched a sweep worker tells it where it stands through ablate's own environment variables, whichever
+scheduler runs it: the launcher translates its scheduler's account (SLURM's `SLURM_*`) into these when it starts
+the worker (`job_variables`), so nothing outside the launcher's module knows the scheduler. They say the job, this
+run of it (a requeued job runs again), the job's tasks and this one's rank, and the signal that warns of its end;
+Lightning sets `LOCAL_RANK` in the ranks it relaunches for plain DDP; the local launcher says how many workers share
+this machine (`ABLATE_WORKERS`). Everything else asks `here()`, read afresh at each call (a test sets the variables
+it needs).
 
 Application settings that are not about where a worker stands (the storage URL, the data cache) are read where
 they are used.
@@ -18,29 +21,38 @@ from dataclasses import dataclass
 
 WORKERS_VAR = "ABLATE_WORKERS"
 """How many local worker processes share this machine's cores (the local launcher sets it)."""
-SAVE_S_VAR = "ABLATE_SLURM_SAVE_S"
-"""Seconds a SLURM job waits, after passing the warning signal on, for its worker to save the running trial."""
-WARNING_SIGNAL = signal.SIGUSR2
-"""What SLURM sends a job before preemption or its time limit (`--signal=USR2@N` in the batch script submitit
-writes): the worker saves its trial and queues it for retry, and the job is requeued."""
+SCHEDULER_VAR = "ABLATE_SCHEDULER"
+"""The launcher whose scheduler runs this worker as a job ('slurm'); unset outside a job."""
+JOB_VAR = "ABLATE_JOB"
+"""The job as its scheduler's queue names it ('100_7': task 7 of array 100); `ablate status` shows it."""
+JOB_RUN_VAR = "ABLATE_JOB_RUN"
+"""This run of the job: a job requeued after preemption keeps its name and runs again ('107.0', then '107.1')."""
+TASKS_VAR = "ABLATE_JOB_TASKS"
+"""The job's tasks: above 1 they are the DDP ranks of one trial at a time."""
+RANK_VAR = "ABLATE_JOB_RANK"
+"""This task's rank among them: 0 claims the trials, the others follow it."""
+WARNING_VAR = "ABLATE_JOB_WARNING"
+"""The name of the signal the scheduler sends before it stops the job ('SIGUSR2'): the worker saves its trial and
+queues it for retry, and the job is requeued."""
 
 
 @dataclass(frozen=True)
 class WorkerEnv:
-    """Where this process stands: its SLURM job (if any), its rank, and how many workers share its machine."""
+    """Where this process stands: the scheduler's job it runs in (if any), its rank, and how many workers share its
+    machine."""
 
-    job_id: str | None = None
-    """SLURM_JOB_ID: set in every process of a SLURM job (an array task has its own)."""
-    array_job_id: str | None = None
-    """SLURM_ARRAY_JOB_ID: the array this job belongs to, if any."""
-    array_task_id: str | None = None
-    """SLURM_ARRAY_TASK_ID: this job's index in its array."""
-    restarts: int = 0
-    """SLURM_RESTART_COUNT: how often the job was requeued (a requeued job keeps its id)."""
+    scheduler: str | None = None
+    """SCHEDULER_VAR: the launcher whose job this is; None outside a job (a local worker, `ablate train`)."""
+    job: str | None = None
+    """JOB_VAR: the job's name in its scheduler's queue."""
+    job_run: str | None = None
+    """JOB_RUN_VAR: this run of the job (a requeue is a new run)."""
     tasks: int = 1
-    """SLURM_NTASKS: the job's tasks; above 1 they are the DDP ranks of one trial at a time."""
+    """TASKS_VAR: the job's tasks."""
     rank: int = 0
-    """SLURM_PROCID: this task's rank among them (0 claims the trials, the others follow it)."""
+    """RANK_VAR: this task's rank among them."""
+    warning_signal: int | None = None
+    """WARNING_VAR, as a signal number: what warns this worker of its job's end; None where nothing does."""
     local_rank: int = 0
     """LOCAL_RANK: above 0 in a process Lightning relaunched as an extra rank of a plain-DDP trial."""
     local_workers: int = 1
@@ -49,37 +61,26 @@ class WorkerEnv:
     @classmethod
     def read(cls, environ: Mapping[str, str] | None = None) -> WorkerEnv:
         env = os.environ if environ is None else environ
+        warning = env.get(WARNING_VAR)
         return cls(
-            job_id=env.get("SLURM_JOB_ID") or None,
-            array_job_id=env.get("SLURM_ARRAY_JOB_ID") or None,
-            array_task_id=env.get("SLURM_ARRAY_TASK_ID") or None,
-            restarts=int(env.get("SLURM_RESTART_COUNT") or 0),
-            tasks=int(env.get("SLURM_NTASKS") or 1),
-            rank=int(env.get("SLURM_PROCID") or 0),
+            scheduler=env.get(SCHEDULER_VAR) or None,
+            job=env.get(JOB_VAR) or None,
+            job_run=env.get(JOB_RUN_VAR) or None,
+            tasks=int(env.get(TASKS_VAR) or 1),
+            rank=int(env.get(RANK_VAR) or 0),
+            warning_signal=int(signal.Signals[warning]) if warning else None,
             local_rank=int(env.get("LOCAL_RANK") or 0),
             local_workers=int(env.get(WORKERS_VAR) or 1),
         )
 
     @property
-    def in_slurm_job(self) -> bool:
-        return self.job_id is not None
-
-    @property
-    def slurm_job(self) -> str | None:
-        """The job as `squeue` and `ablate status` name it: '<array job>_<task>' in an array, else the job id."""
-        if self.array_job_id and self.array_task_id:
-            return f"{self.array_job_id}_{self.array_task_id}"
-        return self.job_id
-
-    @property
-    def incarnation(self) -> str:
-        """This run of this SLURM job: its id and how often it was requeued ('123.0', then '123.1')."""
-        return f"{self.job_id or ''}.{self.restarts}"
+    def in_job(self) -> bool:
+        return self.job is not None
 
     @property
     def ranks_share_job(self) -> bool:
         """The job's tasks are the ranks of one trial at a time (task 0 claims, the others follow)."""
-        return self.tasks > 1
+        return self.in_job and self.tasks > 1
 
     @property
     def follower(self) -> bool:
@@ -94,10 +95,10 @@ class WorkerEnv:
     @property
     def warning(self) -> tuple[int, str] | None:
         """The signal that warns this worker of its end (preemption, a time limit), and what to call it; None where
-        nothing warns (outside SLURM)."""
-        if not self.in_slurm_job:
+        nothing warns (outside a job, or a scheduler that sends nothing)."""
+        if self.warning_signal is None:
             return None
-        return WARNING_SIGNAL, "SLURM's warning signal (preemption or time limit)"
+        return self.warning_signal, f"the {self.scheduler} job's warning signal (preemption or time limit)"
 
 
 def here() -> WorkerEnv:
@@ -105,9 +106,12 @@ def here() -> WorkerEnv:
     return WorkerEnv.read()
 
 
-def save_s(default: int = 60) -> int:
-    """How long a SLURM job waits for its warned worker to save (`SAVE_S_VAR`)."""
-    return int(os.environ.get(SAVE_S_VAR) or default)
+def job_variables(scheduler: str, job: str, run: str, *, tasks: int = 1, rank: int = 0,
+                  warning: signal.Signals | None = None) -> dict[str, str]:  # fmt: skip
+    """What a launcher adds to a worker's environment when its scheduler runs the worker as a job (read back by
+    `WorkerEnv.read`): the scheduler's account of the job, in ablate's words."""
+    env = {SCHEDULER_VAR: scheduler, JOB_VAR: job, JOB_RUN_VAR: run, TASKS_VAR: str(tasks), RANK_VAR: str(rank)}
+    return {**env, **({WARNING_VAR: warning.name} if warning is not None else {})}
 
 
 def for_local_worker(workers: int, **extra: str) -> dict[str, str]:

@@ -134,7 +134,7 @@ def read_records(out: Path) -> list[Record]:
 
 
 STOPPED_AT = "stopped_at"
-"""A stopped trial's user attribute: the step of the checkpoint its next attempt resumes from (`sweep._retry_later`)."""
+"""A stopped trial's user attribute: the step of the checkpoint its next attempt resumes from (`trial._retry_later`)."""
 
 PACKED_FILES = ("hypotheses", "test_hypotheses", "sentence_nll")
 """The keys naming a record's own files under OUT, at its top level and in each of its `budgets` (the shorter

@@ -25,7 +25,9 @@ class RowStatus:
     reason: str | None = None
     host: str | None = None
     job: str | None = None
-    """The SLURM job that ran (or runs) the trial, with its state when known: '123_0 RUNNING'."""
+    """The scheduler's job that ran (or runs) the trial, with its state when known: '123_0 RUNNING'."""
+    scheduler: str | None = None
+    """The launcher whose scheduler ran that job ('slurm'), which `ablate status` asks for the job's state."""
     started_at: float | None = None
     """When the trial that speaks for the row x seed started (epoch seconds): tells one attempt from the next."""
     startup_s: float | None = None
@@ -69,7 +71,8 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
                 wall_s=wall,
                 reason=attrs.get("reason") if state == "failed" else None,
                 host=attrs.get("host"),
-                job=attrs.get("slurm_job"),
+                job=attrs.get("job") or attrs.get("slurm_job"),  # slurm_job: a study swept by an older ablate
+                scheduler=attrs.get("scheduler") or ("slurm" if attrs.get("slurm_job") else None),
                 started_at=trial.datetime_start.timestamp() if trial.datetime_start is not None else None,
                 startup_s=metrics.get("overhead_s"),
                 budget=progress.get("budget") if state == "running" else None,
@@ -392,7 +395,7 @@ def render(rows: list[RowStatus], workers: int, title: str, eta: Eta | None = No
     jobs, ahead = any(r.job for r in rows), bool(left)  # "left" only while trials are left
     numeric = ("seed", "step", "dev BLEU", "dev PPL", "time", "left")
     for col in ("row", "seed", "state", "step", "dev BLEU", "dev PPL", "time", *(["left"] if ahead else []),
-                *(["SLURM job"] if jobs else []), "note"):  # fmt: skip
+                *(["job"] if jobs else []), "note"):  # fmt: skip
         table.add_column(col, justify="right" if col in numeric else "left")
     style = {"complete": "green", "running": "yellow", "pending": "dim", "failed": "red"}
     for r in rows:

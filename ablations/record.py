@@ -59,7 +59,7 @@ class Layout:
     OUT/refs/valid.txt, refs/test.txt   the references every trial shares
     OUT/corpus/                         the study's pinned text, where it depends on the machine (`ablations.corpora`)
     OUT/trials/<key>/                   a trial's working folder: checkpoints, result.json, W&B, its budgets
-    OUT/logs/, OUT/slurm/               worker logs, SLURM job folders
+    OUT/logs/, OUT/slurm/               worker logs, a scheduler's job folders
     OUT/report/                         `ablate report`'s default output
     """
 
@@ -101,9 +101,9 @@ class Layout:
     def logs_dir(self) -> Path:
         return self.out / "logs"
 
-    @property
-    def slurm_dir(self) -> Path:
-        return self.out / "slurm"
+    def jobs_dir(self, scheduler: str) -> Path:
+        """The folder of the jobs a scheduler's launcher submitted (OUT/slurm), and what its jobs leave there."""
+        return self.out / scheduler
 
     @property
     def report_dir(self) -> Path:

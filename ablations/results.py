@@ -182,7 +182,7 @@ def read_finished(out_dir: str | Path) -> StudyResults | None:
 
 
 _WHERE_FROM = ("corpus", "src", "tgt", "cache_dir", "num_workers")
-"""Data settings that say where the text was read from, not what the rows see (`ablations.sweep._NOT_DESIGN`)."""
+"""Data settings that say where the text was read from, not what the rows see (`ablations.plan._NOT_DESIGN`)."""
 
 
 def check_one_corpus(out_dir: Path, rows: list[RowSpec], records: list[Record]) -> None:

@@ -1,11 +1,10 @@
 """What every launcher shares: data prepared and rows queued once (`start`), the worker's command line
-(`worker_argv`), what a worker process does (`work_here`), the live view, and the sweep's last lines
-(`print_next_steps`).
+(`worker_argv`), the live view, what an interrupted sweep saved, and the sweep's last lines (`print_next_steps`).
 
 `ablate sweep` parses its arguments into a `Plan` (commands/sweep.py) and hands it to its launcher
-(`ablations.launchers`); a worker process (`--worker`), whichever launcher started it, calls `work_here`; a rank
-that Lightning relaunched for plain DDP calls `ddp_rank`. Where a worker stands (its SLURM job, its rank) comes from
-`ablations.environment`.
+(`ablations.launchers`); a worker process (`--worker`), whichever launcher started it, calls `worker.work_here`; a
+rank that Lightning relaunched for plain DDP calls `ranks.ddp_rank`. Where a worker stands (its job, its rank) comes
+from `ablations.environment`, in the words its launcher translated the scheduler's into.
 """
 
 from __future__ import annotations
@@ -13,17 +12,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations import corpora, environment, interrupt, ledger
+from ablate.ablations import corpora, ledger
+from ablate.ablations.plan import Plan
+from ablate.ablations.queueing import enqueue, look, sync_records
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue, recover_dead
 from ablate.ablations.storage.urls import redact
-from ablate.ablations.sweep import Plan, TrialSpec, close_recorded, enqueue, sync_records, work
+from ablate.ablations.trial import close_recorded
 from ablate.data.errors import AblateError
 
 
@@ -41,7 +41,7 @@ def start(plan: Plan) -> tuple[Queue, int]:
         raise
     recover_dead(queue)
     if plan.allocation is not None:  # the looks over what is finished (an archive's records too) say what to queue
-        plan.look(queue)
+        look(plan, queue)
     queued = enqueue(plan, queue)
     sync_records(plan, queue)
     close_recorded(plan, queue)
@@ -50,7 +50,7 @@ def start(plan: Plan) -> tuple[Queue, int]:
 
 def saved_summary(plan: Plan, keys: list[tuple[str, int]]) -> str:
     """What an interrupted sweep leaves: finished trials (records) and running ones (checkpoints to resume from).
-    Under --retry_failed a failed trial's record is not finished: the rerun trains it again (as `sweep.run_one`)."""
+    Under --retry_failed a failed trial's record is not finished: the rerun trains it again (as `trial.run_one`)."""
 
     def finished(row: str, seed: int) -> bool:
         record = ledger.read_record(plan.out, row, seed)
@@ -65,54 +65,6 @@ def saved_summary(plan: Plan, keys: list[tuple[str, int]]) -> str:
     if started:
         text += f"; {len(started)} unfinished trial(s) resume from their checkpoints in {plan.out / 'trials'}"
     return text
-
-
-def work_here(plan: Plan) -> int:
-    """A worker process, whichever launcher started it (a local worker process, a SLURM job's task): share the
-    cores, claim and run trials until none are left. In a SLURM job of several tasks, task 0 claims the trials and
-    the others follow it as the DDP ranks of each trial (`follow`)."""
-    here = environment.here()
-    set_threads(here.local_workers)
-    if here.warning is not None:  # SLURM warns before preemption or the time limit (launchers/slurm.py)
-        interrupt.on_signal(*here.warning)
-    # SIGTERM (scancel, a coordinator stopping, a shutdown) stops the trial as a Ctrl-C does: what fails after it
-    # (W&B's service gets it too) is the stop, not the trial's fault. Lightning's own SIGTERM handler calls this one.
-    interrupt.on_signal(signal.SIGTERM, "SIGTERM (scancel, or the machine shutting down)")
-    if here.follower:
-        return follow(plan)
-    try:
-        work(plan)
-    finally:
-        if here.ranks_share_job:  # the followers stop when this appears
-            ledger.write_text_atomic(_done_file(plan), str(time.time()))
-    return 0
-
-
-def _done_file(plan: Plan) -> Path:
-    return Layout(plan.out).slurm_dir / f"{environment.here().incarnation}.done"
-
-
-def follow(plan: Plan, poll_s: float = 0.5) -> int:
-    """A SLURM task other than 0: train, as a follower rank, each trial task 0 of this job starts (its
-    TRIAL_DIR/trial.json names the job), until task 0 says it is done."""
-    from ablate.ablations.config import build_run_config
-    from ablate.ablations.train import train
-
-    job, seen = environment.here().incarnation, set()
-    while True:
-        spec = TrialSpec.find_for_job(plan.out, job, seen)
-        if spec is not None:
-            seen.add((spec.trial_dir, spec.started_at))
-            try:
-                train(build_run_config(spec.run), Path(spec.trial_dir), name=spec.name, group=spec.group,
-                      wandb_id=spec.wandb_id)  # fmt: skip
-            except Exception as err:  # noqa: BLE001 - task 0 records the failure; this rank must stay for the next
-                print(f"follower rank: trial {spec.name} failed ({type(err).__name__}); waiting for the next",
-                      file=sys.stderr, flush=True)  # fmt: skip
-            continue
-        if _done_file(plan).is_file():
-            return 0
-        time.sleep(poll_s)
 
 
 def prepare_data(plan: Plan) -> Queue:
@@ -130,15 +82,6 @@ def prepare_data(plan: Plan) -> Queue:
     if not refs.exists():
         ledger.write_text_atomic(refs, "\n".join(next(iter(prepared.values())).references("valid")) + "\n")
     return queue
-
-
-def set_threads(workers: int) -> None:
-    """Share the CPU cores between local workers (each trial otherwise starts one thread per core)."""
-    if workers <= 1:
-        return
-    import torch
-
-    torch.set_num_threads(max(1, environment.cpu_cores() // workers))
 
 
 def worker_argv(plan: Plan, **sections: dict[str, Any]) -> list[str]:
@@ -193,22 +136,6 @@ def live_view(title: str, every_s: float = 60.0, transient: bool = False):
         print(f"[sweep] {line}", file=sys.stderr, flush=True)
 
     return update_plain
-
-
-def ddp_rank(out: Path) -> int | None:
-    """If this process is a rank that Lightning relaunched for plain DDP (a child of rank 0, LOCAL_RANK > 0), train
-    the trial rank 0 is running (TRIAL_DIR/trial.json) and return 0; else None."""
-    if not environment.here().relaunched_rank:
-        return None
-    spec = TrialSpec.find_for_parent(out)
-    if spec is None:
-        return None
-    from ablate.ablations.config import build_run_config
-    from ablate.ablations.train import train
-
-    run = build_run_config(spec.run)
-    train(run, Path(spec.trial_dir), name=spec.name, group=spec.group, wandb_id=spec.wandb_id)
-    return 0
 
 
 def recorded(plan: Plan) -> int:

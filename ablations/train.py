@@ -109,6 +109,6 @@ def _earlier_session(out_dir: Path, resume: bool, max_steps: int) -> TrainResult
     return finished
 
 
-# Re-exported where they were imported from before the split: `scored` (ablations.sweep), `write_outputs`
+# Re-exported where they were imported from before the split: `scored` (ablations.trial), `write_outputs`
 # (tests/lightning_modules/test_learning.py), `accumulation` (tests/lightning_modules/test_recipe.py).
 __all__ = ["TrainResult", "accumulation", "scored", "train", "write_outputs"]

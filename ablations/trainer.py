@@ -17,7 +17,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from ablate.ablations import checkpoints, environment, interrupt, weights
+from ablate.ablations import checkpoints, interrupt, weights
 from ablate.ablations.config import RunConfig
 from ablate.ablations.recorder import Recorder
 from ablate.ablations.trial_files import TrainResult
@@ -42,10 +42,11 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
     # The batch sampler resumes mid-epoch itself (checkpoints.ResumeState), which Lightning cannot see.
     warnings.filterwarnings("ignore", message=r".*your dataloader is not resumable.*")
-    if not environment.here().in_slurm_job:
-        # Outside a SLURM job ablate trains here on purpose (--launcher slurm starts its tasks with srun), yet
-        # Lightning's SLURMEnvironment.detect() hints at `srun` whenever the command exists on the machine. Inside a
-        # job the hint stays: there a missing srun is the real mistake it warns of.
+    if "SLURM_JOB_ID" not in os.environ:
+        # Lightning's own SLURM handling, whichever launcher started this run (`ablate train` in a user's own batch
+        # script too). Outside a SLURM job ablate trains here on purpose (--launcher slurm starts its tasks with
+        # srun), yet Lightning's SLURMEnvironment.detect() hints at `srun` whenever the command exists on the
+        # machine. Inside a job the hint stays: there a missing srun is the real mistake it warns of.
         from lightning_fabric.utilities.warnings import PossibleUserWarning
 
         warnings.filterwarnings("ignore", message=r"The `srun` command is available", category=PossibleUserWarning)
@@ -134,9 +135,9 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
 
 
 def _cluster_plugins() -> list[Any]:
-    """Under SLURM, Lightning's SLURM environment without its own requeue: our jobs are requeued by submitit, on
-    the USR2 the launcher asks for (ablations.launchers.slurm), after the trial saved itself; two requeues would
-    race."""
+    """Under SLURM, Lightning's SLURM environment (which Lightning detects itself) without its own requeue: a job
+    is requeued by its launcher (ablations.launchers.slurm: submitit, on the USR2 it asks for) after the trial saved
+    itself; two requeues would race."""
     from lightning_fabric.plugins.environments.slurm import SLURMEnvironment
 
     return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []

@@ -274,15 +274,15 @@ def test_a_planted_string_import_across_layers_fails_the_test(tmp_path, planted)
     passes on the copy as it was), and the CLI entry may still name every layer."""
     root = _tree_copy(tmp_path)
     assert not upward_imports(read_imports(root)) and not imports_by_name(root)
-    target = root / "ablations" / "sweep.py"
+    target = root / "ablations" / "worker.py"
     lines = target.read_text(encoding="utf-8").splitlines()
     lines += ["", "import importlib", "", "", "def _look():", f"    {planted}", ""]
     target.write_text("\n".join(lines), encoding="utf-8")
     line = len(lines) - 1
     found = upward_imports(read_imports(root)) + imports_by_name(root)
-    assert found and all(f.startswith(f"ablations/sweep.py:{line}:") for f in found), found
+    assert found and all(f.startswith(f"ablations/worker.py:{line}:") for f in found), found
     name = planted.split('"')[1].partition(":")[0]
-    assert any(f"ablate.ablations.sweep names {name} (ablations may not import reports)" in f for f in found), found
+    assert any(f"ablate.ablations.worker names {name} (ablations may not import reports)" in f for f in found), found
     entry = root / "ablations" / "cli.py"
     entry.write_text(entry.read_text(encoding="utf-8") + f"\n\ndef _also():\n    {planted}\n", encoding="utf-8")
     assert not [f for f in upward_imports(read_imports(root)) + imports_by_name(root) if "cli.py" in f]

@@ -95,8 +95,8 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
 
     stored = Sequential.from_json(spec.get("allocation"))
     if stored is not None:
+        from ablate.ablations.queueing import describe_decision
         from ablate.ablations.results import read_finished
-        from ablate.ablations.sweep import describe_decision
 
         allocation, controls = stored
         decision = allocation.decide(read_finished(out), rows_of(controls), controls)
@@ -122,12 +122,15 @@ def _eta(spec: dict):
 
 
 def _with_job_states(rows, out: Path) -> None:
-    """Each trial's SLURM job with the job's state now (squeue, else sacct), for sweeps launched on SLURM."""
-    if not any(r.job for r in rows):
-        return
-    from ablate.ablations.launchers.slurm import job_states
+    """Each trial's job with the job's state now, for sweeps whose workers ran as a scheduler's jobs: the launcher
+    of that scheduler says the states (`job_states`, e.g. SLURM's squeue, else sacct); a launcher without it, or one
+    not installed here, leaves the job's name alone."""
+    from ablate.ablations import launchers
 
-    states = job_states(sorted({r.job for r in rows if r.job}))
-    for r in rows:
-        if r.job and states.get(r.job):
-            r.job = f"{r.job} {states[r.job]}"
+    found = launchers.available()
+    for scheduler in sorted({r.scheduler for r in rows if r.job and r.scheduler}):
+        mine = [r for r in rows if r.job and r.scheduler == scheduler]
+        states = launchers.job_states(found.get(scheduler), sorted({r.job for r in mine if r.job}))
+        for r in mine:
+            if states.get(r.job):
+                r.job = f"{r.job} {states[r.job]}"

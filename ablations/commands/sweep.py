@@ -106,9 +106,9 @@ def _add_settings(p, sections: dict, documented: bool) -> None:
 def make_plan(ns):
     from ablate.ablations.corpora import read_pin
     from ablate.ablations.design import Sequential
+    from ablate.ablations.plan import Plan
     from ablate.ablations.storage.urls import storage_url
     from ablate.ablations.studies import load_study, parse_rows
-    from ablate.ablations.sweep import Plan
 
     sweep = settings(ns)
     if sweep.workers is not None and sweep.workers < 1:
@@ -194,17 +194,17 @@ def _first_line(text: str | None) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    from ablate.ablations import runner
+    from ablate.ablations import ranks, worker
 
     ns = parse(build_parser(documented=wants_help(argv)), argv)
     plan = make_plan(ns)
     if ns.print_config:
         return print_config({**options(ns), "worker": None, **plan.extra})
-    relaunched = runner.ddp_rank(plan.out)
+    relaunched = ranks.ddp_rank(plan.out)
     if relaunched is not None:
         return relaunched
     if ns.worker:
-        return runner.work_here(plan)
+        return worker.work_here(plan)
     sweep = settings(ns)
     launcher = launchers.get(sweep.launcher)
     launch = launchers.Launch(

@@ -1,14 +1,20 @@
 """How `ablate sweep` runs its workers: one launcher per module of this package.
 
 Every worker is the same process, `ablate sweep ... --worker` (`runner.worker_argv`), whichever launcher started
-it: it claims trials from the storage until none are left, and learns where it stands (its SLURM job, its rank)
-from `ablations.environment`. So a launcher decides only where the workers run and how the command follows them:
-`local` starts worker processes on this machine and shows the live table; `slurm` submits a SLURM job array
-through submitit and returns (or follows the study with --wait).
+it: it claims trials from the storage until none are left (`ablations.worker`). So a launcher decides only where the
+workers run and how the command follows them: `local` starts worker processes on this machine and shows the live
+table; `slurm` submits a SLURM job array through submitit and returns (or follows the study with --wait).
 
 A new launcher is one new module here that defines `LAUNCHER`, an object with the attributes of `Launcher`:
 `ablate sweep --launcher NAME` then offers it, and its settings (if any) as `--NAME.FIELD` options. Code outside
-this package (a test, a plugin) adds one with `register`.
+this package (a test, a plugin) adds one with `register`. What a scheduler adds stays in its launcher's module:
+- where a worker stands in a job (the job's name, this run of it after a requeue, the job's tasks and this one's
+  rank, the signal that warns of its end): the launcher starts the worker with `environment.job_variables`, its
+  scheduler's account in ablate's words (launchers/slurm.py: `worker_environment`). The worker then names its job
+  on each trial it claims, saves and requeues its trial on the warning, and, in a job of several tasks, trains each
+  trial as its DDP ranks (`ablations.ranks`);
+- requeueing a warned job, and its files under OUT/NAME (`Layout.jobs_dir`);
+- `job_states(ids)`, optional: each job's state now, which `ablate status` shows beside the trial's job.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ablate.data.errors import AblateError
 
 if TYPE_CHECKING:
-    from ablate.ablations.sweep import Plan
+    from ablate.ablations.plan import Plan
 
 DEFAULT = "local"
 
@@ -66,6 +72,12 @@ class Launcher(Protocol):
         ...
 
 
+def job_states(launcher: Launcher | None, ids: list[str]) -> dict[str, str]:
+    """Job id -> its state now, as `launcher` tells it (its optional `job_states`); {} where it cannot."""
+    ask = getattr(launcher, "job_states", None)
+    return ask(ids) if ask is not None else {}
+
+
 _launchers: dict[str, Launcher] = {}
 _found = False
 
@@ -101,4 +113,4 @@ def get(name: str) -> Launcher:
     return found[name]
 
 
-__all__ = ["DEFAULT", "Launch", "Launcher", "available", "get", "register", "unregister"]
+__all__ = ["DEFAULT", "Launch", "Launcher", "available", "get", "job_states", "register", "unregister"]

@@ -18,11 +18,13 @@ from pathlib import Path
 
 from ablate.ablations import environment, interrupt, ledger, progress, runner
 from ablate.ablations.launchers import Launch, mps
+from ablate.ablations.plan import Plan
+from ablate.ablations.queueing import current_keys, describe_decision, sync_records
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue, recover_dead
 from ablate.ablations.storage.urls import ENV_VAR, redact
 from ablate.ablations.studies import coverage_summary
-from ablate.ablations.sweep import Plan, current_keys, describe_decision, sync_records, work
+from ablate.ablations.worker import work
 from ablate.data.errors import AblateError
 
 

@@ -2,7 +2,7 @@
 
 Nothing here schedules: SLURM queues, places, preempts and requeues the jobs, submitit writes the batch script,
 submits the array and requeues a job that gets its warning signal, and the Optuna storage hands trials to workers as
-it does for local ones (`ablations.sweep.work`). Each array task runs one ordinary sweep worker
+it does for local ones (`ablations.worker.work`). Each array task runs one ordinary sweep worker
 (`ablate sweep ... --worker`) as a child process; with `slurm.nodes` x `slurm.tasks_per_node` > 1 the job's tasks are
 the ranks of one DDP trial at a time (Lightning reads SLURM's environment), rank 0 claiming trials and the others
 following it (`follow`).
@@ -28,21 +28,31 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ablate.ablations import environment, runner
 from ablate.ablations.launchers import Launch
+from ablate.ablations.plan import Plan
+from ablate.ablations.queueing import sync_records
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.urls import ENV_VAR
-from ablate.ablations.sweep import Plan, sync_records
 from ablate.data.errors import AblateError
 
 JOBS_FILE = "jobs.json"
+NAME = "slurm"
+"""The launcher's name, its jobs' scheduler in the workers' environment, and its folder in OUT (OUT/slurm)."""
+WARNING_SIGNAL = signal.SIGUSR2
+"""What SLURM sends a job before preemption or its time limit (`--signal=USR2@N` in the batch script submitit
+writes): the worker saves its trial and queues it for retry, and the job is requeued."""
+SAVE_S_VAR = "ABLATE_SLURM_SAVE_S"
+"""Seconds a SLURM job waits, after passing the warning signal on, for its worker to save the running trial."""
 ALIVE = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "COMPLETING", "SUSPENDED",
          "RESIZING", "SIGNALING", "STAGE_OUT"}  # fmt: skip
 
@@ -96,6 +106,30 @@ class SlurmConfig:
 
 
 # --------------------------------------------------------------------------------------------------- the job
+def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """Where a SLURM task stands, in the words every worker reads (`environment.job_variables`): the job as `squeue`
+    names it ('<array job>_<task>' in an array, else the job id), this run of it (SLURM_RESTART_COUNT: a requeued job
+    keeps its id), the job's tasks and this task's rank (SLURM_NTASKS, SLURM_PROCID), and the warning signal. Empty
+    outside a job."""
+    job_id = environ.get("SLURM_JOB_ID")
+    if not job_id:
+        return {}
+    array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
+    return environment.job_variables(
+        NAME,
+        f"{array}_{task}" if array and task else job_id,
+        f"{job_id}.{int(environ.get('SLURM_RESTART_COUNT') or 0)}",
+        tasks=int(environ.get("SLURM_NTASKS") or 1),
+        rank=int(environ.get("SLURM_PROCID") or 0),
+        warning=WARNING_SIGNAL,
+    )
+
+
+def save_s(default: int = 60) -> int:
+    """How long a SLURM job waits for its warned worker to save (`SAVE_S_VAR`)."""
+    return int(os.environ.get(SAVE_S_VAR) or default)
+
+
 class SweepJob:
     """What one array task runs: the sweep worker as a child process. Checkpointable in submitit's sense."""
 
@@ -105,7 +139,7 @@ class SweepJob:
 
     def __call__(self) -> int:
         cmd = [sys.executable, "-m", "ablate.ablations.cli", "sweep", *self.argv, "--worker"]
-        self._child = subprocess.Popen(cmd, cwd=self.cwd)
+        self._child = subprocess.Popen(cmd, cwd=self.cwd, env={**os.environ, **worker_environment(os.environ)})
         code = self._child.wait()
         if code not in (0, 130):
             raise RuntimeError(f"the sweep worker exited with code {code}; see this job's log")
@@ -117,8 +151,8 @@ class SweepJob:
 
         child = self._child
         if child is not None and _running(child.pid):  # SLURM may have signalled it too: USR2 is idempotent there
-            child.send_signal(environment.WARNING_SIGNAL)
-            deadline = time.time() + environment.save_s()
+            child.send_signal(WARNING_SIGNAL)
+            deadline = time.time() + save_s()
             while _running(child.pid) and time.time() < deadline:
                 time.sleep(0.2)
             if _running(child.pid):  # the liveness check retries its trial from the last checkpoint
@@ -137,7 +171,7 @@ def _running(pid: int) -> bool:
 
 # ------------------------------------------------------------------------------------------------ launching
 class SlurmLauncher:
-    name = "slurm"
+    name = NAME
     help = (
         "a SLURM job array of --workers workers (submitit), sized by the slurm section (the command returns once "
         "the jobs are queued; with --wait, once the study ends)"
@@ -171,6 +205,9 @@ class SlurmLauncher:
             launch.finish()
             runner.print_next_steps(plan, time.time() - started)
         return 0
+
+    def job_states(self, ids: list[str]) -> dict[str, str]:
+        return job_states(ids)
 
 
 LAUNCHER = SlurmLauncher()
@@ -237,7 +274,7 @@ def batch_script(plan: Plan, cfg: SlurmConfig, count: int) -> str:
     """The batch script a submission of `count` workers would hand sbatch; no cluster needed. submitit has no public
     call that only renders it: this sets up the array executor its batch submission makes (as
     `SlurmExecutor._internal_process_submissions` does) and asks it for the text."""
-    ex = executor(cfg, Layout(plan.out.resolve()).slurm_dir, _job_name(plan), count, script_only=True)
+    ex = executor(cfg, Layout(plan.out.resolve()).jobs_dir(NAME), _job_name(plan), count, script_only=True)
     ex.parameters["map_count"] = count
     return ex._make_submission_file_text(ex._submitit_command_str, "dry-run") + "\n"
 
@@ -272,7 +309,7 @@ def check_cluster(cfg: SlurmConfig, accelerator: str) -> None:
 
 def submit(plan: Plan, cfg: SlurmConfig, count: int) -> list[str]:
     """Submit `count` sweep workers as a job array; returns the job ids."""
-    folder = Layout(plan.out.resolve()).slurm_dir
+    folder = Layout(plan.out.resolve()).jobs_dir(NAME)
     ex = executor(cfg, folder, _job_name(plan), count)
     ddp = {"devices": cfg.tasks_per_node, "num_nodes": cfg.nodes, "strategy": "ddp"} if cfg.ranks > 1 else {}
     job = SweepJob(runner.worker_argv(plan, **({"hardware": ddp} if ddp else {})), os.getcwd())
@@ -326,10 +363,10 @@ def job_states(ids: list[str]) -> dict[str, str]:
 
 def wait(plan, ids: list[str], title: str, poll_s: float = 3.0) -> None:
     """Follow the study until no trial is pending or running and no job is alive (`--wait`); the trials are the
-    plan's and, at the sequential design, those the workers' looks queue as it runs (`sweep.current_keys`)."""
+    plan's and, at the sequential design, those the workers' looks queue as it runs (`queueing.current_keys`)."""
     from ablate.ablations import progress
+    from ablate.ablations.queueing import current_keys
     from ablate.ablations.storage.queue import Queue
-    from ablate.ablations.sweep import current_keys
 
     queue = Queue.open(plan.storage, plan.name)
     live = runner.live_view(title)

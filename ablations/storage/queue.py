@@ -166,9 +166,9 @@ class Queue:
         except UpdateFinishedTrialError:
             return None
         owner = {"host": socket.gethostname(), "pid": os.getpid(), "heartbeat": time.time()}
-        job = environment.here().slurm_job
-        if job:  # `ablate status` shows the trial's SLURM job and its state
-            owner["slurm_job"] = job
+        here = environment.here()
+        if here.in_job:  # `ablate status` shows the trial's job and its state (the scheduler's launcher asks)
+            owner.update(job=here.job, scheduler=here.scheduler)
         for key, value in owner.items():
             self.storage.set_trial_user_attr(trial_id, key, value)
         return self.storage.get_trial(trial_id)

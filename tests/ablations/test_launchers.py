@@ -1,10 +1,12 @@
 """Launchers behind one interface: a launcher added from outside the package is offered by `ablate sweep
---launcher`, with its own settings section, and can run a sweep to its end with the shared pieces alone; and the SLURM
+--launcher`, with its own settings section, and can run a sweep to its end with the shared pieces alone; a launcher
+whose scheduler runs workers as jobs, warns and requeues them is one module too (`Batch`); and the SLURM
 launcher without a cluster: `--dry_run` prints the batch script, a real submission names what is missing in one
 line (exit 2) before anything is written. Nothing here needs SLURM: the cluster's commands are kept off PATH."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +36,7 @@ class Inline:
 
     def launch(self, plan, launch) -> int:
         from ablate.ablations import runner
-        from ablate.ablations.sweep import work
+        from ablate.ablations.worker import work
 
         self.calls.append((plan, launch))
         if launch.dry_run:
@@ -156,3 +158,76 @@ def test_a_report_that_fails_after_a_sweep_is_one_line_and_the_sweep_still_succe
     _report(SimpleNamespace(out=tmp_path / "nothing-here", storage=f"journal:{tmp_path / 'optuna.journal'}"))
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("report: ") and "nothing-here" in err[0]
+
+
+# ------------------------------------------------------------------------- a scheduler's launcher, as one module
+@dataclass
+class Batch:
+    """A launcher whose scheduler runs each worker as a job, as one new module would define it (a PBS or LSF
+    launcher): it says where the worker stands in ablate's variables (`environment.job_variables`), requeues a job
+    whose worker its warning signal stopped, and tells `ablate status` each job's state. Nothing else in ablate
+    changes for it: the storage, the trial's retry, the resume from its checkpoint and status are the shared ones."""
+
+    name: str = "batch"
+    help: str = "a test's scheduler: each worker a job, requeued after its warning"
+    settings: type | None = None
+    env: dict = None
+    procs: list = None
+
+    def launch(self, plan, launch) -> int:
+        import subprocess
+
+        from ablate.ablations import environment, runner
+        from ablate.ablations.storage.urls import ENV_VAR
+
+        runner.start(plan)
+        argv = [sys.executable, "-m", "ablate.ablations.cli", "sweep", *runner.worker_argv(plan), "--worker"]
+        for run in range(3):  # the job, and its requeues after a warning (exit 130: saved, queued for retry)
+            where = environment.job_variables("batch", "b7", f"b7.{run}", warning=signal.SIGUSR1)
+            self.procs.append(subprocess.Popen(argv, env={**self.env, ENV_VAR: plan.storage, **where}))
+            if self.procs[-1].wait() != 130:
+                break
+        return self.procs[-1].returncode
+
+    def job_states(self, ids: list[str]) -> dict[str, str]:
+        return {job: "DONE" for job in ids}
+
+
+@pytest.mark.slow
+def test_a_launcher_of_a_schedulers_jobs_is_one_module(sweeps, tmp_path, monkeypatch, capsys):
+    """A job warned by its scheduler saves its trial, is requeued by its launcher and the trial resumes from its
+    checkpoint; each trial names its job, and `ablate status` shows the job's state as the launcher tells it."""
+    import threading
+
+    batch = launchers.register(Batch(env=dict(sweeps.env), procs=[]))
+    monkeypatch.setenv("ABLATE_CACHE", sweeps.env["ABLATE_CACHE"])
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "out"
+    rc = []
+    study = str(STUDIES / "sweep_interrupt.yaml")
+    sweep = threading.Thread(target=lambda: rc.append(cli.main(["sweep", study, "--out", str(out), "--launcher",
+                                                                 "batch", "--no_report"])))  # fmt: skip
+    try:
+        sweep.start()
+        checkpoint = out / "trials" / "long__seed0" / "checkpoints" / "last.ckpt"
+        assert sweeps.wait_for(checkpoint.exists, 180)
+        batch.procs[0].send_signal(signal.SIGUSR1)  # the scheduler's warning: preemption, a time limit
+        sweep.join(300)
+    finally:
+        launchers.unregister(batch.name)
+    assert rc == [0] and len(batch.procs) == 2  # warned once, requeued once, then finished
+
+    trials = sweeps.trials(out, "sweep-interrupt-smoke")
+    retried = [t for t in trials if t.user_attrs.get("retried")]
+    assert len(retried) == 1 and "the batch job's warning signal" in retried[0].user_attrs["reason"]
+    assert {(t.user_attrs.get("job"), t.user_attrs.get("scheduler")) for t in trials} == {("b7", "batch")}
+    record = sweeps.records(out)["long__seed0"]
+    assert record["state"] == "complete" and 0 < record["metrics"]["resumed_at_steps"][0] < record["metrics"]["steps"]
+
+    launchers.register(batch)
+    try:
+        capsys.readouterr()
+        assert cli.main(["status", str(out)]) == 0
+    finally:
+        launchers.unregister(batch.name)
+    assert "b7 DONE" in capsys.readouterr().out

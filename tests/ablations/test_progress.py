@@ -152,8 +152,8 @@ def test_no_eta_before_anything_was_measured_and_none_once_all_is_done():
 def test_table3s_big_row_weighs_three_times_the_steps_and_its_size(tmp_path):
     """The rows' work as the sweep builds it from the plan: the big row has 3x the base's steps and more
     parameters, so a pending big trial counts 3 x (its parameters / the base's) base trials."""
+    from ablate.ablations.plan import Plan
     from ablate.ablations.studies import load_study
-    from ablate.ablations.sweep import Plan
 
     plan = Plan(study=load_study("table3"), preset="smoke", seeds=[0, 1], out=tmp_path, storage="", name="t")
     eta = Eta.for_plan(plan)

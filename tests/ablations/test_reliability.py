@@ -302,9 +302,10 @@ def test_a_sweep_under_rows_claims_only_its_rows_and_stops_when_they_are_done(tm
     """--rows limits what a sweep's workers train, not only what it queues: another sweep's queued rows stay queued
     (a worker of `--rows B` once trained base seeds an earlier `--rows base` sweep had left), and a worker whose rows
     are done stops instead of waiting for them."""
+    from ablate.ablations.plan import Plan
     from ablate.ablations.storage.queue import Queue
     from ablate.ablations.studies import load_study
-    from ablate.ablations.sweep import Plan, work
+    from ablate.ablations.worker import work
     from optuna.trial import TrialState
 
     storage = f"journal:{tmp_path / 'optuna.journal'}"
@@ -330,7 +331,7 @@ def test_after_its_timeout_a_worker_starts_no_trial_and_leaves_the_rest_queued(t
     from ablate.ablations.commands.sweep import build_parser, make_plan
     from ablate.ablations.runner import worker_argv
     from ablate.ablations.storage.queue import Queue
-    from ablate.ablations.sweep import work
+    from ablate.ablations.worker import work
 
     out = tmp_path / "out"
     ns = build_parser().parse_args(["table3", "--preset", "smoke", "--timeout", text, "--out", str(out)])

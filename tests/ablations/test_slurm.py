@@ -111,11 +111,12 @@ def test_a_job_array_of_two_workers_runs_every_row_once(sweeps, tmp_path):
     assert len(ids) == 2 and "2 SLURM worker job(s) submitted" in run.stderr
     complete = _complete(sweeps, out, "sweep-split-smoke")
     assert {k: len(v) for k, v in complete.items()} == {f"s{r}__seed{s}": 1 for r in (1, 2) for s in (0, 1)}
-    assert {t.user_attrs["slurm_job"] for ts in complete.values() for t in ts} <= set(ids)
+    assert {t.user_attrs["job"] for ts in complete.values() for t in ts} <= set(ids)
     assert len(list((out / "records").glob("*.json"))) == 4
     assert sweeps.wait_for(lambda: _queue_empty(ids), 60)  # --wait returns with the study; the jobs then exit
     status = _ablate(sweeps, "status", str(out))
-    assert status.returncode == 0 and "SLURM job" in status.stdout and "COMPLETED" in status.stdout, status.stdout
+    assert status.returncode == 0 and "COMPLETED" in status.stdout, status.stdout  # the launcher's job_states
+    assert any(job in status.stdout for job in ids), status.stdout
 
 
 @slurm
@@ -159,7 +160,7 @@ def test_a_worker_warned_by_slurm_requeues_and_its_trial_resumes_from_its_checkp
     log = "".join(p.read_text(encoding="utf-8") for p in (out / "slurm").rglob("*_log.out"))
     assert f"Requeued job {job}" in log, log[-3000:]
     stopped = [t for t in sweeps.trials(out, "sweep-interrupt-smoke") if t.user_attrs.get("retried")]
-    assert len(stopped) == 1 and "SLURM's warning signal" in stopped[0].user_attrs["reason"]
+    assert len(stopped) == 1 and "the slurm job's warning signal" in stopped[0].user_attrs["reason"]
 
 
 @slurm
@@ -168,15 +169,15 @@ def test_a_worker_warned_by_slurm_requeues_and_its_trial_resumes_from_its_checkp
 def test_a_worker_cancelled_outright_has_its_trial_run_by_the_other(sweeps, tmp_path):
     out = tmp_path / "out"
     ids = _running_long_trial(sweeps, out, workers=2)
-    owner = next(t.user_attrs["slurm_job"] for t in sweeps.trials(out, "sweep-interrupt-smoke")
-                 if t.user_attrs.get("row") == "long" and "slurm_job" in t.user_attrs)  # fmt: skip
+    owner = next(t.user_attrs["job"] for t in sweeps.trials(out, "sweep-interrupt-smoke")
+                 if t.user_attrs.get("row") == "long" and "job" in t.user_attrs)  # fmt: skip
     subprocess.run(["scancel", owner], check=True)  # no USR2: SIGTERM, then SIGKILL after KillWait
     assert sweeps.wait_for(lambda: _queue_empty(ids), 300)
 
     complete = _complete(sweeps, out, "sweep-interrupt-smoke")
     assert {k: len(v) for k, v in complete.items()} == {"long__seed0": 1, "wide__seed0": 1}
     (other,) = set(ids) - {owner}
-    assert complete["long__seed0"][0].user_attrs["slurm_job"] == other
+    assert complete["long__seed0"][0].user_attrs["job"] == other
     assert sweeps.records(out)["long__seed0"]["metrics"]["steps"] == 400
 
 

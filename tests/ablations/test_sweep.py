@@ -393,7 +393,7 @@ def test_the_progress_view_shows_each_rows_state_and_dev_bleu(finished, sweeps):
 
 def test_a_failed_trials_reason_is_one_plain_line():
     """torch's weights-only error has newlines and terminal colour codes; the record's reason goes into tables."""
-    from ablate.ablations.sweep import _reason
+    from ablate.ablations.trial import _reason
 
     err = RuntimeError("Weights only load failed.\n\n(1) \x1b[1mdo those steps only if you trust\x1b[0m the source")
     assert _reason(err) == "RuntimeError: Weights only load failed. (1) do those steps only if you trust the source"

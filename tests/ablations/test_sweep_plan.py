@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from ablate.ablations.design import Sequential
+from ablate.ablations.plan import Plan
 from ablate.ablations.presets import PRESETS
 from ablate.ablations.progress import CPU_SIZE_ALPHA, Work, cost_line
 from ablate.ablations.studies import load_study
-from ablate.ablations.sweep import Plan
 
 STUDIES = Path(__file__).resolve().parent / "studies"
 
@@ -86,9 +86,10 @@ def test_trials_already_recorded_are_closed_when_the_sweep_starts_not_when_a_wor
     """A study resumed from its records into a fresh storage (the archives in benchmarks/runs): the records' trials
     are finished before any worker runs, so the live counts and the ETA start right ("15 of 73 done", not "0")."""
     from ablate.ablations import ledger
+    from ablate.ablations.queueing import enqueue
     from ablate.ablations.record import Record
     from ablate.ablations.storage.queue import Queue
-    from ablate.ablations.sweep import close_recorded, enqueue
+    from ablate.ablations.trial import close_recorded
 
     the_plan = replace(plan(tmp_path), storage=f"journal:{tmp_path / 'optuna.journal'}")
     queue = Queue.open(the_plan.storage, the_plan.name)
@@ -127,9 +128,9 @@ def test_the_base_seeds_are_queued_once_seed_by_seed_longest_first_and_resume_li
     """Every row's seed 0 is queued before any seed 1 (a study stopped half-way has whole seeds to read), the big
     row first within a seed (its 3x steps must not start last), then the base's extra seeds. Queued again, nothing
     is added; a claimed extra seed that was never finished is still the one trial of its key."""
+    from ablate.ablations.queueing import enqueue
     from ablate.ablations.storage.queue import Queue
     from ablate.ablations.storage.urls import storage_url
-    from ablate.ablations.sweep import enqueue
 
     study = load_study("table3")
     only = ["base", "B1", "big"]

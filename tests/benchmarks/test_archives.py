@@ -28,8 +28,8 @@ def test_the_archives_science_md_names_are_there():
 def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
     from ablate.ablations import corpora
     from ablate.ablations.design import Sequential
+    from ablate.ablations.plan import Plan
     from ablate.ablations.studies import load_study
-    from ablate.ablations.sweep import Plan
 
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path, filter="data")
