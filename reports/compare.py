@@ -289,7 +289,7 @@ def compare_sweeps(a: StudyResults, b: StudyResults, *, n_samples: int = N_SAMPL
         raise AblateError(
             f"{a.out_dir} and {b.out_dir} have no row in common (A: {', '.join(r.name for r in a.rows)}; "
             f"B: {', '.join(r.name for r in b.rows)}): compare two output directories of the same study, "
-            "or two rows of one sweep with `ablate compare ROW_A ROW_B --out OUT`"
+            "or two rows of one sweep with `ablate compare ROW_A ROW_B --study OUT`"
         )
     diffs = {name: _differences(_row_config(a, name), _row_config(b, name)) for name in common}
     changed = set.intersection(*({key for key, _, _ in d} for d in diffs.values()))

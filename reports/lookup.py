@@ -20,7 +20,7 @@ def resolve_run(spec: str, out_dir: str | Path | None = None) -> Record:
             raise AblateError(f"record file {path} does not exist")
         return Record.read(path)
     if out_dir is None:
-        raise AblateError(f"'{spec}' is not a record file; to name a row, pass the results directory with --out OUT")
+        raise AblateError(f"'{spec}' is not a record file; to name a row, pass the results directory with --study OUT")
     out = Path(out_dir)
     meta = read_study_json(out)
     row, _, seed_text = spec.partition("@")

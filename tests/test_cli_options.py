@@ -26,7 +26,7 @@ OWN: dict[str, set[str]] = {
     "tune": SECTIONED | {"--row", "--trials", "--preset", "--storage", "--out", "--seed", "--objective"},
     "report": {"--preset", "--runs_dir", "--out", "--format", "--columns", "--wandb", "--storage", "--no_plots",
                "--samples", "--quiet", "--claims"},  # fmt: skip
-    "compare": {"--out", "--format", "--json", "--runs_dir", "--plot", "--samples", "--claims"},
+    "compare": {"--out", "--study", "--format", "--json", "--runs_dir", "--plot", "--samples", "--claims"},
     "replay": {"--runs_dir", "--min_seeds", "--max_seeds", "--design", "--samples"},
     "translate": {"--row", "--seed", "--input", "--refs", "--beam", "--length_penalty", "--batch_size", "--device"},
     "archive": {"--to", "--study"},

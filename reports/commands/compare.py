@@ -11,14 +11,16 @@ For every row (matched by name): BLEU, PPL and chrF as mean ± std over each sid
 95% interval and Holm-corrected p (seed noise from both sides; sentence noise from a paired bootstrap where both
 scored the same dev sentences), the seeds of each side, and a flag where a row is missing on one side, not at its
 plateau, or differs in something other than what the two directories change in every row (shown once at the top).
---out FILE writes the comparison there (atomically; FILE may be a directory) instead of printing it.
+--out FILE writes the comparison there (atomically; FILE may be a directory) instead of printing it: in every
+mode, --out is where to write.
 
 Two runs (A and B are record files, OUT/records/<row>__seed<s>.json, or rows of one results directory given with
---out: 'B1' (its lowest complete seed) or 'B1@1' (seed 1)):
+--study, a directory or a study name: 'B1' (its lowest complete seed) or 'B1@1' (seed 1)):
 
-    ablate compare B1 base --out runs/table3-tiny [--plot cmp.png]
+    ablate compare B1 base --study runs/table3-tiny [--plot cmp.png] [--out cmp.txt]
 
-config fields that differ, the metrics, a paired bootstrap on the dev set, and the curves.
+config fields that differ, the metrics, a paired bootstrap on the dev set, and the curves. (`--out OUT` naming the
+rows' results directory, its meaning before --study, still reads them, with a notice; it goes in a later release.)
 
 The claims over model size (the same rows at several presets: rungs), from two or more results directories whose
 bases differ in size (two directories of one size get the side by side above):
@@ -36,6 +38,7 @@ the command names it.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 from ablate.ablations.commands.options import command_parser, options, parse, print_config
@@ -56,8 +59,14 @@ def build_parser():
         "--out",
         default=None,
         metavar="PATH",
-        help="results directories: the file (or directory) to write the comparison to, the trend's plot beside it; "
-        "two rows: their results directory",
+        help="the file (or directory) to write the comparison to instead of printing it; the trend's plot beside it",
+    )
+    parser.add_argument(
+        "--study",
+        default=None,
+        metavar="STUDY_OR_OUT",
+        help="two rows (A and B: row or row@seed): the results directory holding them, or a study name under "
+        "--runs_dir",
     )
     parser.add_argument(
         "--format",
@@ -90,25 +99,44 @@ def main(argv: list[str]) -> int:
 
         specs = (args.run_a, args.run_b, *args.more)
         return _compare_claims(args, [resolve_out_dir(s, runs_dir=args.runs_dir) for s in specs])
+    notice = _old_out(args)
     dirs = _directories(args)
     if dirs is None:
-        return _compare_runs(args)
+        return _compare_runs(args, notice)
     if args.claims:
         return _compare_claims(args, list(dirs))
     return _compare_sweeps(args, *dirs)
 
 
+def _old_out(args) -> str | None:
+    """--out naming the rows' results directory, its meaning before --study: moved to --study, with the notice to
+    print once the comparison is made; None for any other --out."""
+    specs = (args.run_a, args.run_b)
+    if args.study is not None or args.out is None or all(Path(s).is_dir() for s in specs):
+        return None
+    if not (Path(args.out) / "study.json").is_file():
+        return None
+    args.study, args.out = args.out, None
+    return (
+        f"ablate compare: --out as the rows' results directory is deprecated: use --study {args.study} (--out is "
+        "where to write)"
+    )
+
+
 def _directories(args) -> tuple[Path, Path] | None:
-    """The two results directories A and B name, or None when they name runs (record files, or rows of --out)."""
+    """The two results directories A and B name, or None when they name runs (record files, or rows of --study)."""
     from ablate.ablations.results import resolve_out_dir
 
     specs = (args.run_a, args.run_b)
     if any(Path(s).suffix == ".json" or Path(s).is_file() for s in specs):
         return None
     if all(Path(s).is_dir() for s in specs):
+        if args.study is not None:
+            raise AblateError(f"--study names the results directory of two rows; {args.run_a} and {args.run_b} are "
+                              "results directories themselves: leave --study out")  # fmt: skip
         return Path(specs[0]), Path(specs[1])
-    if args.out is not None and Path(args.out).is_dir() and not any(Path(s).is_dir() for s in specs):
-        return None  # rows of the results directory --out
+    if args.study is not None:
+        return None  # rows of the results directory --study
     found = []
     for spec in specs:
         try:
@@ -116,11 +144,9 @@ def _directories(args) -> tuple[Path, Path] | None:
         except AblateError as err:
             if len(Path(spec).parts) > 1:  # a path, not a name that could be a row
                 raise
-            if args.out is not None:
-                raise AblateError(f"{err}; to compare two rows, --out must be their results directory") from None
             raise AblateError(
-                f"{err}; or, to compare two rows of one sweep, name its directory: ablate compare {args.run_a} "
-                f"{args.run_b} --out OUT"
+                f"{err}; or, to compare two rows of one sweep, name its results directory: ablate compare "
+                f"{args.run_a} {args.run_b} --study OUT"
             ) from None
     return found[0], found[1]
 
@@ -228,16 +254,30 @@ def _common_parent(dirs: list[Path]) -> Path:
     return Path(os.path.commonpath([d.resolve() for d in dirs]))
 
 
-def _compare_runs(args) -> int:
+def _compare_runs(args, notice: str | None = None) -> int:
+    """Two runs as text: printed, or written to --out (a file, or a directory: '<A>-vs-<B>.txt' there)."""
+    from ablate.ablations.ledger import write_text_atomic
+    from ablate.ablations.results import resolve_out_dir
     from ablate.reports.compare import compare_runs
     from ablate.reports.lookup import resolve_run
     from ablate.reports.plots import plot_comparison
 
     if args.json or args.format not in (None, "text"):
         raise AblateError("--format and --json go with two results directories; two runs are compared as text")
-    a = resolve_run(args.run_a, args.out)
-    b = resolve_run(args.run_b, args.out)
-    print(compare_runs(a, b, n_samples=args.samples), end="")
+    study = resolve_out_dir(args.study, runs_dir=args.runs_dir) if args.study is not None else None
+    a = resolve_run(args.run_a, study)
+    b = resolve_run(args.run_b, study)
+    text = compare_runs(a, b, n_samples=args.samples)
+    if notice:
+        print(notice, file=sys.stderr)
+    if args.out is None:
+        print(text, end="")
+    else:
+        out = Path(args.out)
+        if out.is_dir():
+            out = out / f"{args.run_a}-vs-{args.run_b}.txt".replace("/", "_")
+        write_text_atomic(out, text)
+        print(f"comparison of {args.run_a} (A) and {args.run_b} (B): {out}")
     if args.plot:
         print(f"curves: {plot_comparison(a, b, Path(args.plot))}")
     return 0

@@ -233,7 +233,7 @@ def test_bad_input_is_one_line_and_exit_2(finished_sweep, tmp_path, capsys):
     assert ablate(["compare", str(finished_sweep), str(tmp_path / "nope" / "out")]) == 2
     assert "does not exist" in one_line_error(capsys)
     assert ablate(["compare", "ok1", "ok2", "--runs_dir", str(tmp_path)]) == 2  # rows, but no --out
-    assert "--out OUT" in one_line_error(capsys)
+    assert "--study OUT" in one_line_error(capsys)
     assert ablate(["compare", str(finished_sweep), str(finished_sweep), "--plot", str(tmp_path / "c.png")]) == 2
     assert "--plot" in one_line_error(capsys)
     assert ablate(["compare", "ok1", "ok2", "--out", str(finished_sweep), "--format", "csv"]) == 2

@@ -62,9 +62,10 @@ def test_report_bad_input_is_one_line_and_exit_2(runs, capsys):
 
 def test_compare_rows_and_record_files(runs, capsys):
     out = runs / "table3-smoke"
-    assert ablate(["compare", "A1", "base@1", "--out", str(out), "--plot", str(out / "cmp.png")]) == 0
-    text = capsys.readouterr().out
-    assert "A: A1@0" in text and "B: base@1" in text
+    assert ablate(["compare", "A1", "base@1", "--study", str(out), "--plot", str(out / "cmp.png")]) == 0
+    captured = capsys.readouterr()
+    text = captured.out
+    assert "A: A1@0" in text and "B: base@1" in text and captured.err == ""
     assert "model.n_heads" in text and "model.d_k" in text and "train.seed" in text
     assert "model.d_model" not in text  # only fields that differ
     assert "paired bootstrap p =" in text and "val bleu" in text
@@ -76,16 +77,43 @@ def test_compare_rows_and_record_files(runs, capsys):
     assert "(same configuration)" in text and "0/80 lines differ" in text and "p = 1.0000" in text
 
 
+def test_compare_out_is_where_to_write_in_every_mode(runs, capsys, monkeypatch):
+    """--out is a file to write for two results directories and was the INPUT of two rows; the rows' directory is
+    --study (a directory, or a study name under --runs_dir) and --out writes their comparison too. The old spelling
+    still reads the rows, with a one-line notice on stderr."""
+    out = runs / "table3-smoke"
+    monkeypatch.chdir(runs.parent)
+    assert ablate(["compare", "A1", "base", "--study", "table3", "--runs_dir", str(runs)]) == 0  # by study name
+    printed = capsys.readouterr().out
+    assert "A: A1@0" in printed
+
+    target = runs.parent / "rows.txt"
+    assert ablate(["compare", "A1", "base", "--study", str(out), "--out", str(target)]) == 0
+    assert target.read_text() == printed and str(target) in capsys.readouterr().out
+    assert not list(out.glob("*.txt"))  # nothing written into the results directory
+
+    assert ablate(["compare", "A1", "base", "--out", str(out)]) == 0  # the old spelling
+    captured = capsys.readouterr()
+    assert captured.out == printed
+    assert captured.err.count("\n") == 1 and "deprecated: use --study " + str(out) in captured.err
+
+    assert ablate(["compare", str(out), str(out), "--study", str(out)]) == 2
+    assert "leave --study out" in capsys.readouterr().err
+
+
 def test_compare_bad_input(runs, capsys):
     out = runs / "table3-smoke"
     assert ablate(["compare", "A1", "base"]) == 2
-    assert "--out" in capsys.readouterr().err
-    assert ablate(["compare", "B1@1", "base", "--out", str(out)]) == 2  # still running: no record
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ablate compare A1 base --study OUT" in err
+    assert ablate(["compare", "B1@1", "base", "--study", str(out)]) == 2  # still running: no record
     assert "that seed has no record yet" in capsys.readouterr().err
-    assert ablate(["compare", "Z9", "base", "--out", str(out)]) == 2
+    assert ablate(["compare", "Z9", "base", "--study", str(out)]) == 2
     assert "no such row" in capsys.readouterr().err
-    assert ablate(["compare", "A1@x", "base", "--out", str(out)]) == 2
+    assert ablate(["compare", "A1@x", "base", "--study", str(out)]) == 2
     assert "must be an integer" in capsys.readouterr().err
+    assert ablate(["compare", "A1", "base", "--study", "lost-study", "--runs_dir", str(runs)]) == 2
+    assert "no results for study 'lost-study'" in capsys.readouterr().err
 
 
 def test_help_does_not_import_heavy_modules():
