@@ -60,12 +60,45 @@ def _corpus_stats(kind: str, signature: str | None, hyp_path: Path, ref_path: Pa
     stored = _stored_stats(kind, signature, hyp_path, ref_path)
     stats = _load(stored)
     if stats is None or len(stats) != len(hyps):
-        scorer = _scorer(kind, signature, ref_path, stamp[1])
-        stats = np.asarray(scorer._extract_corpus_statistics(hyps, None), dtype=np.float64)
+        stats = segment_statistics(kind, signature, ref_path, hyps)
         _save(stored, stats)
     metric = bleu_metric(signature) if kind == "bleu" else chrf_metric()
     score = metric._compute_score_from_stats(stats.sum(0).tolist()).score
     return stats, (lambda sums: metric._compute_score_from_stats(sums.tolist()).score), score
+
+
+_SEGMENTS: dict[tuple, dict[tuple[int, str], tuple]] = {}
+"""(metric, signature, references, their mtime) -> (sentence, hypothesis) -> its statistics, for this process."""
+
+
+def segment_statistics(kind: str, signature: str | None, ref_path: Path, hyps: list[str], lo: int = 0,
+                       hi: int | None = None) -> np.ndarray:  # fmt: skip
+    """sacreBLEU's per-sentence statistics of `hyps[lo:hi]` against the references, each (sentence, hypothesis)
+    scored once in this process: a study's systems share most of their sentences (table3-tiny's 146 dev systems:
+    27% of their 1.17M sentences are distinct), so a first report scores about a quarter of them.
+
+    The loop of sacreBLEU's `Metric._extract_corpus_statistics` (preprocess the segment, then
+    `_compute_segment_statistics` against the cached reference), one segment at a time so that a segment seen before
+    is not scored again; the values are sacreBLEU's own, and a test holds them equal to `_extract_corpus_statistics`.
+    Its warning about tokenized input is left out (our hypotheses are detokenized by SentencePiece)."""
+    stamp = ref_path.stat().st_mtime
+    scorer = _scorer(kind, signature, ref_path, stamp)
+    memo = _SEGMENTS.setdefault((kind, signature, ref_path, stamp), {})
+    refs = scorer._ref_cache
+    rows = []
+    for i in range(lo, len(hyps) if hi is None else hi):
+        row = memo.get((i, hyps[i]))
+        if row is None:
+            row = memo[(i, hyps[i])] = tuple(scorer._compute_segment_statistics(scorer._preprocess_segment(hyps[i]),
+                                                                                refs[i]))  # fmt: skip
+        rows.append(row)
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+
+
+def forget_segments() -> None:
+    """Drop the per-sentence memo (`segment_statistics`) once a study's systems are scored: the cache on disk keeps
+    what a later run reads."""
+    _SEGMENTS.clear()
 
 
 def _stored_stats(kind: str, signature: str | None, hyp_path: Path, ref_path: Path) -> Path:
@@ -139,40 +172,53 @@ def score_ahead(records: Iterable[Record], say: Callable[[str], None] | None = N
             more = f"about {left:.0f} s left" if done < len(todo) else f"done in {now - start:.0f} s"
             say(f"scoring the dev translations per sentence (BLEU, chrF): {done}/{len(todo)}, {more}")
             last = now
+    forget_segments()
 
 
 def _score_in_processes(todo: list[tuple[Record, str]], say: Callable[[str], None] | None = None) -> bool:
-    """Score the systems whose statistics are not cached yet in worker processes, one a core (sacreBLEU is pure
-    Python: one core scores a system and metric in about 0.6 s, a study's 300 in minutes), writing them to the
-    cache. False (nothing done) when there are fewer than 4 to share out or only one core."""
+    """Score the systems whose statistics are not cached yet in worker processes, writing them to the cache.
+    sacreBLEU is pure Python (one core scores a system and metric in about 0.6 s, a study's 300 in minutes), and most
+    sentences recur across a study's systems (`segment_statistics`): each process takes one share of the sentences
+    of every system, so that a sentence it has seen is not scored again. False (nothing done) when there are fewer
+    than 4 systems to score or only one core."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     from ablate.ablations import environment
 
     cores = environment.cpu_cores()
-    jobs = []
+    groups: dict[tuple, list[Path]] = {}
     for record, metric in todo:
         hyp, ref = record.hypotheses, record.references
         if hyp is None or ref is None or not hyp.is_file() or not ref.is_file():
             continue
         signature = record.metrics.get("bleu_signature") if metric == "bleu" else None
-        if not _stored_stats(metric, signature, hyp, ref).is_file():
-            jobs.append((metric, signature, hyp, ref))
-    if cores < 2 or len(jobs) < 4:
+        if not _stored_stats(metric, signature, hyp, ref).is_file() and len(_read(hyp) or []) == len(_read(ref) or []):
+            groups.setdefault((metric, signature, ref), []).append(hyp)  # (other lengths: refused where they are read)
+    count = sum(len(hyps) for hyps in groups.values())
+    if cores < 2 or count < 4:
         return False
     if say is not None:
-        say(f"scoring the dev translations per sentence (BLEU, chrF): {len(jobs)} not cached, on {cores} cores")
+        say(f"scoring the dev translations per sentence (BLEU, chrF): {count} not cached, on {cores} cores")
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-    with ProcessPoolExecutor(max_workers=min(cores, len(jobs)), mp_context=context) as pool:
-        list(pool.map(_score_one, jobs, chunksize=max(1, len(jobs) // (4 * cores))))
+    with ProcessPoolExecutor(max_workers=cores, mp_context=context) as pool:
+        for (metric, signature, ref), hyps in groups.items():
+            n = len(_read(ref) or [])
+            cuts = sorted({n * k // cores for k in range(cores + 1)})
+            jobs = [(metric, signature, ref, hyps, lo, hi) for lo, hi in zip(cuts, cuts[1:], strict=False)]
+            parts = list(pool.map(_score_share, jobs))
+            for i, hyp in enumerate(hyps):
+                _save(_stored_stats(metric, signature, hyp, ref), np.concatenate([part[i] for part in parts]))
     return True
 
 
-def _score_one(job: tuple) -> None:
-    """One system and metric's statistics, into the cache (a worker process of `_score_in_processes`)."""
-    kind, signature, hyp, ref = job
-    _corpus_stats(kind, signature, hyp, ref, _stamp(hyp, ref))
+def _score_share(job: tuple) -> list[np.ndarray]:
+    """One share of the sentences (`lo` to `hi`) of every system in `hyps` (a worker process of
+    `_score_in_processes`)."""
+    kind, signature, ref, hyps, lo, hi = job
+    out = [segment_statistics(kind, signature, ref, _read(path) or [], lo, hi) for path in hyps]
+    forget_segments()
+    return out
 
 
 def _ppl_scores(record: Record) -> SystemScores | None:
