@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,10 +12,11 @@ from ablate.ablations.ledger import write_text_atomic
 from ablate.ablations.record import Layout
 from ablate.ablations.results import StudyResults, load_results
 from ablate.ablations.stats import N_SAMPLES
+from ablate.data.errors import AblateError, did_you_mean
 from ablate.reports.cells import check_columns
 from ablate.reports.claims import load_claims
 from ablate.reports.sequential import report_table
-from ablate.reports.table import ReportTable
+from ablate.reports.table import ReportTable, select_rows
 from ablate.reports.writers import Context, companions, format_names, get_writer, parse_formats
 
 if TYPE_CHECKING:
@@ -27,6 +30,27 @@ def parse_columns(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
     if text is None:
         return None
     return check_columns(text.split(",") if isinstance(text, str) else list(text))
+
+
+def parse_rows(text: str | Sequence[str] | None, known: Sequence[str]) -> list[str] | None:
+    """'B1,C1' or ['B1', 'C1'] -> the row names, checked against the study's (`known`): AblateError naming an unknown
+    one, with the closest match; None: every row."""
+    if text is None:
+        return None
+    names = list(dict.fromkeys(n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()))
+    if not names:
+        raise AblateError("--rows: no row given; name rows of the study, e.g. --rows base,B1")
+    for name in names:
+        if name not in known:
+            raise AblateError(f"--rows: the study has no row '{name}'{did_you_mean(name, known)}; rows are "
+                              f"{', '.join(known)}")  # fmt: skip
+    return names
+
+
+def rows_dir(names: Sequence[str]) -> str:
+    """The folder a report of some rows goes to under OUT/report: 'rows-B1-C1' (a long list cut, with its hash)."""
+    name = "rows-" + "-".join(re.sub(r"[^A-Za-z0-9_.@+-]", "_", n) for n in names)
+    return name if len(name) <= 80 else f"{name[:70]}-{zlib.crc32(name.encode()):08x}"
 
 
 def describe_corpus(results: StudyResults) -> str | None:
@@ -62,6 +86,7 @@ def build_report(
     storage: str | None = None,
     claims: str | Path | None = None,
     columns: Sequence[str] | None = None,
+    rows: str | Sequence[str] | None = None,
 ) -> dict[str, Path]:
     """Write the report of the results directory `out_dir` (a finished or running sweep).
 
@@ -77,6 +102,8 @@ def build_report(
         claims: a claims file to judge instead of the study's own (see ablations/studies/table3.claims.yaml).
         columns: keys of `reports.cells.COLUMNS` the Markdown, LaTeX and HTML tables show, in that order (default:
             each format's own choice); CSV and JSON keep every value.
+        rows: row names ('B1,C1' or a list): a report of those and of the rows they are compared with
+            (`reports.table.select_rows`), written by default to OUT/report/rows-<names>; default every row.
 
     Returns:
         format -> file written ('md', 'tex', ...), 'plot:<name>' -> PNG, 'plot:<name>.svg' -> SVG, and
@@ -86,8 +113,13 @@ def build_report(
     columns = parse_columns(columns)
     out_dir = Path(out_dir)
     results = load_results(out_dir, storage=storage)
+    names = parse_rows(rows, [spec.name for spec in results.rows])
     table = report_table(results, n_samples=n_samples, claims=_claims(results, claims))
-    report_dir = Path(report_dir) if report_dir is not None else Layout(out_dir).report_dir
+    if names is not None:
+        table = select_rows(table, names)
+    if report_dir is None:
+        report_dir = Layout(out_dir).report_dir / (rows_dir(names) if names is not None else "")
+    report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
 
     drawn = _draw_plots(table, results, report_dir / "plots") if plots else []

@@ -88,10 +88,12 @@ def blank_text(table: ReportTable) -> str:
     against = f" ({'; '.join(readers)}: the row the claims compare them, or their group, with)" if readers else ""
     text = f"Blank configuration cells: same as the base row '{table.base}'{against}."
     if table.base_other:
+        named = next((f" ('vs {r.other_against}: ...' where that is not the base)" for r in table.rows
+                      if r.other_against and r.other), "")  # fmt: skip
         values = ", ".join(field_text(k, v) for k, v in table.base_other.items())
         text += (
-            " other: what a row changes outside these columns, from the same row as its blank cells ('vs paper: ...' "
-            f"where that is not the base), written across them where they are side by side; the base has {values}."
+            " other: what a row changes outside these columns (written across its blank configuration cells where "
+            f"they are side by side), from the same row as its blank cells{named}; the base has {values}."
         )
     return text
 

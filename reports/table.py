@@ -532,3 +532,29 @@ def effect_scale(claims: list[ClaimVerdict], floor: float = 0.3) -> float | None
     `floor` (a ratio to a difference of 0.1 says little); None when no comparison has both."""
     ratios = [abs(r) for cv in claims for c in cv.comparisons if (r := paper_ratio(c, floor)) is not None]
     return statistics.median(ratios) if ratios else None
+
+
+def select_rows(table: ReportTable, names: list[str]) -> ReportTable:
+    """The table of the rows `names` and of the rows they are compared with (the base, the row their blank cells
+    repeat, their claims' references), in display order, with each claim that compares two of them; every number,
+    test and verdict stays the whole study's (a view of the study, not a smaller study)."""
+    base = table.base
+    wanted = set(names) | ({base} if base else set())
+    wanted |= {row.other_against for row in table.rows if row.name in names and row.other_against}
+    for cv in table.claims:
+        wanted |= {c.comparison.against or base for c in cv.comparisons if c.comparison.row in names} - {None}
+    rows = [row for row in table.rows if row.name in wanted]
+    claims = [
+        cv
+        for cv in table.claims
+        if any(c.comparison.row in wanted and (c.comparison.against or base) in wanted for c in cv.comparisons)
+    ]
+    added = [row.name for row in rows if row.name not in names]
+    note = (
+        f"rows shown: {', '.join(r.name for r in rows if r.name in names)}"
+        + (f", and what they are compared with: {', '.join(added)}" if added else "")
+        + f" (of the study's {len(table.rows)}; the tests, their Holm correction and the verdicts are the whole "
+        "study's)"
+    )
+    base_other = {key: value for key, value in table.base_other.items() if any(key in r.other for r in rows)}
+    return replace(table, rows=rows, claims=claims, notes=[*table.notes, note], base_other=base_other)

@@ -24,8 +24,8 @@ OWN: dict[str, set[str]] = {
     "sweep": SECTIONED,
     "train": SECTIONED | {"--study", "--row", "--preset", "--seed", "--out", "--json", "--resume"},
     "tune": SECTIONED | {"--row", "--trials", "--preset", "--storage", "--out", "--seed", "--objective"},
-    "report": {"--preset", "--runs_dir", "--out", "--format", "--columns", "--wandb", "--storage", "--no_plots",
-               "--samples", "--quiet", "--claims"},  # fmt: skip
+    "report": {"--preset", "--runs_dir", "--out", "--format", "--columns", "--rows", "--wandb", "--storage",
+               "--no_plots", "--samples", "--quiet", "--claims"},  # fmt: skip
     "compare": {"--out", "--study", "--format", "--json", "--runs_dir", "--plot", "--samples", "--claims"},
     "replay": {"--runs_dir", "--min_seeds", "--max_seeds", "--design", "--samples"},
     "translate": {"--row", "--seed", "--input", "--refs", "--beam", "--length_penalty", "--batch_size", "--device"},

@@ -41,6 +41,14 @@ def build_parser():
         "CSV and JSON keep every value. Keys: " + ", ".join(COLUMNS),
     )
     parser.add_argument(
+        "--rows",
+        default=None,
+        metavar="ROWS",
+        help="comma-separated rows, e.g. base,B1,C1: a report of those and of the rows they are compared with (the "
+        "base, the row their blank cells repeat, their claims' references), with the claims that compare them; the "
+        "numbers, tests and verdicts are the whole study's. Written to OUT/report/rows-<ROWS> unless --out says",
+    )
+    parser.add_argument(
         "--wandb",
         action="store_true",
         help="log the table and plots to a W&B run (offline unless WANDB_MODE or WANDB_API_KEY says otherwise)",
@@ -84,6 +92,7 @@ def main(argv: list[str]) -> int:
         storage=args.storage,
         claims=args.claims,
         columns=columns,
+        rows=args.rows,
     )
     if "md" in written and not args.quiet:
         print(written["md"].read_text(encoding="utf-8"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -58,6 +59,50 @@ def test_report_bad_input_is_one_line_and_exit_2(runs, capsys):
 
     assert ablate(["report", str(runs)]) == 2  # a directory, but not a sweep's OUT
     assert "has no study.json" in capsys.readouterr().err
+
+
+def table_rows(md: str) -> list[str]:
+    """The row names of a report's Markdown table, in order."""
+    lines = [line for line in md.split("### ")[0].splitlines() if line.startswith("| ")][1:]
+    return [line.strip("|").split(" | ")[1].strip() for line in lines]
+
+
+def test_report_of_some_rows_shows_them_and_what_they_are_compared_with(runs, capsys):
+    """`--rows`: the rows named, the base, and the rows their claims compare them with (A1 against B1 here), with
+    the claims that compare two of them; the whole study's numbers; its own folder, the full report left alone."""
+    out = runs / "table3-smoke"
+    claims = runs.parent / "claims.yaml"
+    claims.write_text(
+        "claims:\n"
+        "  - {id: heads, text: one head against a small d_k, compare: [{row: A1, against: B1, metric: bleu, expect: "
+        "lower}]}\n"
+        "  - {id: deep, text: heads, compare: [{row: A3, metric: bleu, expect: lower}]}\n"
+    )
+    assert ablate(["report", "table3", "--samples", "100", "--format", "md,json", "--no_plots", "--quiet"]) == 0
+    full = (out / "report" / "table3-smoke.md").read_text()
+    capsys.readouterr()
+    args = ["report", str(out), "--rows", "A1,A1", "--claims", str(claims), "--samples", "100", "--format", "md,json"]
+    assert ablate(args) == 0
+    md = (out / "report" / "rows-A1" / "table3-smoke.md").read_text()
+    assert table_rows(md) == ["base", "A1", "B1"]  # display order; B1: A1's claim compares it with B1
+    assert "one head against a small d_k" in md and "A3" not in md  # the claim of A3: not shown
+    assert "rows shown: A1, and what they are compared with: base, B1 (of the study's 4;" in md
+    assert (out / "report" / "table3-smoke.md").read_text() == full and table_rows(full) == ["base", "A1", "A3", "B1"]
+    whole = json.loads((out / "report" / "table3-smoke.json").read_text())
+    mine = json.loads((out / "report" / "rows-A1" / "table3-smoke.json").read_text())
+    a1 = next(r for r in whole["rows"] if r["row"] == "A1")
+    assert next(r for r in mine["rows"] if r["row"] == "A1")["bleu_p_holm"] == a1["bleu_p_holm"]  # the study's tests
+    assert "rows-A1" in capsys.readouterr().out
+
+
+def test_report_of_unknown_rows_is_one_line_exit_2_and_writes_nothing(runs, capsys):
+    out = runs / "table3-smoke"
+    for rows, said in [("A1,B9", "the study has no row 'B9' (did you mean 'B1'?); rows are base, A1, A3, B1"),
+                       ("zz", "the study has no row 'zz'; rows are"), (",", "--rows: no row given")]:  # fmt: skip
+        assert ablate(["report", str(out), "--rows", rows, "--samples", "100"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and said in err and "Traceback" not in err, err
+    assert not (out / "report").exists()
 
 
 def test_compare_rows_and_record_files(runs, capsys):
