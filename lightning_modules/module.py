@@ -141,14 +141,15 @@ class TranslationModule(pl.LightningModule):
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         net = self.__dict__.get("_compiled") if self.training and not self.train_config.fused_loss else None
-        return (net or self.model)(src, tgt_in)
+        return (net if net is not None else self.model)(src, tgt_in)  # not `or`: a compiled module refuses bool()
 
     def _losses(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         """(summed loss with its gradient, per-token loss (N,), per-token NLL (N,)) of a batch; in training with
         train.fused_loss the logits are never built whole (`FusedLinearLabelSmoothedNLL`)."""
         cfg, target = self.model_config, batch["tgt_out"].flatten()
         if self.training and self.train_config.fused_loss:
-            hidden = (self.__dict__.get("_compiled") or self.model.features)(batch["src"], batch["tgt_in"])
+            compiled = self.__dict__.get("_compiled")
+            hidden = (compiled if compiled is not None else self.model.features)(batch["src"], batch["tgt_in"])
             weight = self.model.output.weight
             return FusedLinearLabelSmoothedNLL.apply(
                 hidden.flatten(0, 1), weight, target, cfg.label_smoothing, cfg.pad_id, self.train_config.compile

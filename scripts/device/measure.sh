@@ -14,7 +14,7 @@ pack
 short_run() {  # short_run NAME ARGS...: 400 tiny steps and one validation (no T/2 branch, no test), timed
     local name=$1; shift
     step "400 tiny steps and one validation: $name"
-    local start; start=$(date +%s)
+    local start; start=$(date +%s); rm -rf "/tmp/short-$name"  # a rerun on a warm machine measures afresh
     timeout "$(left 120)" ablate train --preset tiny --train.max_steps 400 --train.val_every 400 --train.budgets "[]" \
         --train.test_eval false --train.final_full_validation false "$@" --out "/tmp/short-$name" \
         >"$WORK/short-$name.log" 2>&1
