@@ -150,27 +150,30 @@ def to_markdown(cmp: ClaimsComparison) -> str:
 
 
 def to_latex(cmp: ClaimsComparison) -> str:
-    """A booktabs table of the claims side by side (needs booktabs)."""
-    from ablate.reports.latex import tex_escape
+    """Booktabs table*s of the claims side by side (needs booktabs), as many as fit a page each (letter or A4), the
+    first with the summary as its notes, each with a short caption."""
+    from ablate.reports.latex import page_chunks, tex_escape, tex_notes, text_lines
 
-    lines = [
-        r"\begin{table*}[t]",
-        r"\centering\small",
-        r"\begin{tabular}{p{0.3\textwidth}p{0.32\textwidth}p{0.32\textwidth}}",
-        r"\toprule",
-        f"Claim & {tex_escape(cmp.a)} & {tex_escape(cmp.b)} \\\\",
-        r"\midrule",
-    ]
+    rows = []
     for row in cmp.rows:
-        claim = f"{row.text} ({row.section})" if row.section else row.text
-        lines.append(" & ".join(tex_escape(c) for c in (claim, side_text(row.a), side_text(row.b))) + r" \\")
-    lines += [
-        r"\bottomrule",
-        r"\end{tabular}",
-        f"\\caption{{The paper's claims in two studies. {tex_escape(summary_line(cmp))}. Effects at $T$ with 95\\% "
-        "intervals (seed and dev-sentence noise).}",
-        r"\end{table*}",
-    ]
+        texts = [f"{row.text} ({row.section})" if row.section else row.text, side_text(row.a), side_text(row.b)]
+        height = max(text_lines(texts[0], "claim"), *(text_lines(text, "side") for text in texts[1:]))
+        # ragged right in the narrow columns; \tabularnewline, as \raggedright takes \\
+        rows.append((height, " & ".join(rf"\raggedright {tex_escape(t)}" for t in texts) + r" \tabularnewline"))
+    notes = tex_escape(
+        f"{summary_line(cmp)}. Effects at T: the difference from each study's base (or the comparison's reference "
+        "row) with its 95% interval (seed and dev-sentence noise)."
+    )
+    chunks = page_chunks(rows, text_lines(notes, "notes"))
+    lines = []
+    for i, chunk in enumerate(chunks):
+        part = f" ({i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
+        lines += [r"\begin{table*}[t]", r"\centering", r"\scriptsize", r"\setlength{\tabcolsep}{3pt}"]
+        lines += [r"\begin{tabular}{p{0.29\textwidth}p{0.325\textwidth}p{0.325\textwidth}}", r"\toprule"]
+        lines += [f"Claim & {tex_escape(cmp.a)} & {tex_escape(cmp.b)} \\\\", r"\midrule", *chunk, r"\bottomrule"]
+        lines += [r"\end{tabular}", *(tex_notes(notes) if i == 0 else [])]
+        lines += [rf"\caption{{The paper's claims in two studies{part}: each study's verdict and effects at $T$.}}"]
+        lines.append(r"\end{table*}")
     return "\n".join(lines) + "\n"
 
 

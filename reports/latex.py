@@ -108,7 +108,7 @@ def to_latex(table: ReportTable, columns: Sequence[str] | None = None, *, corpus
         r"\else",
         r"\usebox{\ablatetablebox}",
         r"\fi",
-        *_tex_notes(_table_notes(table, {c.key for c in cols}, corpus)),
+        *tex_notes(_table_notes(table, {c.key for c in cols}, corpus)),
         r"\caption{" + _tex_caption(table, {c.key for c in cols}) + "}",
         r"\label{tab:" + label + "}",
         r"\end{table*}",
@@ -179,9 +179,10 @@ def _span_align(table: ReportTable, spanned: list[Column], text: str) -> str:
 CLAIM_LINES = 54
 r"""Lines of \scriptsize type (8 pt apart) a claims table* may take with its notes, so that it fits the text height of
 a letter or A4 page (550 pt in a two-column article) beside its caption and rules."""
-CHARS_PER_LINE = {"claim": 36, "evidence": 60, "notes": 120}
-r"""Characters a \scriptsize line holds in the claims table's columns (0.3 and 0.5 of the text width) and across the
-text width, on the narrower A4 page (452 pt): estimates on the short side, so that a table is never longer."""
+CHARS_PER_LINE = {"claim": 36, "evidence": 60, "side": 40, "notes": 120}
+r"""Characters a \scriptsize line holds in the claims table's columns (0.3 and 0.5 of the text width; 'side': a
+study's column, 0.325, in `ablate compare --claims`) and across the text width, on the narrower A4 page (452 pt):
+estimates on the short side, so that a table is never longer."""
 
 
 def _tex_claims(table: ReportTable, label: str) -> list[str]:
@@ -194,22 +195,22 @@ def _tex_claims(table: ReportTable, label: str) -> list[str]:
         texts = [comparison_text(c, table.base) for c in cv.comparisons]
         evidence = r" \newline ".join(tex_escape(text) for text in texts)
         cells = [rf"\raggedright {tex_escape(claim_title(cv))}", cv.verdict, rf"\raggedright {evidence}"]
-        height = max(_lines(claim_title(cv), "claim"), sum(_lines(text, "evidence") for text in texts))
+        height = max(text_lines(claim_title(cv), "claim"), sum(text_lines(text, "evidence") for text in texts))
         rows.append((height, " & ".join(cells) + r" \tabularnewline"))
-    chunks = _chunks(rows, _lines(notes, "notes"))
+    chunks = page_chunks(rows, text_lines(notes, "notes"))
     name = rf"study \texttt{{{tex_escape(table.study)}}}, preset \texttt{{{tex_escape(table.preset)}}}"
     lines = []
     for i, chunk in enumerate(chunks):
         part = f" ({i + 1} of {len(chunks)})" if len(chunks) > 1 else ""
         lines += [r"\begin{table*}[t]", r"\centering", r"\scriptsize"]
         lines += [r"\begin{tabular}{p{0.3\linewidth}lp{0.5\linewidth}}", r"\toprule", r"claim & verdict & evidence \\"]
-        lines += [r"\midrule", *chunk, r"\bottomrule", r"\end{tabular}", *(_tex_notes(notes) if i == 0 else [])]
+        lines += [r"\midrule", *chunk, r"\bottomrule", r"\end{tabular}", *(tex_notes(notes) if i == 0 else [])]
         lines.append(rf"\caption{{The claims' verdicts{part}, {name}: each comparison at every budget.}}")
         lines += [r"\label{tab:" + label + "-claims" + (f"-{i + 1}" if i else "") + "}", r"\end{table*}"]
     return lines
 
 
-def _chunks(rows: list[tuple[int, str]], notes: int) -> list[list[str]]:
+def page_chunks(rows: list[tuple[int, str]], notes: int) -> list[list[str]]:
     """The claims' table lines (each with its height in lines) in as few tables as fit a page each, the first with
     `notes` lines of notes under it, and about as long as one another."""
 
@@ -229,8 +230,8 @@ def _chunks(rows: list[tuple[int, str]], notes: int) -> list[list[str]]:
     return even if len(even) == len(fewest) else fewest
 
 
-def _lines(text: str, where: str) -> int:
-    """The lines `text` takes in the claims table's column `where` (or across the page: 'notes'), estimated."""
+def text_lines(text: str, where: str) -> int:
+    """The lines `text` takes in a claims table's column `where` (or across the page: 'notes'), estimated."""
     return -(-len(text) // CHARS_PER_LINE[where])
 
 
@@ -260,7 +261,7 @@ def _tex_stats(row: ReportRow) -> dict[str, str]:
     return cells
 
 
-def _tex_notes(text: str) -> list[str]:
+def tex_notes(text: str) -> list[str]:
     """The notes under a table, in its small type across the text width (the caption stays short)."""
     return [r"\par\smallskip", r"\parbox{\textwidth}{\scriptsize " + text + "}", r"\smallskip"] if text else []
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import pytest
 import reports_fixtures as fx
 from ablate.ablations.cli import main as ablate
@@ -93,3 +96,22 @@ def test_one_study_on_two_corpora_gets_columns_by_directory_and_counts_untested_
         "2 claims in both: 1 with the same verdict, 0 with opposite verdicts, 0 inconclusive in at least one study, "
         "1 untested in at least one"
     )
+
+
+@pytest.mark.parametrize("paper", ["letterpaper", "a4paper"])
+def test_the_two_shipped_studies_side_by_side_fit_a_page_in_latex(paper, tmp_path):
+    """table3 against modern at the tiny preset's sizes (12 claims): the table* was 8 pt too wide and too tall for a
+    letter page ('Float too large'); in the table's small type it fits letter and A4, and a longer list is split."""
+    from ablate.reports.claims_compare import to_latex
+    from test_latex import PDFLATEX, compile_twocolumn, table3_tiny
+
+    if PDFLATEX is None:
+        pytest.skip("pdflatex not installed (Debian: apt-get install texlive-latex-base texlive-latex-recommended)")
+    tables = [table3_tiny(tmp_path / f"{name}-tiny", name)[0] for name in ("table3", "modern")]
+    cmp = compare_claims(*tables)
+    tex = to_latex(cmp)
+    assert tex.count(r"\begin{table*}") == 1 and "Float too large" not in compile_twocolumn(tex, tmp_path, paper=paper)
+    longer = to_latex(replace(cmp, rows=cmp.rows * 3))
+    assert longer.count(r"\begin{table*}") >= 2 and "(1 of " in longer
+    log = compile_twocolumn(longer, tmp_path, paper=paper)
+    assert "Float too large" not in log and "Overfull \\hbox" not in log, re.findall(r"(?:Float too|Overfull).*", log)
