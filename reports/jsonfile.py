@@ -39,7 +39,7 @@ def to_json(table: ReportTable, *, corpus: str | None = None) -> str:
         | {
             "same_as_base": r.same_as_base,
             "other": r.other,
-            **({"other_against": r.other_against} if r.other_against else {}),
+            **({"other_against": r.other_against, "same_as_reference": r.same_as_reference} if r.other_against else {}),
             "seeds": {str(seed): seed_detail(r, seed) for seed in sorted(r.status)},
         }
         for r, record in zip(table.rows, table_records(table), strict=True)

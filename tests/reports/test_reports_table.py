@@ -247,6 +247,7 @@ def test_a_row_compared_with_another_reference_shows_what_it_changes_from_that_o
     by_row = {r["row"]: r for r in table["rows"]}
     assert by_row["E2"]["other"] == {"model.norm": "pre"} and by_row["E2"]["other_against"] == "E1"
     assert by_row["E3"]["other"] == {} and by_row["E3"]["other_against"] == "E1"  # its group's reference
+    assert by_row["E3"]["same_as_reference"]["d_k"] is False and by_row["E3"]["same_as_reference"]["d_ff"] is True
     assert by_row["E1"]["other"] == {"model.positions": "learned"} and "other_against" not in by_row["E1"]
     assert by_row["base"]["other"] == {} and "other_against" not in by_row["base"]
     md = written["md"].read_text()
