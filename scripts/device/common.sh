@@ -1,8 +1,7 @@
 # Sourced by the lease scripts beside it: the wheels and prepared corpora a lent machine lacks, a deadline for the
 # whole call, and packing of what comes back ($OUT holds at most 8 files).
-# Here, before a lease (see .library/device/README.md): `.whl/` with the wheels the machine lacks plus ours
-# (`.venv/bin/pip wheel --no-deps --no-build-isolation -w .whl .`), `.ablate-cache/` with the prepared corpora
-# (`ablate data prepare ...; cp -r ~/.cache/ablate .ablate-cache`); both in .git/info/exclude and named in `carry`.
+# Here, before a lease: `bash scripts/device/prepare.sh IMAGE_PACKAGES` builds `.whl/` (the wheels the machine lacks,
+# plus ours) and `.ablate-cache/` (the prepared corpus); name both in the run's `carry`.
 set -u
 OUT=${OUT:-/tmp/out}
 NAME=$(basename "$0" .sh)
