@@ -161,6 +161,17 @@ def path_error(err: BaseException) -> AblateError | None:
     return None
 
 
+def check_folder(path: Path) -> None:
+    """Refuse, before any work, a folder to write into that is a file or lies under one (`path_error`'s message):
+    a report found it only when it wrote, after minutes of scoring."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise AblateError(f"cannot make the folder {path}: a file is in its way ({folder}); choose an output "
+                                  "folder that is not a file")  # fmt: skip
+            return
+
+
 def _describe(err: OSError) -> str:
     path = Path(err.filename) if err.filename else None
     where = str(path) if path else "a file"

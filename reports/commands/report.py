@@ -79,8 +79,12 @@ def main(argv: list[str]) -> int:
     from ablate.reports.build import build_report, parse_columns
     from ablate.reports.writers import parse_formats
 
-    formats = parse_formats(args.format)  # bad formats and columns fail before any work
+    formats = parse_formats(args.format)  # bad formats, columns and folders fail before any work
     columns = parse_columns(args.columns)
+    if args.out:
+        from ablate.ablations.interrupt import check_folder
+
+        check_folder(Path(args.out))
     out_dir = resolve_out_dir(args.study_or_out, preset=args.preset, runs_dir=args.runs_dir)
     written = build_report(
         out_dir,

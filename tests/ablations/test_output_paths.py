@@ -20,7 +20,9 @@ LANDED = Path(__file__).resolve().parents[1] / "reports" / "data" / "landed-smok
     ],
     ids=["report", "train"],
 )
-def test_an_output_folder_that_is_a_file_is_one_line(tmp_path, capsys, command, under):
+def test_an_output_folder_that_is_a_file_is_one_line(tmp_path, capsys, monkeypatch, command, under):
+    """Refused before any work: a report with nothing scored yet says nothing of scoring."""
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path.parent / f"{tmp_path.name}-cache"))
     blocker = tmp_path / "results.txt"
     blocker.write_text("mine\n")
     target = blocker / "run" if under else blocker
