@@ -155,10 +155,14 @@ def path_error(err: BaseException) -> AblateError | None:
     `--out results.txt/run`), else None. Only the command line turns it into its message: inside a sweep such an
     error fails its trial, as any other."""
     if isinstance(err, FileExistsError | NotADirectoryError) and err.filename:
-        return AblateError(
-            f"cannot make the folder {err.filename}: a file is in its way; choose an output folder that is not a file"
-        )
+        return _in_the_way(err.filename)
     return None
+
+
+def _in_the_way(folder: str | Path) -> AblateError:
+    return AblateError(
+        f"cannot make the folder {folder}: a file is in its way; choose an output folder that is not a file"
+    )
 
 
 def check_folder(path: Path) -> None:
@@ -167,8 +171,7 @@ def check_folder(path: Path) -> None:
     for folder in (path, *path.parents):
         if folder.exists():
             if not folder.is_dir():
-                raise AblateError(f"cannot make the folder {path}: a file is in its way ({folder}); choose an output "
-                                  "folder that is not a file")  # fmt: skip
+                raise _in_the_way(path)
             return
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.cells import (
+    CONFIG_COLUMNS,
     STAT_COLUMNS,
     STAT_METRICS,
     Column,
@@ -140,6 +141,7 @@ def _tex_head(table: ReportTable, cols: list[Column]) -> list[str]:
 def _tex_rows(table: ReportTable, cols: list[Column], spans: dict[str, tuple[int, int]] | None) -> list[str]:
     """The body: a rule above each row group, one line per row (its 'other' differences across its span)."""
     lines = []
+    ems = _column_ems(table, cols) if spans else {}
     for group in group_cells(table):
         lines.append(r"\midrule")
         for row, plain in group:
@@ -148,7 +150,7 @@ def _tex_rows(table: ReportTable, cols: list[Column], spans: dict[str, tuple[int
             texts = [cells[c.key] for c in cols]
             if spans is not None and row.name in spans:
                 start, n = spans[row.name]
-                align = _span_align(table, cols[start : start + n], plain["other"])
+                align = _span_align([ems[c.key] for c in cols[start : start + n]], plain["other"])
                 other = cells["other"] if align == "l" else rf"\raggedright {cells['other']}"
                 texts[start : start + n] = [rf"\multicolumn{{{n}}}{{{align}}}{{{other}}}"]
             lines.append(" & ".join(texts) + r" \\")
@@ -164,12 +166,19 @@ def _visible_length(tex: str) -> int:
     return max(len(re.sub(r"\\[a-zA-Z]+|[${}_^]", "", line)) for line in tex.split("\\\\"))
 
 
-def _span_align(table: ReportTable, spanned: list[Column], text: str) -> str:
-    r"""The column type of a row's differences written across `spanned`: 'l' where the text fits their width (an
-    estimate from their widest cell and header), else a paragraph of that width (p{...}, ragged right), so that a long
-    list of differences wraps onto more lines rather than widening the table."""
+def _column_ems(table: ReportTable, cols: list[Column]) -> dict[str, float]:
+    """Each configuration column's width in em with its padding (the columns a row's differences span), estimated
+    from its widest cell and header."""
     cells = [display_cells(row) for row in table.rows]
-    widths = [max(_visible_length(c.tex), *(len(cell[c.key]) for cell in cells)) * EM_PER_CHAR + 0.7 for c in spanned]
+    config = {c.key for c in CONFIG_COLUMNS}
+    ems = {c.key: max(_visible_length(c.tex), *(len(cell[c.key]) for cell in cells)) for c in cols if c.key in config}
+    return {key: chars * EM_PER_CHAR + 0.7 for key, chars in ems.items()}
+
+
+def _span_align(widths: list[float], text: str) -> str:
+    r"""The column type of a row's differences written across columns of these `widths` (`_column_ems`): 'l' where the
+    text fits them, else a paragraph of their width (p{...}, ragged right), so that a long list of differences wraps
+    onto more lines rather than widening the table."""
     width = sum(widths) - 0.7  # em: tabcolsep (2.5 pt, about 0.35 em at 7 pt) each side of every column but the ends
     if len(text) * EM_PER_CHAR <= width:
         return "l"

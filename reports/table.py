@@ -226,10 +226,10 @@ class ReportTable:
     """Median over the comparisons of |our effect| / |the paper's| (where the paper's is at least 0.3): how much
     this preset magnifies (or shrinks) the paper's differences; None without the paper's numbers."""
     chrf_signature: str = ""
+    """sacreBLEU's signature of the chrF in the table."""
     base_other: dict[str, Any] = field(default_factory=dict)
     """The base's own values of the fields some row changes outside the paper's columns ('section.field' -> value):
     what a row's 'other' differences are changed from (the legend names them)."""
-    """sacreBLEU's signature of the chrF in the table."""
 
     def groups(self) -> list[tuple[str, list[ReportRow]]]:
         """Consecutive rows of the same group, in display order."""
