@@ -7,7 +7,7 @@ surface after 16 finished trainings.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -443,17 +443,17 @@ def coverage_summary(study: Study, rows: Iterable[str]) -> str | None:
     return f"test {len(whole)} of {len(coverage)} claims; untested: {'; '.join(left)}"
 
 
-def parse_rows(text: str | None, study: Study) -> list[str] | None:
-    """--rows as a list of the study's row names (None without --rows); one line naming the unknown ones otherwise."""
+def parse_rows(text: str | Sequence[str] | None, known: Sequence[str]) -> list[str] | None:
+    """--rows ('B1,C1' or ['B1', 'C1']) as row names, each once, checked against the study's (`known`): AblateError
+    naming an unknown one, with the closest match; None without --rows (every row). The one parser of --rows: the
+    sweep, `ablate studies` and the reports read a row list the same way."""
     if text is None:
         return None
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    known = [row.name for row in study.rows]
-    unknown = [name for name in names if name not in known]
-    if unknown or not names:
-        hint = did_you_mean(unknown[0], known) if unknown else ""
-        raise AblateError(
-            f"--rows: no row {', '.join(unknown) or '(empty)'}{hint} in study {study.name}: choose from "
-            f"{', '.join(known)}"
-        )
+    names = list(dict.fromkeys(n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()))
+    if not names:
+        raise AblateError("--rows: no row given; name rows of the study, e.g. --rows base,B1")
+    for name in names:
+        if name not in known:
+            raise AblateError(f"--rows: the study has no row '{name}'{did_you_mean(name, known)}; rows are "
+                              f"{', '.join(known)}")  # fmt: skip
     return names

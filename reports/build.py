@@ -12,7 +12,7 @@ from ablate.ablations.ledger import write_text_atomic
 from ablate.ablations.record import Layout
 from ablate.ablations.results import StudyResults, load_results
 from ablate.ablations.stats import N_SAMPLES
-from ablate.data.errors import AblateError, did_you_mean
+from ablate.ablations.studies import parse_rows
 from ablate.reports.cells import check_columns
 from ablate.reports.claims import load_claims
 from ablate.reports.sequential import report_table
@@ -30,21 +30,6 @@ def parse_columns(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
     if text is None:
         return None
     return check_columns(text.split(",") if isinstance(text, str) else list(text))
-
-
-def parse_rows(text: str | Sequence[str] | None, known: Sequence[str]) -> list[str] | None:
-    """'B1,C1' or ['B1', 'C1'] -> the row names, checked against the study's (`known`): AblateError naming an unknown
-    one, with the closest match; None: every row."""
-    if text is None:
-        return None
-    names = list(dict.fromkeys(n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()))
-    if not names:
-        raise AblateError("--rows: no row given; name rows of the study, e.g. --rows base,B1")
-    for name in names:
-        if name not in known:
-            raise AblateError(f"--rows: the study has no row '{name}'{did_you_mean(name, known)}; rows are "
-                              f"{', '.join(known)}")  # fmt: skip
-    return names
 
 
 def rows_dir(names: Sequence[str]) -> str:

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     if getattr(args, "files", None):
         for path in args.files:
             study = load_study(path)
-            rows = parse_rows(args.rows, study)
+            rows = parse_rows(args.rows, [row.name for row in study.rows])
             check_corpora(study, path)
             print(f"{path}: ok ({len(study.rows)} rows, {study.seeds} seed(s), scale {study.scale})")
             for warning in head_warnings(study):

@@ -115,7 +115,7 @@ def make_plan(ns):
         raise AblateError(f"--workers must be at least 1 (trials at once on this machine), got {sweep.workers}")
     study = _with_allocation(load_study(ns.study), sweep)
     preset = get_preset(sweep.preset or study.default_preset or "tiny").name
-    only = parse_rows(sweep.rows, study)
+    only = parse_rows(sweep.rows, [row.name for row in study.rows])
     out = Path(sweep.out or f"runs/{study.name}-{preset}")
     allocation = None
     if study.allocation == "sequential":

@@ -49,7 +49,9 @@ def test_help_lists_every_command_without_importing_torch():
         (["train", "--train.seed", "-1"], "train.seed: must be in [0, 2^32)"),
         (["swep", "table3"], "unknown command 'swep' (did you mean 'sweep'?)"),
         (["train", "--row", "bsae"], "has no row 'bsae' (did you mean 'base'?)"),
-        (["sweep", "table3", "--rows", "base,D11", "--dry_run"], "no row D11 (did you mean 'D1'?)"),
+        (["sweep", "table3", "--rows", "base,D11", "--dry_run"], "--rows: the study has no row 'D11' (did you mean 'D1'?)"),
+        (["studies", "table3", "--rows", "base,bsae"], "--rows: the study has no row 'bsae' (did you mean 'base'?); rows are base,"),
+        (["sweep", "table3", "--rows", " , ", "--dry_run"], "--rows: no row given"),
         (["train", "--set", "model.n_head=2"], "unknown field model.n_head (did you mean 'n_heads'?)"),
     ],
 )
