@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
-from ablate.data.errors import AblateError
+from ablate.data.errors import AblateError, did_you_mean
 
 _PLUMBING = ("config", "print_config", "set", "__path__")
 
@@ -57,11 +57,20 @@ def command_parser(
     class Parser(ArgumentParser):
         """jsonargparse's parser, reading `aliases` as the options they name."""
 
+        spellings = dict(aliases or {})
+
         def parse_args(self, args=None, *rest, **kwargs):
             return super().parse_args(respell(sys.argv[1:] if args is None else args, aliases or {}), *rest, **kwargs)
 
+    # allow_abbrev=False: argparse otherwise reads a prefix as the option it begins ('--model.n_layer 2' set
+    # n_layers, '--train.budget' budgets), so a typo of one field silently set another.
     parser = Parser(
-        prog=prog, description=description, exit_on_error=False, print_config=None, formatter_class=Formatter
+        prog=prog,
+        description=description,
+        exit_on_error=False,
+        print_config=None,
+        formatter_class=Formatter,
+        allow_abbrev=False,
     )
     parser.add_argument("--config", action=ActionConfigFile, help="a YAML file with any of the options below")
     parser.add_argument(
@@ -110,7 +119,22 @@ def parse(parser, argv: list[str]):
     try:
         return parser.parse_args(argv)
     except argparse.ArgumentError as err:
-        raise AblateError(describe_error(err)) from None
+        hint = _closest_option(parser, argv) if "unrecognized arguments" in str(err) else ""
+        raise AblateError(describe_error(err) + hint) from None
+
+
+def _closest_option(parser, argv: list[str]) -> str:
+    """' (did you mean '--model.n_layers'?)' for the first option of argv the parser does not know, or ''."""
+    import argparse
+
+    # argparse lists unknown options without a suggestion; its table of option strings is the only list of them.
+    shown = [name for name, action in parser._option_string_actions.items() if action.help != argparse.SUPPRESS]
+    known = shown + list(getattr(parser, "spellings", {}))
+    for arg in argv:
+        name = arg.partition("=")[0]
+        if name.startswith("--") and name not in known and name not in parser._option_string_actions:
+            return did_you_mean(name, known)
+    return ""
 
 
 def after_configs(argv: list[str]) -> int:

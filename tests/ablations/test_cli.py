@@ -49,10 +49,13 @@ def test_help_lists_every_command_without_importing_torch():
         (["train", "--train.seed", "-1"], "train.seed: must be in [0, 2^32)"),
         (["swep", "table3"], "unknown command 'swep' (did you mean 'sweep'?)"),
         (["train", "--row", "bsae"], "has no row 'bsae' (did you mean 'base'?)"),
-        (["sweep", "table3", "--rows", "base,D11", "--dry_run"], "--rows: the study has no row 'D11' (did you mean 'D1'?)"),
-        (["studies", "table3", "--rows", "base,bsae"], "--rows: the study has no row 'bsae' (did you mean 'base'?); rows are base,"),
+        (["sweep", "table3", "--rows", "base,D11", "--dry_run"], "the study has no row 'D11' (did you mean 'D1'?)"),
+        (["studies", "table3", "--rows", "base,bsae"], "--rows: the study has no row 'bsae' (did you mean 'base'?)"),
         (["sweep", "table3", "--rows", " , ", "--dry_run"], "--rows: no row given"),
         (["train", "--set", "model.n_head=2"], "unknown field model.n_head (did you mean 'n_heads'?)"),
+        # a prefix of an option is not read as the option (argparse's abbreviations): it names the one meant
+        (["train", "--model.n_layer", "2"], "--model.n_layer 2 (did you mean '--model.n_layers'?)"),
+        (["sweep", "table3", "--work", "2", "--dry_run"], "--work 2 (did you mean '--workers'?)"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(args, message, capsys):
