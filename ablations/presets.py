@@ -244,6 +244,24 @@ PRESETS = dict(
                 base_trial_s=1705.0,
             ),
         ),
+        (
+            "medium",
+            _rung(
+                PRESETS["tiny"],
+                name="medium",
+                description="the scale ladder's third rung: tiny at widths /2 (base N=3, d_model=256), 8400 steps "
+                "(big 25200), being calibrated on gettext:de",
+                width_scale=0.5,
+                # 100K -> 8400 steps, the next candidate by tiny's rule on the base alone on gettext:de
+                # (docs/SCIENCE.md, section 19): the fewest steps tried at which the annealed dev BLEU at T/2 is at
+                # least 80% of T's. T = 5600: 34.42 of 43.40 (79.3%), short of it; 8400 is being tried (then 11200
+                # if it falls short too).
+                step_scale=0.084,
+                # One step of the base on one core (one thread, the other core training too), 2026-11-27: 1.04 s
+                # (the small rung's 0.27 s, tiny's 0.145 s). The base trial at 5600 steps took 6597 s.
+                base_step_s=1.04,
+            ),
+        ),
         ("smoke", PRESETS["smoke"]),
     ]
 )
