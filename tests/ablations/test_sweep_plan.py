@@ -256,7 +256,8 @@ def test_a_rows_subset_says_which_claims_it_leaves_untested_and_what_they_need(c
     assert "B-small-dk (partly, needs B2)" in out and "big-better (needs big)" in out
     assert main(["studies", "table3", "--rows", "base,Z"]) == 2
     captured = capsys.readouterr()
-    assert "no row Z in study table3" in captured.err and "ok" not in captured.out  # nothing half-printed
+    assert "--rows: the study has no row 'Z'; rows are base," in captured.err
+    assert "ok" not in captured.out  # nothing half-printed
 
 
 def test_a_changed_allocation_is_refused_like_a_changed_preset(tmp_path):
