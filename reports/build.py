@@ -12,7 +12,6 @@ from ablate.ablations.ledger import write_text_atomic
 from ablate.ablations.record import Layout
 from ablate.ablations.results import StudyResults, load_results
 from ablate.ablations.stats import N_SAMPLES
-from ablate.ablations.studies import parse_rows
 from ablate.reports.cells import check_columns
 from ablate.reports.claims import load_claims
 from ablate.reports.sequential import report_table
@@ -36,6 +35,13 @@ def rows_dir(names: Sequence[str]) -> str:
     """The folder a report of some rows goes to under OUT/report: 'rows-B1-C1' (a long list cut, with its hash)."""
     name = "rows-" + "-".join(re.sub(r"[^A-Za-z0-9_.@+-]", "_", n) for n in names)
     return name if len(name) <= 80 else f"{name[:70]}-{zlib.crc32(name.encode()):08x}"
+
+
+def _row_names(rows: str | Sequence[str] | None, results: StudyResults) -> list[str] | None:
+    """--rows checked against the study's rows (`ablations.studies.parse_rows`); None: every row."""
+    from ablate.ablations.studies import parse_rows  # here: the study files' module brings the model's config
+
+    return parse_rows(rows, [spec.name for spec in results.rows])
 
 
 def describe_corpus(results: StudyResults) -> str | None:
@@ -98,7 +104,7 @@ def build_report(
     columns = parse_columns(columns)
     out_dir = Path(out_dir)
     results = load_results(out_dir, storage=storage)
-    names = parse_rows(rows, [spec.name for spec in results.rows])
+    names = _row_names(rows, results)
     table = report_table(results, n_samples=n_samples, claims=_claims(results, claims))
     if names is not None:
         table = select_rows(table, names)

@@ -62,16 +62,9 @@ def command_parser(
         def parse_args(self, args=None, *rest, **kwargs):
             return super().parse_args(respell(sys.argv[1:] if args is None else args, aliases or {}), *rest, **kwargs)
 
-    # allow_abbrev=False: argparse otherwise reads a prefix as the option it begins ('--model.n_layer 2' set
-    # n_layers, '--train.budget' budgets), so a typo of one field silently set another.
-    parser = Parser(
-        prog=prog,
-        description=description,
-        exit_on_error=False,
-        print_config=None,
-        formatter_class=Formatter,
-        allow_abbrev=False,
-    )
+    # allow_abbrev=False: argparse reads a prefix as the option it begins ('--model.n_layer 2' set n_layers).
+    kwargs = {"exit_on_error": False, "print_config": None, "formatter_class": Formatter, "allow_abbrev": False}
+    parser = Parser(prog=prog, description=description, **kwargs)
     parser.add_argument("--config", action=ActionConfigFile, help="a YAML file with any of the options below")
     parser.add_argument(
         "--print_config", action="store_true", help="print the effective configuration as YAML (for --config) and exit"
