@@ -121,12 +121,12 @@ def _closest_option(parser, argv: list[str]) -> str:
     import argparse
 
     # argparse lists unknown options without a suggestion; its table of option strings is the only list of them.
+    spellings = getattr(parser, "spellings", {})
     shown = [name for name, action in parser._option_string_actions.items() if action.help != argparse.SUPPRESS]
-    known = shown + list(getattr(parser, "spellings", {}))
     for arg in argv:
         name = arg.partition("=")[0]
-        if name.startswith("--") and name not in known and name not in parser._option_string_actions:
-            return did_you_mean(name, known)
+        if name.startswith("--") and name not in parser._option_string_actions and name not in spellings:
+            return did_you_mean(name, [*shown, *spellings])
     return ""
 
 
