@@ -160,8 +160,11 @@ def path_error(err: BaseException) -> AblateError | None:
 
 
 def _in_the_way(folder: str | Path) -> AblateError:
+    """Names the file that blocks, where it is one of the folder's parents rather than the folder itself."""
+    blocker = next((p for p in (Path(folder), *Path(folder).parents) if p.exists()), None)
+    what = f"the file {blocker} is" if blocker is not None and blocker != Path(folder) else "a file is"
     return AblateError(
-        f"cannot make the folder {folder}: a file is in its way; choose an output folder that is not a file"
+        f"cannot make the folder {folder}: {what} in its way; choose an output folder that is not a file"
     )
 
 

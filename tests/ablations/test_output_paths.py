@@ -29,5 +29,6 @@ def test_an_output_folder_that_is_a_file_is_one_line(tmp_path, capsys, monkeypat
     assert cli.main([*command, str(target)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert f"cannot make the folder {target}: a file is in its way" in err, err
+    in_the_way = f"the file {blocker} is" if under else "a file is"
+    assert f"cannot make the folder {target}: {in_the_way} in its way" in err, err
     assert blocker.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["results.txt"]
