@@ -250,16 +250,16 @@ PRESETS = dict(
                 PRESETS["tiny"],
                 name="medium",
                 description="the scale ladder's third rung: tiny at widths /2 (base N=3, d_model=256), 8400 steps "
-                "(big 25200), being calibrated on gettext:de",
+                "(big 25200), calibrated on gettext:de",
                 width_scale=0.5,
-                # 100K -> 8400 steps, the next candidate by tiny's rule on the base alone on gettext:de
-                # (docs/SCIENCE.md, section 19): the fewest steps tried at which the annealed dev BLEU at T/2 is at
-                # least 80% of T's. T = 5600: 34.42 of 43.40 (79.3%), short of it; 8400 is being tried (then 11200
-                # if it falls short too).
+                # 100K -> 8400 steps, by tiny's rule on the base alone on gettext:de (docs/SCIENCE.md, section 19):
+                # the fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's. T = 5600: 34.42
+                # of 43.40 (79.3%); 8400: 39.73 of 46.27 (85.9%).
                 step_scale=0.084,
-                # One step of the base on one core (one thread, the other core training too), 2026-11-27: 1.04 s
-                # (the small rung's 0.27 s, tiny's 0.145 s). The base trial at 5600 steps took 6597 s.
-                base_step_s=1.04,
+                # The base trial at 8400 steps on one core (one thread, the other core training too), 2026-11-27/28:
+                # 11552 s, its steps 1.23 s each (small's 0.30 s, tiny's 0.145 s); 100-step probes measure 0.94 s
+                # alone and 0.56 s on two threads.
+                base_trial_s=11552.0,
             ),
         ),
         ("smoke", PRESETS["smoke"]),
