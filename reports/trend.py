@@ -167,6 +167,16 @@ def base_params_m(table: ReportTable) -> float | None:
     return table.row(table.base).params_m
 
 
+def require_sizes(tables: Sequence[ReportTable]) -> None:
+    """AblateError, one line, for a study whose base has no finished trial yet (a sweep under way): it has no size to
+    order it by, and none of its claims can be judged."""
+    for table in tables:
+        if base_params_m(table) is None:
+            raise AblateError(f"{table.out_dir}: the base row has no complete trial with a parameter count, so the "
+                              "study has no size to order it by; compare it once a base trial has finished (`ablate "
+                              f"status {table.out_dir}` says where it stands), or leave it out")  # fmt: skip
+
+
 def distinct_sizes(tables: Sequence[ReportTable]) -> bool:
     """True when every study's base has a known size and no two are within SAME_SIZE of each other."""
     known = [size for t in tables if (size := base_params_m(t)) is not None]
@@ -181,10 +191,8 @@ def size_trend(tables: Sequence[ReportTable], *, sequential: Sequence[bool] | No
     `sequential`: whether each ran at the sequential design. AblateError when a base's size is unknown or two
     bases are one size."""
     sequential = sequential or [False] * len(tables)
+    require_sizes(tables)
     for table in tables:
-        if base_params_m(table) is None:
-            raise AblateError(f"{table.out_dir}: the base row has no complete trial with a parameter count, so the "
-                              "study has no size to order it by")  # fmt: skip
         if not table.claims:
             raise AblateError(f"--claims: {table.out_dir} declares no claims; give studies with a claims file")
     order = sorted(range(len(tables)), key=lambda i: base_params_m(tables[i]) or 0.0)
@@ -468,6 +476,7 @@ __all__ = [
     "base_params_m",
     "classify",
     "distinct_sizes",
+    "require_sizes",
     "effect_of",
     "size_trend",
     "study_labels",

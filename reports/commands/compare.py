@@ -196,7 +196,7 @@ def _compare_claims(args, dirs: list[Path]) -> int:
     from ablate.ablations.results import load_results
     from ablate.reports.claims_compare import compare_claims
     from ablate.reports.sequential import report_table
-    from ablate.reports.trend import distinct_sizes
+    from ablate.reports.trend import distinct_sizes, require_sizes
     from ablate.reports.writers import format_of, get_writer
 
     _no_plot(args)
@@ -205,6 +205,7 @@ def _compare_claims(args, dirs: list[Path]) -> int:
     if not any(t.claims for t in tables):
         which = f"neither {dirs[0]} nor {dirs[1]}" if len(dirs) == 2 else f"none of {', '.join(map(str, dirs))}"
         raise AblateError(f"--claims: {which} declares claims; give studies with a claims file")
+    require_sizes(tables)  # a study without a finished base trial can judge no claim, at any size
     if len(dirs) > 2 or distinct_sizes(tables):
         sequential = [(r.meta.get("allocation") or {}).get("design") == "sequential" for r in studies]
         return _trend(args, tables, sequential)

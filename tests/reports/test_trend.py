@@ -203,3 +203,15 @@ def test_a_comparison_whose_rows_no_rung_ran_is_left_out_and_named(rungs):
     assert kept == ["B1"]
     assert trend.not_run == ("A1 vs base, BLEU", "E1 vs base, BLEU")
     assert "left out, their rows run at no rung: A1 vs base, BLEU, E1 vs base, BLEU" in summary_line(trend)
+
+
+def test_a_rung_whose_base_has_not_finished_is_one_line_saying_what_to_do(tmp_path, capsys):
+    """A study under way (its base's trials still training) has no size yet: the command says which folder and how to
+    see where it stands, rather than ordering the rungs by a guess."""
+    dirs = [_study(tmp_path, 0, "tiny"), _study(tmp_path, 2, "medium")]
+    for record in (dirs[1] / "records").glob("base__seed*.json"):
+        record.unlink()
+    assert ablate(["compare", *map(str, dirs), "--claims", "--samples", SAMPLES]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"{dirs[1]}: the base row has no complete trial" in err and f"ablate status {dirs[1]}" in err
