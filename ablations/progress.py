@@ -36,25 +36,32 @@ class RowStatus:
     budget: str | None = None
     """The shorter budget whose branch a running trial is training ('T/2'; its step and max_steps are then the
     branch's), None in its main run."""
+    resumed_from: RowStatus | None = None
+    """A running (or queued) attempt that takes up an earlier one's training from its checkpoint: the earlier
+    attempt where it stopped (its step, and its budget and max_steps where it stopped in a branch). The ETA times
+    this attempt's pace over the steps it trained itself, not over the earlier attempt's."""
 
 
 def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
     """The state of every row x seed of the plan, from its Optuna trials (the ledger says which trial speaks for
     each; a pruned trial shows as failed)."""
     by_key = ledger.resolve(trials)
-    stopped = _stopped_steps(trials)
+    stopped = _stopped(trials)
     out = []
     for row, seed in keys:
         trial = by_key.get((row, seed))
+        earlier = stopped.get((row, seed))  # an earlier attempt's last step: where its checkpoint resumes
         if trial is None or ledger.trial_state(trial) == "pending":
-            step = stopped.get((row, seed))  # an earlier attempt's validated step: where its checkpoint resumes
-            out.append(RowStatus(row, seed, "pending", step=step, reason=f"resumes at step {step}" if step else None))
+            step = earlier.step if earlier else None
+            out.append(RowStatus(row, seed, "pending", step=step, reason=f"resumes at step {step}" if step else None,
+                                 resumed_from=earlier))  # fmt: skip
             continue
         attrs = trial.user_attrs
         record = ledger.stored_record(trial)
         metrics = record.metrics if record is not None else {}
         progress = attrs.get("progress") or {}
         state = {"running": "running", "complete": "complete"}.get(ledger.trial_state(trial), "failed")
+        resumed = earlier if state == "running" else None
         wall = metrics.get("wall_time_s")
         if wall is None and trial.datetime_start is not None:  # running: so far; failed: until it failed
             end = trial.datetime_complete.timestamp() if trial.datetime_complete is not None else time.time()
@@ -66,7 +73,7 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
                 state,
                 bleu=metrics.get("bleu", progress.get("bleu")),
                 ppl=metrics.get("ppl", progress.get("ppl")),
-                step=metrics.get("steps", progress.get("step")),
+                step=metrics.get("steps", progress.get("step") or (resumed.step if resumed else None)),
                 max_steps=progress.get("max_steps"),
                 wall_s=wall,
                 reason=attrs.get("reason") if state == "failed" else None,
@@ -76,21 +83,26 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
                 started_at=trial.datetime_start.timestamp() if trial.datetime_start is not None else None,
                 startup_s=metrics.get("overhead_s"),
                 budget=progress.get("budget") if state == "running" else None,
+                resumed_from=resumed,
             )
         )
     return out
 
 
-def _stopped_steps(trials: list[Any]) -> dict[tuple[str, int], int]:
-    """Row x seed -> the last step an earlier attempt validated (and checkpointed), for keys whose attempt stopped
-    (Ctrl-C, a preemption, a worker killed) and went back to the queue: a resumed trial starts there, not at 0."""
-    steps: dict[tuple[str, int], int] = {}
+def _stopped(trials: list[Any]) -> dict[tuple[str, int], RowStatus]:
+    """Row x seed -> the last earlier attempt that stopped (Ctrl-C, a preemption, a worker killed) and went back to
+    the queue, at the step it saved (else its last validated one): a resumed trial starts there, not at 0. A running
+    attempt is no earlier one: its own progress is not where it resumed."""
+    out: dict[tuple[str, int], RowStatus] = {}
     for trial in sorted(trials, key=lambda t: t.number):
         key, progress = ledger.trial_key(trial), trial.user_attrs.get("progress") or {}
-        step = trial.user_attrs.get(ledger.STOPPED_AT) or (progress.get("step") if not progress.get("budget") else None)
-        if key is not None and step:
-            steps[key] = int(step)
-    return steps
+        if key is None or ledger.trial_state(trial) == "running":
+            continue
+        budget = progress.get("budget")
+        step = trial.user_attrs.get(ledger.STOPPED_AT) or (progress.get("step") if not budget else None)
+        if step:
+            out[key] = RowStatus(*key, "stopped", step=int(step), budget=budget, max_steps=progress.get("max_steps"))
+    return out
 
 
 @dataclass(frozen=True)
@@ -169,6 +181,8 @@ class Eta:
         saw it land)."""
         self._whole: dict[tuple[str, int, float | None], float] = {}
         """Per attempt watched running, then finished: its seconds per step over its last pace while running."""
+        self._from: dict[tuple[str, int, float | None], int] = {}
+        """Per attempt that resumed an earlier one: the steps trained before it started (`RowStatus.resumed_from`)."""
 
     @classmethod
     def for_plan(cls, plan: Any) -> Eta:
@@ -182,6 +196,7 @@ class Eta:
         for r in rows:
             attempt = (r.row, r.seed, r.started_at)
             if r.state == "running" and r.started_at is not None:
+                self._from[attempt] = self._trained(r.resumed_from) if r.resumed_from else 0
                 seen = self._seen.setdefault(attempt, [])
                 step = self._trained(r)
                 if not seen or seen[-1][1] != step:
@@ -201,10 +216,10 @@ class Eta:
         landed = [(t, step) for t, step, timed in seen if timed and step]
         if len(landed) >= 2 and landed[-1][1] > landed[0][1]:
             return (landed[-1][0] - landed[0][0]) / (landed[-1][1] - landed[0][1])
-        started = attempt[2]
-        if not seen or not seen[-1][1] or started is None or seen[-1][0] <= started:
+        started, before = attempt[2], self._from.get(attempt, 0)
+        if not seen or seen[-1][1] <= before or started is None or seen[-1][0] <= started:
             return None
-        return (seen[-1][0] - started) / seen[-1][1]
+        return (seen[-1][0] - started) / (seen[-1][1] - before)
 
     def rates(self, rows: list[RowStatus]) -> dict[str, float]:
         """Whole-trial seconds per step of every row that something is known of (sources 1-3 above)."""
@@ -247,12 +262,13 @@ class Eta:
             elif r.state == "pending":
                 left = rate * steps
             else:
-                t, step, _ = (self._seen.get(_key(r)) or [(now, 0, False)])[-1]
+                before = self._from.get(_key(r), 0)  # steps an earlier attempt trained: this one's checkpoint
+                t, step, _ = (self._seen.get(_key(r)) or [(now, before, False)])[-1]
                 elapsed = now - r.started_at if r.started_at is not None else 0.0
-                if not step:  # before its first validation: it has run since it started
+                if step <= before:  # before its first validation: it has run since it started
                     t = now - elapsed
                 pace = self._pace(_key(r)) or rate
-                left = max(rate * steps - elapsed, pace * (steps - step) - (now - t), 0.0)
+                left = max(rate * (steps - before) - elapsed, pace * (steps - step) - (now - t), 0.0)
             out[(r.row, r.seed)] = left
         return out
 

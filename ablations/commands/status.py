@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -47,7 +48,7 @@ def main(argv: list[str]) -> int:
         rows = progress.collect(trials, keys)
         _with_job_states(rows, out)
         if args.json:
-            print(json.dumps([r.__dict__ for r in rows], indent=2))
+            print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
         else:
             from rich.console import Console
 

@@ -96,6 +96,21 @@ def test_a_step_first_seen_mid_interval_is_timed_from_the_trials_start():
     assert left[("base", 0)] == pytest.approx(1.5 * 30)
 
 
+def test_a_resumed_trials_pace_counts_only_the_steps_it_trained_itself():
+    """A trial stopped at step 40 and resumed from its checkpoint: 10 s later it validates at step 50. Its pace is
+    10 steps in 10 s, not 50 in 10 (that once gave a five-times-too-early ETA on every study resumed across
+    sessions); before its first validation it shows the step it resumed from."""
+    eta = Eta({"base": Work(60, P)})
+    earlier = RowStatus("base", 0, "stopped", step=40, max_steps=60)
+    resumed = RowStatus("base", 0, "running", step=50, max_steps=60, started_at=100.0, resumed_from=earlier)
+    assert eta.estimate([resumed], now=110.0)[("base", 0)] == pytest.approx(1.0 * 10)  # 1 s/step, 10 steps left
+
+    fresh = Eta({"base": Work(60, P)})
+    just_resumed = RowStatus("base", 0, "running", step=40, max_steps=60, started_at=100.0, resumed_from=earlier)
+    left = fresh.estimate([done("base", 1, wall=120.0), just_resumed], now=105.0)  # 2 s/step from seed 1
+    assert left[("base", 0)] == pytest.approx(2.0 * 20 - 5.0)  # its 20 steps left at the row's rate, less 5 s run
+
+
 def test_what_a_trial_costs_after_its_last_step_is_learnt_from_the_trials_this_view_watched():
     eta = Eta({"base": Work(60, P), "A1": Work(60, P)})
     for now, step in ((0.0, None), (10.0, 10), (20.0, 20)):  # paced at 1 s/step
