@@ -3,6 +3,7 @@ so that they pickle into spawned DDP workers; only global rank 0 opens the stora
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytorch_lightning as pl
@@ -45,6 +46,7 @@ class ProgressToStorage(_StorageCallback):
             "ppl": val.get("ppl"),
             "bleu": val.get("bleu"),
             "budget": budget,
+            "at": time.time(),  # when it landed: a view that starts later times the pace from it, not from its look
         }
         try:
             storage = self._open_storage()

@@ -36,6 +36,9 @@ class RowStatus:
     budget: str | None = None
     """The shorter budget whose branch a running trial is training ('T/2'; its step and max_steps are then the
     branch's), None in its main run."""
+    validated_at: float | None = None
+    """When a running trial's step (its last validation) landed, epoch seconds on the worker's clock; None from a
+    worker of an older ablate, whose step is then timed when a view first sees it."""
     resumed_from: RowStatus | None = None
     """A running (or queued) attempt that takes up an earlier one's training from its checkpoint: the earlier
     attempt where it stopped (its step, and its budget and max_steps where it stopped in a branch). The ETA times
@@ -83,6 +86,7 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
                 started_at=trial.datetime_start.timestamp() if trial.datetime_start is not None else None,
                 startup_s=metrics.get("overhead_s"),
                 budget=progress.get("budget") if state == "running" else None,
+                validated_at=progress.get("at") if state == "running" else None,
                 resumed_from=resumed,
             )
         )
@@ -155,8 +159,9 @@ class Eta:
     A row's seconds per step (whole trial: periodic and final validations, test decoding, all but the start-up) are
     learnt as the sweep runs, best source first:
     1. the row's finished trials: (wall time - start-up) / steps trained;
-    2. its running trials' pace: the time between two validations this view saw land (a trial's 'progress'
-       attribute moves at each validation), else from the trial's start to its last validated step; times the
+    2. its running trials' pace: the time between two validations (a trial's 'progress' attribute moves at each
+       validation, with the time it landed), else from the trial's start to its last validated step, over the
+       steps this attempt trained (not those of an earlier attempt whose checkpoint it resumed); times the
        ratio of whole trial to pace (the final full-dev validations and the test sets are no training steps),
        learnt from the trials this view watched run and finish (1 until one has);
     3. a row not measured yet: the size model s(row) = c * params(row) ** alpha, fitted by least squares on
@@ -190,8 +195,9 @@ class Eta:
         return cls({row.name: Work.of(plan.run_config(row, plan.seeds[0])) for row in plan.rows()})
 
     def observe(self, rows: list[RowStatus], now: float | None = None) -> None:
-        """Note when each running trial's validated step changed (a step this view saw arrive, as the previous look
-        had another, is timed to within one poll), and how each watched trial's whole time compared to its pace."""
+        """Note when each running trial's validated step changed (when it landed, as its worker wrote; from an older
+        worker, a step this view saw arrive, as the previous look had another, is timed to within one poll), and how
+        each watched trial's whole time compared to its pace."""
         now = time.time() if now is None else now
         for r in rows:
             attempt = (r.row, r.seed, r.started_at)
@@ -200,7 +206,9 @@ class Eta:
                 seen = self._seen.setdefault(attempt, [])
                 step = self._trained(r)
                 if not seen or seen[-1][1] != step:
-                    seen.append((now, step, bool(seen)))
+                    # Timed when it landed where the worker said so, else when this view first saw it.
+                    at = r.validated_at
+                    seen.append((at, step, True) if at is not None else (now, step, bool(seen)))
             elif r.state == "complete" and attempt in self._seen and attempt not in self._whole:
                 pace, whole = self._pace(attempt), _per_step(r, self._trained(r))
                 if pace and whole:

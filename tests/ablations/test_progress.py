@@ -111,6 +111,19 @@ def test_a_resumed_trials_pace_counts_only_the_steps_it_trained_itself():
     assert left[("base", 0)] == pytest.approx(2.0 * 20 - 5.0)  # its 20 steps left at the row's rate, less 5 s run
 
 
+def test_a_step_is_timed_when_it_landed_where_the_worker_says_so():
+    """`ablate status` looks once, long after the step landed: the worker's time of the validation gives the pace, not
+    the look's. A trial resumed at step 40 validated step 50 at 10 s; looked at 15 s after its start, it paces at
+    1 s/step, not 1.5 (on a live study, with the step landed a minute after the resume and looked at four minutes
+    after, that read as 39 hours left of a 15-hour study)."""
+    eta = Eta({"base": Work(60, P)})
+    earlier = RowStatus("base", 0, "stopped", step=40, max_steps=60)
+    resumed = RowStatus("base", 0, "running", step=50, max_steps=60, started_at=100.0, validated_at=110.0,
+                        resumed_from=earlier)  # fmt: skip
+    # 10 steps left at 1 s/step, less the 5 s since step 50 landed (timed by the look: 1.5 s/step, 15 s left).
+    assert eta.estimate([resumed], now=115.0)[("base", 0)] == pytest.approx(1.0 * 10 - 5.0)
+
+
 def test_what_a_trial_costs_after_its_last_step_is_learnt_from_the_trials_this_view_watched():
     eta = Eta({"base": Work(60, P), "A1": Work(60, P)})
     for now, step in ((0.0, None), (10.0, 10), (20.0, 20)):  # paced at 1 s/step
