@@ -61,6 +61,18 @@ def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
             assert record.get("corpus") is not None and record["corpus"] == kept[record["row"]], path.name
 
 
+def _under_way(out: Path) -> bool:
+    """An archive packed while its sweep ran (a study longer than a session): its storage still queues trials."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    name = json.loads((out / "study.json").read_text())["optuna_study"]
+    storage = JournalStorage(JournalFileBackend(str(out / "optuna.journal")))
+    trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+    return any(t.state in (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING) for t in trials)
+
+
 @pytest.mark.parametrize("archive", ARCHIVES, ids=[path.name for path in ARCHIVES])
 def test_a_finished_sequential_archive_read_from_its_records_has_no_row_waiting_on_a_seed(archive, tmp_path):
     """An archive keeps no queue: at the sequential design, the report takes each row's seeds from the records and
@@ -72,6 +84,8 @@ def test_a_finished_sequential_archive_read_from_its_records_has_no_row_waiting_
     (out,) = [path.parent for path in tmp_path.glob("*/study.json")]
     if (json.loads((out / "study.json").read_text()).get("allocation") or {}).get("design") != "sequential":
         pytest.skip("a fixed design")
+    if _under_way(out):
+        pytest.skip("a study under way: its queue is kept, and its rows wait on seeds")
     results = load_results(out)
     ran = {row for (row, _), status in results.status.items() if status.state == "complete"}
     pending = [key for key, status in results.status.items() if status.state != "complete" and key[0] in ran]
