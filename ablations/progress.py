@@ -16,7 +16,7 @@ from ablate.ablations import ledger
 class RowStatus:
     row: str
     seed: int
-    state: str  # pending | running | complete | failed
+    state: str  # pending | running | complete | failed; stopped: an earlier attempt (`resumed_from`)
     bleu: float | None = None
     ppl: float | None = None
     step: int | None = None
@@ -267,8 +267,8 @@ class Eta:
                 left = statistics.median(walls) if walls else None
                 if left is not None and r.state == "running":
                     left = max(left - (r.wall_s or 0.0), 0.0)
-            elif r.state == "pending":
-                left = rate * steps
+            elif r.state == "pending":  # one queued again after a stop resumes from its checkpoint
+                left = rate * (steps - (self._trained(r.resumed_from) if r.resumed_from else 0))
             else:
                 before = self._from.get(_key(r), 0)  # steps an earlier attempt trained: this one's checkpoint
                 t, step, _ = (self._seen.get(_key(r)) or [(now, before, False)])[-1]

@@ -111,6 +111,12 @@ def test_a_resumed_trials_pace_counts_only_the_steps_it_trained_itself():
     assert left[("base", 0)] == pytest.approx(2.0 * 20 - 5.0)  # its 20 steps left at the row's rate, less 5 s run
 
 
+def test_a_trial_queued_again_after_a_stop_is_left_only_the_steps_after_its_checkpoint():
+    eta = Eta({"base": Work(60, P)})
+    queued = RowStatus("base", 1, "pending", step=40, resumed_from=RowStatus("base", 1, "stopped", step=40))
+    assert eta.estimate([done("base"), queued], now=0.0)[("base", 1)] == pytest.approx(1.0 * 20)  # not 60
+
+
 def test_a_step_is_timed_when_it_landed_where_the_worker_says_so():
     """`ablate status` looks once, long after the step landed: the worker's time of the validation gives the pace, not
     the look's. A trial resumed at step 40 validated step 50 at 10 s; looked at 15 s after its start, it paces at
