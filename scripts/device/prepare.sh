@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Before a lease, here, where the package registries answer (a lent machine reaches nothing): `.whl/` with the wheels
-# the card image lacks plus ours, `.ablate-cache/` with the tiny preset's prepared corpus (the study's and the short
-# runs' data), both kept out of git and named in the run's `carry` (64 MiB in all; about 35 MiB). common.sh installs
+# the card image lacks plus ours, `.ablate-cache/` with the tiny and paper presets' prepared corpora (the study's, the short
+# runs' and the paper bench's data), both kept out of git and named in the run's `carry` (64 MiB in all; about 35 MiB). common.sh installs
 # and uses them there. IMAGE_PACKAGES: the image's package names, as the device notes list them.
 #   bash scripts/device/prepare.sh IMAGE_PACKAGES
 set -eu
@@ -16,5 +16,6 @@ ABLATE_CACHE=$PWD/.ablate-cache .venv/bin/python -c "
 from ablate.ablations.studies import load_study
 from ablate.data.prepare import prepare
 study = load_study('table3')
-prepare(study.run_config(study.rows[0], 'tiny', 0).data, progress=True)"
+for preset in ('tiny', 'paper'):  # the study's and the short runs' data; the paper base bench's
+    prepare(study.run_config(study.rows[0], preset, 0).data, progress=True)"
 du -sh .whl .ablate-cache
