@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Before a lease, here, where the package registries answer (a lent machine reaches nothing): `.whl/` with the wheels
-# the card image lacks plus ours, `.ablate-cache/` with the tiny and paper presets' prepared corpora (the study's, the short
-# runs' and the paper bench's data), both kept out of git and named in the run's `carry` (64 MiB in all; about 35 MiB). common.sh installs
-# and uses them there. IMAGE_PACKAGES: the image's package names, as the device notes list them.
+# the card image lacks plus ours, `.ablate-cache/` with the tiny and paper presets' prepared corpora (the study's, the
+# short runs' and the paper bench's data), both kept out of git and named in the run's `carry` (64 MiB in all; about
+# 37 MiB). common.sh installs and uses them there. IMAGE_PACKAGES: the image's package names, as the device notes
+# list them.
 #   bash scripts/device/prepare.sh IMAGE_PACKAGES
 set -eu
 cd "$(git rev-parse --show-toplevel)"
