@@ -130,6 +130,11 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
             training["ours_lightning"]["step_time_s"]["median"] - training["ours"]["step_time_s"]["median"]
         )
     cuda = sdpa_check(trainees[0], batches[0], s) if s.device.type == "cuda" else None
+    if bench.attention:
+        from ablate.benchmarks.attention import attention_figures
+
+        say(f"attention over padded sources: {len(batches)} batches, kernel against kernel")
+        profile["attention"] = attention_figures(batches, s)
 
     say(f"decoding {src.size(0)} sentences: beam {bench.beam_size} and greedy")
     from ablate.lightning_modules.kernels import eager

@@ -49,6 +49,9 @@ class BenchConfig:
     layer's cold compile, not the model's), or the whole model as one graph."""
     lightning: bool = True
     """Also time our training through the Lightning Trainer, as `ablate train` runs it."""
+    attention: bool = False
+    """Also time the ways to attend over padded sources (today's masked SDPA, nested jagged tensors, FlexAttention,
+    the unpadded bound) forward and backward on the timed batches' shapes (`benchmarks.attention`)."""
     overhead: bool = True
     """Measure per-trial overhead with `ablate train` subprocesses (about three trials of the trial preset)."""
     trial_preset: str = "smoke"

@@ -148,6 +148,17 @@ def _profile_lines(result: dict[str, Any]) -> list[str]:
         f"beam search: {beam['bookkeeping_share']:.0%} of the time outside the network "
         f"({beam['steps']} steps, {beam['total_s']:.2f} s)"
     )
+    if "attention" in prof:
+        a = prof["attention"]
+        lines.append(
+            f"attention over padded sources ({a['heads']} heads of {a['head_dim']}, {a['dtype']}, keys "
+            f"{a['key_padding']:.1%} padding), forward + backward ms a batch: "
+            + ", ".join(
+                f"{name} {c['ms']:.2f} ({_num(c['speedup'], '{:.2f}x')}"
+                + (f", max diff {c['max_abs_diff']:.1e})" if c["max_abs_diff"] is not None else ", bound)")
+                for name, c in a["candidates"].items()
+            )
+        )
     if result["cuda"]:
         lines.append(f"cuda: {json.dumps(result['cuda'])}")
     return lines

@@ -4,7 +4,8 @@
 #     eager with dynamic beam search (before), then CUDA graphs in training with static beam search (after);
 #  2. the default study from an empty folder with 8 workers (MPS), with whichever of the two the short runs price
 #     cheaper for a whole trial, until its share of the call is spent: trials finished, their walls, the ETA;
-#  3. the paper base's MFU eager beside MarianMT and nn.Transformer on the same batches, then compiled by layers.
+#  3. the paper base's MFU eager beside MarianMT and nn.Transformer on the same batches, with the attention kernels
+#     for padded sources side by side (benchmarks/attention.py), then compiled by layers.
 # Each step's limit is cut to what is left of DEADLINE; what each step measured is packed back as it ends.
 # Run from the repository root: bash scripts/device/lease.sh   (measure.sh and study.sh are the long versions)
 source "$(dirname "$0")/common.sh"
@@ -55,7 +56,7 @@ save() { tar czf "$OUT/study.tgz" -C "$STUDY" --exclude checkpoints --exclude '*
 sample card.txt & SAMPLER=$!
 step "ablate sweep table3 --preset tiny ${STUDY_ARGS[*]}"
 start=$(date +%s)
-timeout --signal INT --kill-after 25 "$(left 200)" ablate sweep table3 --preset tiny "${STUDY_ARGS[@]}" --out "$STUDY" --no_report \
+timeout --signal INT --kill-after 25 "$(left 180)" ablate sweep table3 --preset tiny "${STUDY_ARGS[@]}" --out "$STUDY" --no_report \
     >"$WORK/sweep.log" 2>&1
 echo "rc=$? after $(( $(date +%s) - start )) s" | tee "$WORK/study-wall.txt"
 kill $SAVER $SAMPLER 2>/dev/null
@@ -72,6 +73,6 @@ print(format_report(json.load(open(sys.argv[1]))))" "$WORK/$name.json" 2>/dev/nu
     pack
 }
 PAPER=(--preset paper --overhead false --lightning false --decode_repeats 1 --warmup 3 --repeats 10)
-bench paper-eager 95 "${PAPER[@]}" --vs hf,torch
+bench paper-eager 130 "${PAPER[@]}" --vs hf,torch --attention true
 bench paper-compiled 95 "${PAPER[@]}" --vs none --compile true --compile_scope layers
 step "done"
