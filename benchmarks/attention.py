@@ -6,9 +6,9 @@ encoder's self-attention and the cross-attention (the decoder's causal self-atte
 runs flash). Before the model changes (issue 54), the ways to drop that mask are measured here on the run's own
 shapes, and the model's path chosen from the figures:
 
-- `jagged`: keys and values as nested jagged tensors with the padding dropped, queries dense as jagged ones; SDPA
-  then runs the flash kernel over variable lengths on a GPU (PyTorch's math path on a CPU: there it is a
-  correctness check, not a candidate);
+- `jagged` (the model's `model.kernels: jagged`): keys and values as nested jagged tensors with the padding
+  dropped, queries dense as jagged ones; SDPA then runs the flash kernel over variable lengths on a GPU (PyTorch's
+  math path on a CPU: there it is a correctness check, not a candidate);
 - `flex`: FlexAttention, compiled once for all shapes, the padding as a block mask (blocks wholly padded skipped);
   on a GPU only (compiled for a CPU it costs minutes and measures nothing the card needs);
 - `unpadded`: SDPA with no mask at the same shapes: what flash would cost were nothing padded. A bound, not a
@@ -39,22 +39,10 @@ def masked(q, k, v, keep):
 
 
 def jagged(q, k, v, keep):
-    """The same attention with the padded keys dropped: nested jagged keys/values (offsets from `keep`, which
-    holds each row's keys first, as our right-padded batches do), queries jagged with every row whole."""
-    import torch
-    import torch.nn.functional as F
+    """The model's `kernels: jagged` attention: keys and values as nested jagged tensors, queries whole."""
+    from ablate.lightning_modules.kernels import jagged_keys_attention
 
-    batch, heads, length, dim = q.shape
-    lengths = keep.sum(-1)
-    offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
-
-    def keys(x):  # (B, h, S, d) -> (B, h, j, d), padding dropped
-        return torch.nested.nested_tensor_from_jagged(x.transpose(1, 2)[keep], offsets).transpose(1, 2)
-
-    whole = torch.arange(batch + 1, device=q.device) * length
-    queries = torch.nested.nested_tensor_from_jagged(q.transpose(1, 2).reshape(-1, heads, dim), whole)
-    out = F.scaled_dot_product_attention(queries.transpose(1, 2), keys(k), keys(v))
-    return out.transpose(1, 2).values().view(batch, length, heads, -1).transpose(1, 2)
+    return jagged_keys_attention(q, k, v, keep)
 
 
 def flex(q, k, v, keep, attend: Callable | None = None):

@@ -90,11 +90,13 @@ class ModelConfig:
     """Epsilon of every norm, LayerNorm or RMSNorm (tensor2tensor's value)."""
     pad_id: int = 0
     """Id of the padding token: masked in attention and ignored by the loss."""
-    kernels: Literal["auto", "reference", "cpu"] = "auto"
+    kernels: Literal["auto", "reference", "cpu", "jagged"] = "auto"
     """How attention and dropout are computed (same functions, different speed; `lightning_modules/kernels.py`):
-    'reference' = PyTorch's SDPA and nn.Dropout, 'cpu' = the routes measured faster on CPUs, 'auto' = 'reference'
-    where CUDA is available, else 'cpu' ('cpu' also for a run whose hardware.accelerator is 'cpu'). Not a departure
-    from the paper: results differ only in rounding."""
+    'reference' = PyTorch's SDPA and nn.Dropout, 'cpu' = the routes measured faster on CPUs, 'jagged' = the
+    reference with the source's padded keys dropped (nested jagged tensors) instead of masked in training, so a GPU
+    can run the flash kernel (eager; not yet timed on a card: `ablate bench --attention` measures it), 'auto' =
+    'reference' where CUDA is available, else 'cpu' ('cpu' also for a run whose hardware.accelerator is 'cpu'). Not a
+    departure from the paper: results differ only in rounding."""
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layers", "d_model", "d_ff", "n_heads", "max_len"):

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-KernelChoice = Literal["auto", "reference", "cpu"]
+KernelChoice = Literal["auto", "reference", "cpu", "jagged"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Kernels:
     """The three device-specific operations the model delegates; built by `kernels_for`."""
 
     name: str
-    """'reference' or 'cpu' ('auto' resolved)."""
+    """'reference', 'cpu' or 'jagged' ('auto' resolved)."""
     attention: Callable[[Tensor, Tensor, Tensor, Tensor | None, bool, float], Tensor]
     """softmax(Q K^T / sqrt(d_k)) V over (B, h, L, d) tensors; mask (B, 1, 1, S) True = attend."""
     dropout: Callable[[float], nn.Module]
@@ -60,8 +60,10 @@ def kernels_for(choice: KernelChoice, reference_parts: tuple[str, ...] = ()) -> 
     reference = Kernels("reference", sdpa_attention, nn.Dropout, _gather_copy)
     if choice == "reference":
         return reference
+    if choice == "jagged":
+        return replace(reference, name="jagged", attention=jagged_attention)
     if choice != "cpu":
-        raise ValueError(f"unknown kernels {choice!r}: use 'auto', 'reference' or 'cpu'")
+        raise ValueError(f"unknown kernels {choice!r}: use 'auto', 'reference', 'cpu' or 'jagged'")
     cpu = Kernels("cpu", cpu_attention, CpuDropout, _gather_into)
     return replace(cpu, **{part: getattr(reference, part) for part in reference_parts})
 
@@ -70,6 +72,33 @@ def kernels_for(choice: KernelChoice, reference_parts: tuple[str, ...] = ()) -> 
 def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
     """Equation 1 through F.scaled_dot_product_attention (flash / memory-efficient kernels on GPUs)."""
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
+
+
+def jagged_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
+    """Equation 1 with the padded keys dropped instead of masked, so that SDPA can run the flash kernel on a GPU
+    (a mask rules it out: the memory-efficient kernel runs instead). Keys and values become nested jagged tensors,
+    the queries jagged ones with every row whole, so every query row gets what the masked SDPA gives it (tested
+    equal with gradients). Used where the mask is a source's key padding in training (right-padded batches: each
+    row's kept keys come first); causal attention, decoding's caches and unmasked batches take the reference SDPA.
+    On a CPU SDPA has no jagged kernel and runs its math path (slower); `ablate bench --attention` times it."""
+    if mask is None or causal or not torch.is_grad_enabled():
+        return sdpa_attention(q, k, v, mask, causal, dropout_p)
+    return jagged_keys_attention(q, k, v, mask[:, 0, 0, :], dropout_p)
+
+
+def jagged_keys_attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor, dropout_p: float = 0.0) -> Tensor:
+    """q (B, h, L, d), k/v (B, h, S, d), keep (B, S) True for each row's first kept keys -> (B, h, L, d_v)."""
+    batch, heads, length, dim = q.shape
+    lengths = keep.sum(-1)
+    offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
+
+    def keys(x: Tensor) -> Tensor:  # (B, h, S, d) -> (B, h, j, d), padding dropped
+        return torch.nested.nested_tensor_from_jagged(x.transpose(1, 2)[keep], offsets).transpose(1, 2)
+
+    whole = torch.arange(batch + 1, device=q.device) * length
+    queries = torch.nested.nested_tensor_from_jagged(q.transpose(1, 2).reshape(-1, heads, dim), whole)
+    out = F.scaled_dot_product_attention(queries.transpose(1, 2), keys(k), keys(v), dropout_p=dropout_p)
+    return out.transpose(1, 2).values().view(batch, length, heads, -1).transpose(1, 2)
 
 
 def _gather_copy(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
@@ -396,6 +425,8 @@ __all__ = [
     "FusedLinearLabelSmoothedNLL",
     "KernelChoice",
     "Kernels",
+    "jagged_attention",
+    "jagged_keys_attention",
     "kernels_for",
     "compile_for_training",
     "eager",

@@ -2,7 +2,7 @@
 # Issues 53 and 54 on a lent card, one call of about 9 minutes: the GPU tests of what was built on CPUs (the static
 # decoder's captured graph, CUDA graphs in training, the MPS daemon), a tiny run's 400 steps and validation three
 # ways (dynamic decoding; static; static with CUDA graphs in training), the tiny bench's decoders side by side, and
-# the paper base's MFU eager and compiled whole (dynamo's restarts and recompiles logged), MarianMT and
+# the paper base's MFU eager (masked attention, and jagged: model.kernels jagged) and compiled whole (dynamo's restarts and recompiles logged), MarianMT and
 # nn.Transformer on the same batches. Run from the repository root: bash scripts/device/measure.sh
 source "$(dirname "$0")/common.sh"
 
@@ -38,7 +38,8 @@ print(format_report(json.load(open(sys.argv[1]))))" "$WORK/$name.json" 2>/dev/nu
 }
 bench tiny-decoding 90 --preset tiny --vs none --overhead false --lightning false --repeats 5
 PAPER=(--preset paper --overhead false --lightning false --decode_repeats 1 --warmup 3 --repeats 12)
-bench paper-eager 100 "${PAPER[@]}" --vs hf,torch
+bench paper-eager 100 "${PAPER[@]}" --vs hf,torch --attention true
+bench paper-jagged 60 "${PAPER[@]}" --vs none --model.kernels jagged
 TORCH_LOGS=recompiles,graph_breaks,dynamo bench paper-compiled-model 200 "${PAPER[@]}" --vs none --compile true \
     --compile_scope model
 grep -E "Restarting analysis|Recompiling" "$WORK/paper-compiled-model.err" | head -5

@@ -109,14 +109,19 @@ def test_cached_beam_decoding_with_reorders_equals_full(overrides, kernels):
             seqs = torch.cat([seqs[order], torch.randint(4, 50, (3 * k, 1), generator=gen)], 1)
 
 
-def test_both_kernel_routes_agree_on_every_knob_in_outputs_and_gradients():
-    """The CPU route and the reference one compute the same function on the modern block (GQA, RoPE with an odd d_k,
-    QK-norm, SwiGLU, RMSNorm, no biases): same logits, and every parameter gets the same, non-zero gradient."""
-    cfg = tiny(**MODERN, n_kv_heads=2, qk_norm=True, d_k=3, d_v=5)
+@pytest.mark.parametrize("block", [{}, {**MODERN, "n_kv_heads": 2, "qk_norm": True, "d_k": 3, "d_v": 5}],
+                         ids=["paper", "modern"])  # fmt: skip
+@pytest.mark.parametrize("route", ["cpu", "jagged"])
+def test_every_kernel_route_agrees_with_the_reference_in_outputs_and_gradients(route, block):
+    """The CPU route and the jagged one (padded keys dropped, not masked) compute the reference's function on the
+    paper's block and the modern one (GQA, RoPE with an odd d_k, QK-norm, SwiGLU, RMSNorm, no biases): same logits,
+    and every parameter gets the same, non-zero gradient."""
+    cfg = tiny(**block)
     src, tgt = padded_source(), torch.randint(4, 50, (3, 8))
     results = []
-    for kernels in ("cpu", "reference"):
+    for kernels in (route, "reference"):
         model = model_for(replace(cfg, kernels=kernels)).train()  # p_drop = 0: deterministic, but the training path
+        assert model.kernels.name == kernels
         logits = model(src, tgt)
         logits.square().mean().backward()
         results.append((logits.detach(), {n: p.grad for n, p in model.named_parameters()}))
