@@ -2,8 +2,9 @@
 # Issues 53 and 54 on a lent card, one call of about 9 minutes: the GPU tests of what was built on CPUs (the static
 # decoder's captured graph, CUDA graphs in training, the MPS daemon), a tiny run's 400 steps and validation three
 # ways (dynamic decoding; static; static with CUDA graphs in training), the tiny bench's decoders side by side, and
-# the paper base's MFU eager (masked attention, and jagged: model.kernels jagged) and compiled whole (dynamo's restarts and recompiles logged), MarianMT and
-# nn.Transformer on the same batches. Run from the repository root: bash scripts/device/measure.sh
+# the paper base's MFU eager (masked attention, with the attention kernels side by side; then model.kernels jagged)
+# and compiled whole (dynamo's restarts and recompiles logged), MarianMT and nn.Transformer on the same batches.
+# Run from the repository root: bash scripts/device/measure.sh
 source "$(dirname "$0")/common.sh"
 
 step "gpu-marked tests"
