@@ -86,6 +86,11 @@ class RunConfig:
             raise ConfigError(
                 "train.cuda_graphs records a graph per batch shape and needs fixed shapes: set data.buckets (e.g. 8)"
             )
+        if self.model.kernels == "jagged" and self.train.compile:
+            raise ConfigError(
+                "model.kernels jagged runs eagerly (its nested tensors break a compiled graph at every attention): "
+                "drop train.compile, or keep model.kernels auto"
+            )
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain, JSON-serialisable dict; the model section has d_k and d_v resolved."""

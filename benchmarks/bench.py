@@ -313,14 +313,14 @@ def sdpa_check(ours: Trainee, batch: dict, s: Setup) -> dict[str, Any]:
     out: dict[str, Any] = {"fused_adam": True, "bf16_autocast": precision == "bf16-mixed"}
     for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
         try:
-            with torch.no_grad(), sdpa_kernel([backend]), autocast(device, precision):
+            with sdpa_kernel([backend]), autocast(device, precision):  # with gradients: as a training step runs
                 model(batch["src"], batch["tgt_in"])
             out[f"{name}_runs_whole_model"] = True
         except RuntimeError:
             out[f"{name}_runs_whole_model"] = False
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad(), autocast(device, precision):
+    with profile(activities=[ProfilerActivity.CUDA]) as prof, autocast(device, precision):
         model(batch["src"], batch["tgt_in"])
         synchronize(device)
     names = {e.name for e in prof.events() or []}

@@ -7,6 +7,7 @@ OUT=${OUT:-/tmp/out}
 NAME=$(basename "$0" .sh)
 WORK=/tmp/lease-$NAME
 mkdir -p "$WORK" "$OUT"
+T0=$(date +%s)  # the install counts against the deadline too
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         || exit 1
@@ -15,11 +16,13 @@ fi
 [ -d .ablate-cache ] && export ABLATE_CACHE=$PWD/.ablate-cache
 export WANDB_MODE=offline WANDB_SILENT=true PYTHONUNBUFFERED=1
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor}
-T0=$(date +%s)
 DEADLINE=${DEADLINE:-540}  # seconds for the whole call: every step's limit is cut to what is left of it
 left() { local l=$(( DEADLINE - ($(date +%s) - T0) )); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
 step() { echo "== $1 ($(( $(date +%s) - T0 )) s)"; }
-pack() { tar czf "$OUT/$NAME.tgz" -C "$WORK" . 2>/dev/null; cp "$WORK"/*.txt "$OUT/" 2>/dev/null; true; }
+pack() {  # everything in one archive, and every text figure in one summary ($OUT returns at most 8 files)
+    tar czf "$OUT/$NAME.tgz" -C "$WORK" . 2>/dev/null
+    for f in "$WORK"/*.txt; do [ -e "$f" ] && { echo "== $(basename "$f")"; cat "$f"; }; done >"$OUT/summary.txt"; true
+}
 sample() {  # sample FILE: the card's utilisation and memory every 5 s (run in the background, killed after)
     while sleep 5; do { date +%T; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader; } \
         >>"$WORK/$1" 2>&1; done

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Issues 53 and 54 in one call of at most 9 minutes, for a session lent 15 minutes of a card (one start, one call):
+# Issues 53 and 54 in one call of at most 9 minutes (DEADLINE 540 s, the install included), for a session lent 15
+# minutes of a card (one start, one call; run it with timeout_s 590):
 #  1. a tiny trial's step and decoding before and after (400 steps and the whole 8000-sentence dev decode, alone):
 #     eager with dynamic beam search (before), then CUDA graphs in training with static beam search (after);
 #  2. the default study from an empty folder with 8 workers (MPS), with whichever of the two the short runs price
 #     cheaper for a whole trial, until its share of the call is spent: trials finished, their walls, the ETA;
-#  3. the paper base's MFU eager beside MarianMT and nn.Transformer on the same batches, with the attention kernels
-#     for padded sources side by side (benchmarks/attention.py), then compiled by layers.
+#  3. the paper base's MFU eager beside MarianMT and nn.Transformer on the same batches, then compiled by layers,
+#     then the attention kernels for padded sources side by side (benchmarks/attention.py).
 # Each step's limit is cut to what is left of DEADLINE; what each step measured is packed back as it ends.
 # Run from the repository root: bash scripts/device/lease.sh   (measure.sh and study.sh are the long versions)
 source "$(dirname "$0")/common.sh"
@@ -29,8 +30,8 @@ print(json.dumps({"arm": name, "rc": int(rc), "call_s": int(wall), **{k: m.get(k
 EOF
     pack
 }
-short_run before 70 --train.decoding dynamic
-short_run after 100 --train.decoding static "${GRAPHS[@]}"
+short_run before 65 --train.decoding dynamic
+short_run after 90 --train.decoding static "${GRAPHS[@]}"
 
 # The study's settings: the arm whose whole trial prices lower (the short run's wall, plus the other 2400 steps,
 # plus two more whole-dev decodes: T/2's and the test's, about the dev set's size).
@@ -51,17 +52,23 @@ STUDY_ARGS=(--workers 8)
 echo "study with the '$CHOICE' arm: ${STUDY_ARGS[*]}" | tee -a "$WORK/short-runs.txt"
 
 STUDY=/tmp/study
-save() { tar czf "$OUT/study.tgz" -C "$STUDY" --exclude checkpoints --exclude '*.ckpt' --exclude wandb . 2>/dev/null; }
-( while sleep 20; do save; done ) & SAVER=$!
+save() {  # written aside, then moved: a save the loop is making never leaves a half-written study.tgz behind
+    tar czf "$WORK/study.$1.tgz" -C "$STUDY" --exclude checkpoints --exclude '*.ckpt' --exclude wandb . 2>/dev/null \
+        && mv "$WORK/study.$1.tgz" "$OUT/study.tgz"
+}
+( while [ ! -e "$WORK/stop-saving" ]; do sleep 20; save loop; done ) & SAVER=$!
 sample card.txt & SAMPLER=$!
 step "ablate sweep table3 --preset tiny ${STUDY_ARGS[*]}"
 start=$(date +%s)
-timeout --signal INT --kill-after 25 "$(left 180)" ablate sweep table3 --preset tiny "${STUDY_ARGS[@]}" --out "$STUDY" --no_report \
-    >"$WORK/sweep.log" 2>&1
+# SIGTERM: the coordinator stops its workers at their next step and says what was saved (a second SIGINT, which
+# timeout also sends to the process group, would stop it at once and leave the workers on the card).
+timeout --signal TERM --kill-after 40 "$(left 140)" ablate sweep table3 --preset tiny "${STUDY_ARGS[@]}" \
+    --out "$STUDY" --no_report >"$WORK/sweep.log" 2>&1
 echo "rc=$? after $(( $(date +%s) - start )) s" | tee "$WORK/study-wall.txt"
-kill $SAVER $SAMPLER 2>/dev/null
-ablate status "$STUDY" 2>&1 | tail -50 >>"$WORK/study-wall.txt"; tail -8 "$WORK/study-wall.txt"
-save; pack
+while pgrep -f "$STUDY" >/dev/null && [ "$(left 30)" -gt 1 ]; do sleep 1; done; pkill -9 -f "$STUDY"  # the benches get the card alone
+touch "$WORK/stop-saving"; wait $SAVER; kill $SAMPLER 2>/dev/null
+timeout 30 ablate status "$STUDY" 2>&1 | tail -50 >>"$WORK/study-wall.txt"; tail -8 "$WORK/study-wall.txt"
+save last; pack
 
 bench() {  # bench NAME LIMIT ARGS...: one `ablate bench`, its JSON kept and its summary printed
     local name=$1 limit=$2; shift 2
@@ -73,6 +80,7 @@ print(format_report(json.load(open(sys.argv[1]))))" "$WORK/$name.json" 2>/dev/nu
     pack
 }
 PAPER=(--preset paper --overhead false --lightning false --decode_repeats 1 --warmup 3 --repeats 10)
-bench paper-eager 130 "${PAPER[@]}" --vs hf,torch --attention true
-bench paper-compiled 95 "${PAPER[@]}" --vs none --compile true --compile_scope layers
+bench paper-eager 100 "${PAPER[@]}" --vs hf,torch
+bench paper-compiled 75 "${PAPER[@]}" --vs none --compile true --compile_scope layers
+bench paper-attention 60 "${PAPER[@]}" --vs none --attention true --repeats 4 --decode_sentences 2
 step "done"

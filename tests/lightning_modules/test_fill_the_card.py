@@ -197,6 +197,16 @@ def test_cuda_graphs_say_what_they_need_in_one_line():
     assert build_run_config({"train": graphs, "data": {"buckets": 8}}).train.cuda_graphs
 
 
+def test_jagged_attention_refuses_compile_in_one_line():
+    """model.kernels jagged runs eagerly: with train.compile the config is refused, naming both fields."""
+    from ablate.ablations.config import build_run_config
+    from ablate.data.errors import AblateError
+
+    with pytest.raises(AblateError, match="model.kernels jagged runs eagerly.*drop train.compile"):
+        build_run_config({"model": {"kernels": "jagged"}, "train": {"compile": True}})
+    assert build_run_config({"model": {"kernels": "jagged"}}).model.kernels == "jagged"
+
+
 @pytest.mark.gpu
 def test_training_steps_replayed_as_cuda_graphs_compute_the_eager_steps(bucketed_batches):
     """On a GPU: three epochs' worth of steps through the compiled, graph-replayed model (a graph per bucket shape)
