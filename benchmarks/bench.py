@@ -306,7 +306,6 @@ def lightning_figures(s: Setup, bench: BenchConfig, figures, info) -> dict[str, 
 def sdpa_check(ours: Trainee, batch: dict, s: Setup) -> dict[str, Any]:
     """Which fused attention kernels run our forward: each backend alone (does the model run with only it?) and
     the CUDA kernels the default dispatcher actually launched (profiler kernel names)."""
-    import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     model, device, precision = ours.module, s.device, s.precision
