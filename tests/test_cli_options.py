@@ -36,7 +36,8 @@ OWN: dict[str, set[str]] = {
     "data": SECTIONED | {"--json"},
     "bench": SECTIONED | {"--study", "--row", "--preset", "--warmup", "--repeats", "--decode_sentences",
               "--decode_repeats", "--beam_size", "--full_length", "--device", "--precision", "--threads", "--compile",
-              "--compile_scope", "--lightning", "--overhead", "--trial_preset", "--corpus", "--seed", "--vs", "--json"},
+              "--compile_scope", "--lightning", "--overhead", "--trial_preset", "--corpus", "--seed", "--vs", "--json",
+              "--attention"},
 }  # fmt: skip
 """Each command's own options, besides --help, --config and --print_config."""
 SECTIONS: dict[str, set[str]] = {
