@@ -31,3 +31,12 @@ step "machine"
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
   python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available()
 else "no cuda")'; nproc; command -v nvidia-cuda-mps-control || echo "no MPS control program"; } 2>&1 | tee "$WORK/machine.txt"
+bench() {  # bench NAME LIMIT ARGS...: one `ablate bench`, its JSON kept and its summary printed
+    local name=$1 limit=$2; shift 2
+    step "bench $name: $*"
+    timeout "$(left "$limit")" ablate bench "$@" --json >"$WORK/$name.json" 2>"$WORK/$name.err"
+    echo "rc=$?"
+    python3 -c "import json,sys; from ablate.benchmarks.summary import format_report; \
+print(format_report(json.load(open(sys.argv[1]))))" "$WORK/$name.json" 2>/dev/null | tee "$WORK/$name.txt" | tail -14
+    pack
+}

@@ -70,15 +70,6 @@ touch "$WORK/stop-saving"; wait $SAVER; kill $SAMPLER 2>/dev/null
 timeout 30 ablate status "$STUDY" 2>&1 | tail -50 >>"$WORK/study-wall.txt"; tail -8 "$WORK/study-wall.txt"
 save last; pack
 
-bench() {  # bench NAME LIMIT ARGS...: one `ablate bench`, its JSON kept and its summary printed
-    local name=$1 limit=$2; shift 2
-    step "bench $name: $*"
-    timeout "$(left "$limit")" ablate bench "$@" --json >"$WORK/$name.json" 2>"$WORK/$name.err"
-    echo "rc=$?"
-    python3 -c "import json,sys; from ablate.benchmarks.summary import format_report; \
-print(format_report(json.load(open(sys.argv[1]))))" "$WORK/$name.json" 2>/dev/null | tee "$WORK/$name.txt" | tail -14
-    pack
-}
 PAPER=(--preset paper --overhead false --lightning false --decode_repeats 1 --warmup 3 --repeats 10)
 bench paper-eager 100 "${PAPER[@]}" --vs hf,torch
 bench paper-compiled 75 "${PAPER[@]}" --vs none --compile true --compile_scope layers

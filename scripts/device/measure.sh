@@ -28,15 +28,6 @@ short_run static --train.decoding static
 short_run graphs --train.decoding static --train.compile true --train.compile_scope model --train.cuda_graphs true \
     --data.buckets 8
 
-bench() {  # bench NAME LIMIT ARGS...: one `ablate bench`, its JSON kept and its summary printed
-    local name=$1 limit=$2; shift 2
-    step "bench $name: $*"
-    timeout "$(left "$limit")" ablate bench "$@" --json >"$WORK/$name.json" 2>"$WORK/$name.err"
-    echo "rc=$?"
-    python3 -c "import json,sys; from ablate.benchmarks.summary import format_report; \
-print(format_report(json.load(open(sys.argv[1]))))" "$WORK/$name.json" 2>/dev/null | tee "$WORK/$name.txt" | tail -12
-    pack
-}
 bench tiny-decoding 90 --preset tiny --vs none --overhead false --lightning false --repeats 5
 PAPER=(--preset paper --overhead false --lightning false --decode_repeats 1 --warmup 3 --repeats 12)
 bench paper-eager 100 "${PAPER[@]}" --vs hf,torch --attention true
