@@ -104,6 +104,8 @@ class Rung:
     params_m: float
     """The base row's parameters x10^6 (mean over its complete trials): the rung's place on the size axis."""
     seeds: tuple[int, ...]
+    trials: tuple[int, int]
+    """(complete, queued) trials over the study's rows: a rung still under way says so beside its seeds."""
     budgets: tuple[str, ...]
     """The budgets each verdict needed to agree at ('T/2', 'T')."""
     sequential: bool
@@ -211,6 +213,7 @@ def size_trend(tables: Sequence[ReportTable], *, sequential: Sequence[bool] | No
             out_dir=str(t.out_dir),
             params_m=base_params_m(t) or 0.0,
             seeds=tuple(t.seeds),
+            trials=(sum(r.count("complete") for r in t.rows), sum(r.n_seeds for r in t.rows)),
             budgets=tuple(budget_label(f) for f in t.fractions),
             sequential=seq,
         )
@@ -420,11 +423,13 @@ def inside_text(comp: ComparisonTrend) -> str:
 
 def rung_line(rung: Rung) -> str:
     """'table3 (tiny): runs/table3-tiny, base 0.065M parameters, seeds 0, 1, 2, verdicts at T/2 and T (sequential
-    design)'."""
+    design)', with '(3 of 12 trials complete)' after the seeds while the rung is under way."""
     design = ", at the sequential design" if rung.sequential else ""
+    done, queued = rung.trials
+    progress = f" ({done} of {queued} trials complete)" if done < queued else ""
     return (
         f"{rung.label}: {rung.out_dir}, base {rung.params_m:.3g}M parameters, seeds "
-        f"{', '.join(map(str, rung.seeds))}, verdicts over {' and '.join(rung.budgets)}{design}"
+        f"{', '.join(map(str, rung.seeds))}{progress}, verdicts over {' and '.join(rung.budgets)}{design}"
     )
 
 

@@ -12,7 +12,7 @@ from ablate.reports.htmlpage import trend_to_html
 from ablate.reports.latex import trend_to_latex
 from ablate.reports.plots import plot_trend
 from ablate.reports.sequential import report_table
-from ablate.reports.trend import classify, size_trend, summary_line
+from ablate.reports.trend import classify, rung_line, size_trend, summary_line
 from ablate.reports.writers import Context, get_writer
 
 CLAIMS = [
@@ -215,3 +215,13 @@ def test_a_rung_whose_base_has_not_finished_is_one_line_saying_what_to_do(tmp_pa
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert f"{dirs[1]}: the base row has no complete trial" in err and f"ablate status {dirs[1]}" in err
+
+
+def test_a_rung_under_way_counts_its_complete_trials_beside_its_seeds(tmp_path):
+    """The seeds a rung lists are the ones its sweep queued; while some are still training, the rung's line says how
+    many of its trials are complete, so a reader does not take one seed's cell for three."""
+    dirs = [_study(tmp_path, 0, "tiny"), _study(tmp_path, 2, "medium")]
+    (dirs[1] / "records" / "D1__seed2.json").unlink()
+    small, large = size_trend(_tables(dirs)).rungs
+    assert large.trials == (11, 12) and "seeds 0, 1, 2 (11 of 12 trials complete), verdicts" in rung_line(large)
+    assert small.trials == (12, 12) and "trials complete" not in rung_line(small)
