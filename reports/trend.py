@@ -105,7 +105,8 @@ class Rung:
     """The base row's parameters x10^6 (mean over its complete trials): the rung's place on the size axis."""
     seeds: tuple[int, ...]
     trials: tuple[int, int]
-    """(complete, queued) trials over the study's rows: a rung still under way says so beside its seeds."""
+    """(complete, all) trials of the rows some rung has begun (a study's report table shows every declared row, the
+    ones no sweep queued as pending): a rung still under way says so beside its seeds."""
     budgets: tuple[str, ...]
     """The budgets each verdict needed to agree at ('T/2', 'T')."""
     sequential: bool
@@ -207,13 +208,17 @@ def size_trend(tables: Sequence[ReportTable], *, sequential: Sequence[bool] | No
                               "parameters): a trend needs rungs of different sizes; compare studies of one size two "
                               "at a time")  # fmt: skip
     labels = study_labels(*tables)
+    begun = {row.name for t in tables for row in t.rows if any(s.state != "pending" for s in row.status.values())}
     rungs = tuple(
         Rung(
             label=label,
             out_dir=str(t.out_dir),
             params_m=base_params_m(t) or 0.0,
             seeds=tuple(t.seeds),
-            trials=(sum(r.count("complete") for r in t.rows), sum(r.n_seeds for r in t.rows)),
+            trials=(
+                sum(r.count("complete") for r in t.rows if r.name in begun),
+                sum(r.n_seeds for r in t.rows if r.name in begun),
+            ),
             budgets=tuple(budget_label(f) for f in t.fractions),
             sequential=seq,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -222,6 +223,10 @@ def test_a_rung_under_way_counts_its_complete_trials_beside_its_seeds(tmp_path):
     many of its trials are complete, so a reader does not take one seed's cell for three."""
     dirs = [_study(tmp_path, 0, "tiny"), _study(tmp_path, 2, "medium")]
     (dirs[1] / "records" / "D1__seed2.json").unlink()
+    for d in dirs:  # a declared row no sweep queued (a sweep run with --rows): the table shows it as pending
+        spec = json.loads((d / "study.json").read_text(encoding="utf-8"))
+        spec["rows"].append({**spec["rows"][0], "name": "A1", "group": "A"})
+        (d / "study.json").write_text(json.dumps(spec), encoding="utf-8")
     small, large = size_trend(_tables(dirs)).rungs
     assert large.trials == (11, 12) and "seeds 0, 1, 2 (11 of 12 trials complete), verdicts" in rung_line(large)
     assert small.trials == (12, 12) and "trials complete" not in rung_line(small)
