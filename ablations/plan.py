@@ -18,9 +18,9 @@ from typing import Any
 
 from ablate.ablations import corpora
 from ablate.ablations.claims import claims_to_data
-from ablate.ablations.design import Decision, Sequential, controls_of
+from ablate.ablations.design import Decision, Sequential, controls_of, rows_of
 from ablate.ablations.presets import get_preset
-from ablate.ablations.record import Layout, now, read_study_json
+from ablate.ablations.record import SEPARATOR, Layout, now, read_study_json
 from ablate.ablations.results import read_finished
 from ablate.ablations.storage.space import ParamSpace
 from ablate.ablations.storage.urls import redact
@@ -67,13 +67,33 @@ class Plan:
         return list(self.study.rows)
 
     def controls(self) -> dict[str, list[str]]:
-        """Control row -> the rows of this sweep tested against it (`design.controls_of`, within --rows): the
+        """Control row -> the rows of the study tested against it (`design.controls_of`, over `judged`): the
         rows the claims' comparisons test against that control, since its sqrt(k) share of seeds serves the k
         comparisons being tested (the modern study's base: its 12, not the M rows tested against `paper`); a row no
         claim names is in the table to be read, not tested (Table 3: 14 of its 20 rows)."""
-        ran = [row.name for row in self.rows() if self.only is None or row.name in self.only]
         pairs = [(comp.row, comp.against) for claim in self.study.claims for comp in claim.compare]
-        return controls_of(pairs, self.study.base_name, ran)
+        return controls_of(pairs, self.study.base_name, self.judged())
+
+    def judged(self) -> list[str]:
+        """The rows the sequential design's looks judge and its controls serve, in the study's order: this sweep's
+        (--rows) and those the study in OUT already began (the rows its study.json's allocation names, those with a
+        finished trial). A sweep over a subset of a study's rows (`--rows base`, to finish one trial on a free core)
+        is part of the study: were the looks to judge its rows alone, the base's share of seeds would shrink to its
+        own and the look would close its control seeds unrun, though the rows left out are still compared with it."""
+        ran = {row.name for row in self.rows() if self.only is None or row.name in self.only}
+        return [row.name for row in self.rows() if row.name in ran | self._begun()]
+
+    def _begun(self) -> set[str]:
+        """The rows of the study in OUT that a sweep began: named by study.json's allocation, or with a record."""
+        layout = Layout(self.out)
+        begun = {path.name.rpartition(SEPARATOR)[0] for path in layout.records_dir.glob(f"*{SEPARATOR}*.json")}
+        if layout.study_file.is_file():
+            try:
+                stored = Sequential.from_json(read_study_json(self.out).get("allocation"))
+            except AblateError:
+                stored = None  # unreadable: this sweep rewrites it, as before (`check_same_design`)
+            begun |= set(rows_of(stored[1])) if stored is not None else set()
+        return begun
 
     def look(self) -> Decision:
         """Take the sequential design's looks again over every finished trial in OUT (`queueing.look` first brings
@@ -81,8 +101,7 @@ class Plan:
         at the same trials decides the same, and nothing is kept between looks, so a look lost to a kill costs
         nothing: the next one is it."""
         assert self.allocation is not None, "a fixed design has no looks"
-        ran = [row.name for row in self.rows() if self.only is None or row.name in self.only]
-        self.decision = self.allocation.decide(read_finished(self.out), ran, self.controls())
+        self.decision = self.allocation.decide(read_finished(self.out), self.judged(), self.controls())
         return self.decision
 
     def timed_out(self) -> bool:

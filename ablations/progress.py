@@ -355,7 +355,7 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
         line += f", of which the controls' {len(extra)} extra seeds {sum(extra) / 3600:.1f}"
     if plan.allocation is not None:
         low_n, high_n = plan.allocation.min_seeds, plan.allocation.max_seeds
-        trial_s = {row.name: per_step * work[row.name].total * size[row.name] for row, _ in plan.keys()}
+        trial_s = {name: per_step * work[name].total * size[name] for name in plan.judged()}  # the study's rows
         low, high = sequential_range(plan.controls(), low_n, high_n, trial_s)
         line += (
             f"; sequential: from {low / 3600:.1f} (every row settled at min_seeds {low_n}) to "
@@ -374,7 +374,7 @@ def sequential_range(
     """The seconds a sequential study costs at the two ends: every row settled at its first look (`min_seeds`, each
     control at its sqrt(k) share, a row no claim tests at one seed), or every row open until `max_seeds`. Both from
     the policy the sweep runs (`design.seed_range`), so the cost line cannot drift from it. `trial_s`: one trial's
-    seconds by row, for the rows this sweep runs."""
+    seconds by row, for the rows the study's looks judge (`Plan.judged`: a sweep over some of them included)."""
     from ablate.ablations.design import seed_range
 
     first, last = seed_range(trial_s, controls, min_seeds=min_seeds, max_seeds=max_seeds)

@@ -61,7 +61,7 @@ def describe_plan(plan: Plan, workers: int) -> str:
     rows = [row for row in plan.rows() if plan.only is None or row.name in plan.only]
     work = progress.Eta.for_plan(plan).work
     if plan.allocation is not None:
-        low, high = seed_range([r.name for r in rows], plan.controls(), min_seeds=plan.allocation.min_seeds,
+        low, high = seed_range(plan.judged(), plan.controls(), min_seeds=plan.allocation.min_seeds,
                                max_seeds=plan.allocation.max_seeds)  # fmt: skip
         seeds = {name: f"{low[name]}-{high[name]}" if high[name] != low[name] else str(low[name]) for name in low}
         design = f"sequential design, {plan.allocation.min_seeds} to {plan.allocation.max_seeds} seeds a row"

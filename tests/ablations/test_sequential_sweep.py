@@ -97,6 +97,28 @@ def test_a_queued_trial_the_looks_no_longer_ask_for_is_closed_unrun_and_queued_a
     assert "B1__seed2" in keys(sweeps.trials(out, NAME))
 
 
+def test_a_sweep_over_some_of_a_studys_rows_keeps_the_controls_share_for_the_rows_it_leaves_out(sweeps, tmp_path):
+    """`--rows base` on a sequential study (to finish the base on a free core) is part of the study: its looks still
+    judge B1 and C1, so the base keeps its share for them. A look over the base alone took its control seeds as
+    unwanted and closed them unrun, and study.json's controls became {base: []}."""
+    import json
+
+    out = tmp_path / "out"
+    assert run(sweeps, out).returncode == 0
+    # Now B1 and C1 stay open to their third seed: the base's share grows to round(sqrt(2) x 3) = 4 seeds.
+    alone = run(sweeps, out, "--rows", "base", env={"SEQ_OPEN_UNTIL": "B1:3,C1:3"})
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    assert sorted(sweeps.records(out)) == sorted([*EXPECTED, "base__seed3"])  # the base's, none of B1's or C1's
+    allocation = json.loads((out / "study.json").read_text())["allocation"]
+    assert allocation["controls"] == {"base": ["B1", "C1"]}
+    dry = subprocess.run([sys.executable, "-m", "ablate.ablations.cli", "sweep", str(STUDY), "--out", str(out),
+                          "--rows", "base", "--dry_run"], cwd=REPO, env=sweeps.env, capture_output=True, text=True,
+                         timeout=120, check=False)  # fmt: skip
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    # The base's seeds from the first look to every row open: Dunnett's share for two compared rows, 3 to 6.
+    assert next(line for line in dry.stdout.splitlines() if line.split()[:1] == ["base"]).split()[2] == "3-6"
+
+
 def test_seed_counts_on_the_command_line_make_the_design_fixed_unless_it_asks_for_sequential(tmp_path, capsys):
     from ablate.ablations.cli import main
 
