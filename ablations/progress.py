@@ -357,8 +357,10 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
         low_n, high_n = plan.allocation.min_seeds, plan.allocation.max_seeds
         trial_s = {name: per_step * work[name].total * size[name] for name in plan.judged()}  # the study's rows
         low, high = sequential_range(plan.controls(), low_n, high_n, trial_s)
+        ours = {row.name for row, _ in plan.keys()}
+        whose = f" (the study's {len(trial_s)} rows)" if set(trial_s) - ours else ""  # a sweep over some of them
         line += (
-            f"; sequential: from {low / 3600:.1f} (every row settled at min_seeds {low_n}) to "
+            f"; sequential{whose}: from {low / 3600:.1f} (every row settled at min_seeds {low_n}) to "
             f"{high / 3600:.1f} core-hours (every row open to max_seeds {high_n})"
         )
     if cores is None:

@@ -145,10 +145,25 @@ def recorded(plan: Plan) -> int:
 
 def _ended(plan: Plan, seconds: float) -> str:
     done, planned = recorded(plan), len(plan.keys())
-    if plan.stop_at is None or done >= planned:
-        return f"sweep finished in {seconds / 60:.1f} min"
-    return (f"sweep stopped at its --timeout after {seconds / 60:.1f} min, {done} of {planned} trials finished; the "
-            f"same command goes on with the rest")  # fmt: skip
+    if plan.stop_at is not None and done < planned:
+        return (f"sweep stopped at its --timeout after {seconds / 60:.1f} min, {done} of {planned} trials finished; "
+                f"the same command goes on with the rest")  # fmt: skip
+    if elsewhere := waiting_elsewhere(plan):
+        return (
+            f"sweep finished its rows (--rows) in {seconds / 60:.1f} min; the study's looks also ask for "
+            f"{', '.join(elsewhere)}, which this sweep leaves out: a sweep of the study's rows trains them"
+        )
+    return f"sweep finished in {seconds / 60:.1f} min"
+
+
+def waiting_elsewhere(plan: Plan) -> list[str]:
+    """Under the sequential design, the rows outside this sweep's --rows whose seeds the study's last look asks
+    for and that have no record yet (`Plan.judged`: a subset sweep ends with its own rows, not the study)."""
+    if plan.allocation is None or plan.only is None:
+        return []
+    decision = plan.look()
+    return [row for row, seeds in decision.seeds.items() if row not in plan.only
+            and any(not ledger.record_path(plan.out, row, seed).exists() for seed in seeds)]  # fmt: skip
 
 
 def print_next_steps(plan: Plan, seconds: float) -> None:

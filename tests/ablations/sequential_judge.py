@@ -53,7 +53,10 @@ def main(argv: list[str]) -> int:
     plan = make_plan(parse(build_parser(), argv))
     assert plan.allocation is not None
     plan.allocation = dataclasses.replace(plan.allocation, judge=judge)
+    from ablate.ablations.runner import print_next_steps
+
     coordinate(plan, 1)
+    print_next_steps(plan, 0.0)  # the sweep's last lines, as `ablate sweep` prints them
     return 0
 
 

@@ -109,6 +109,7 @@ def test_a_sweep_over_some_of_a_studys_rows_keeps_the_controls_share_for_the_row
     alone = run(sweeps, out, "--rows", "base", env={"SEQ_OPEN_UNTIL": "B1:3,C1:3"})
     assert alone.returncode == 0, alone.stderr[-3000:]
     assert sorted(sweeps.records(out)) == sorted([*EXPECTED, "base__seed3"])  # the base's, none of B1's or C1's
+    assert "the study's looks also ask for B1, which this sweep leaves out" in alone.stderr  # B1's third seed
     allocation = json.loads((out / "study.json").read_text())["allocation"]
     assert allocation["controls"] == {"base": ["B1", "C1"]}
     dry = subprocess.run([sys.executable, "-m", "ablate.ablations.cli", "sweep", str(STUDY), "--out", str(out),
