@@ -71,8 +71,11 @@ class Plan:
         rows the claims' comparisons test against that control, since its sqrt(k) share of seeds serves the k
         comparisons being tested (the modern study's base: its 12, not the M rows tested against `paper`); a row no
         claim names is in the table to be read, not tested (Table 3: 14 of its 20 rows)."""
+        return self._controls_of(self.judged())
+
+    def _controls_of(self, judged: list[str]) -> dict[str, list[str]]:
         pairs = [(comp.row, comp.against) for claim in self.study.claims for comp in claim.compare]
-        return controls_of(pairs, self.study.base_name, self.judged())
+        return controls_of(pairs, self.study.base_name, judged)
 
     def judged(self) -> list[str]:
         """The rows the sequential design's looks judge and its controls serve, in the study's order: this sweep's
@@ -80,8 +83,8 @@ class Plan:
         finished trial). A sweep over a subset of a study's rows (`--rows base`, to finish one trial on a free core)
         is part of the study: were the looks to judge its rows alone, the base's share of seeds would shrink to its
         own and the look would close its control seeds unrun, though the rows left out are still compared with it."""
-        ran = {row.name for row in self.rows() if self.only is None or row.name in self.only}
-        return [row.name for row in self.rows() if row.name in ran | self._begun()]
+        ran = {row.name for row in self.rows() if self.only is None or row.name in self.only} | self._begun()
+        return [row.name for row in self.rows() if row.name in ran]
 
     def _begun(self) -> set[str]:
         """The rows of the study in OUT that a sweep began: named by study.json's allocation, or with a record."""
@@ -101,7 +104,8 @@ class Plan:
         at the same trials decides the same, and nothing is kept between looks, so a look lost to a kill costs
         nothing: the next one is it."""
         assert self.allocation is not None, "a fixed design has no looks"
-        self.decision = self.allocation.decide(read_finished(self.out), self.judged(), self.controls())
+        judged = self.judged()  # OUT read once a look
+        self.decision = self.allocation.decide(read_finished(self.out), judged, self._controls_of(judged))
         return self.decision
 
     def timed_out(self) -> bool:
