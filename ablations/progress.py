@@ -323,10 +323,10 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     base row at the preset as `make study` runs it. A row's trial is the base's times the ratio of its steps (main
     run and budget branches, `Work.total`) and its parameter count's ratio to the power CPU_SIZE_ALPHA (the size
     model of `Eta`, fitted once on measured step times instead of learnt as a sweep runs). The wall time spreads
-    the trials over min(workers, cores), each at one core's speed (a worker given several cores is somewhat
-    faster), and is never below the longest trial. `cores` None: the trials run on GPUs, which the measurement on a
-    core does not time. `work`: the rows' (`Eta.for_plan`). `done`: trials already recorded (a resumed sweep),
-    whose cost is left out."""
+    the trials over min(workers, cores), each at one core's speed, and is never below the longest trial; where each
+    worker gets several cores as threads, the line gives the range from their full speed-up to none. `cores` None:
+    the trials run on GPUs, which the measurement on a core does not time. `work`: the rows' (`Eta.for_plan`).
+    `done`: trials already recorded (a resumed sweep), whose cost is left out."""
     from ablate.ablations.presets import get_preset
     from ablate.ablations.studies import load_study
 
@@ -367,7 +367,15 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
         return f"{line}; this machine's GPUs will differ"
     wall = max(sum(times) / max(min(workers, cores), 1), max(times, default=0.0))
     machine = f"{cores} core{'s' if cores != 1 else ''}"
-    return f"{line}; on this machine's {machine} with {workers} worker(s) about {_fmt(wall)}"
+    about = _fmt(wall)
+    threads = cores // max(workers, 1)  # each worker's share of the cores, as `launchers.local` gives it
+    if threads > 1:
+        # How far a worker's threads speed its trial depends on the model's size (the medium base on 2 threads ran
+        # 1.6x the tokens/s of a worker on one core beside another, docs/SCIENCE.md section 20): from their full
+        # speed-up to none.
+        fast = max(sum(times) / (workers * threads), max(times, default=0.0) / threads)
+        about = f"{_fmt(fast)} to {about} (each on {threads} threads, as far as they speed it)"
+    return f"{line}; on this machine's {machine} with {workers} worker(s) about {about}"
 
 
 def sequential_range(

@@ -49,6 +49,11 @@ def test_the_cost_is_the_measured_base_trial_scaled_by_each_rows_steps_and_size(
     assert cost_line(plan(tmp_path), work, workers=8, cores=2).endswith("with 8 worker(s) about 51m20s")
     assert cost_line(plan(tmp_path), work, workers=12, cores=16).endswith("about 21m20s")  # the longest trial
     assert cost_line(plan(tmp_path), work, workers=1, cores=None).endswith("; this machine's GPUs will differ")
+    # One worker on 2 cores gets both as threads: from twice one core's speed (51m20s, the longest trial at 2x
+    # being 10m40s) to one core's (1h42m40s, printed 1h42m).
+    assert cost_line(plan(tmp_path), work, workers=1, cores=2).endswith(
+        "with 1 worker(s) about 51m20s to 1h42m (each on 2 threads, as far as they speed it)"
+    )
 
 
 def test_a_step_time_alone_counts_the_training_steps(tmp_path, monkeypatch, base):
