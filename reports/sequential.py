@@ -92,7 +92,8 @@ def apply_design(table, results, n_samples: int | None = None) -> None:
         verdicts = [c.verdict for c in comparisons]
         table.claims[i] = replace(claim, comparisons=tuple(comparisons), verdict=claim_verdict(verdicts))
     table.notes.append(method_note(walked, meta, max_seeds, design))
-    extra = [r for r in rows if len(have.get(r, [])) > walked.seeds.get(r, 0)]
+    # Asked for: the seeds of the look the design waits on (`target`; the last look's where it is finished).
+    extra = [r for r in rows if len(have.get(r, [])) > walked.target.get(r, 0)]
     if extra:
         table.notes.append(
             f"rows with more finished seeds than the design asked for ({', '.join(extra)}): the table's means and "
@@ -109,14 +110,16 @@ def method_note(walked: Walk, meta: Mapping, max_seeds: int, design: Design) -> 
         said = "; ".join(f"{k.replace('_', ' ')} {', '.join(v)}" for k, v in by.items() if v)
         looks.append(f"look {i} at {sum(look.seeds.values())} trials, level {look.level:.4f}: {said or 'nothing'}")
     rows = [f"{r} {s.seeds} seeds, {s.state.replace('_', ' ')} ({s.why})" for r, s in walked.stopped().items()]
-    end = "finished" if walked.finished else "still running: the next look waits on queued trials"
+    waiting = "the next look" if looks else "its first look"
+    end = "finished" if walked.finished else f"still running: {waiting} waits on queued trials"
     return (
         f"Sequential design ({meta.get('min_seeds')} to {max_seeds} seeds a row, {DESIGNS[design]}; the controls "
         f"keep Dunnett's sqrt(k) share of the open rows' seeds): every row starts at min_seeds, and a row gets one "
         f"more seed only while a comparison of it is open. A comparison's verdict is its test at the level its look "
         f"spent (the intervals shown are 95%), so the family-wise error stays at 5% over every look. "
-        + "; ".join(looks)
-        + f". Rows: {'; '.join(rows)}. The design is {end}."
+        + ("; ".join(looks) + ". " if looks else "No look taken yet. ")
+        + (f"Rows: {'; '.join(rows)}. " if rows else "")
+        + f"The design is {end}."
     )
 
 
