@@ -317,6 +317,11 @@ squares on the 21 Table 3 rows' step times relative to the base at the tiny pres
 3: big has 3.66x the parameters and takes 2.48x the time, C1 0.44x and 0.39x)."""
 
 
+def threads_per_worker(cores: int, workers: int) -> int:
+    """Each local worker's equal share of the CPU cores, as its threads (`launchers.local` starts them so)."""
+    return max(1, cores // max(workers, 1))
+
+
 def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None, done: int = 0) -> str:
     """What the plan's trials (rows x seeds) cost, in one line, before any has run: from the preset's measured base
     trial on one core (`Preset.base_trial_s`; else `base_step_s` per step, training alone), the base being Table 3's
@@ -368,7 +373,7 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     wall = max(sum(times) / max(min(workers, cores), 1), max(times, default=0.0))
     machine = f"{cores} core{'s' if cores != 1 else ''}"
     about = _fmt(wall)
-    threads = cores // max(workers, 1)  # each worker's share of the cores, as `launchers.local` gives it
+    threads = threads_per_worker(cores, workers)
     if threads > 1:
         # How far a worker's threads speed its trial depends on the model's size (the medium base on 2 threads ran
         # 1.6x the tokens/s of a worker on one core beside another, docs/SCIENCE.md section 20): from their full

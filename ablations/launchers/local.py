@@ -238,7 +238,7 @@ def placement(workers: int, gpus: list[str], cores: int) -> list[dict[str, str]]
 
     Lightning then trains on the one visible device (`hardware.devices` 1); nothing here schedules trials: each worker
     claims its next trial from the storage (Optuna's queue)."""
-    threads = str(max(1, cores // max(workers, 1)))
+    threads = str(progress.threads_per_worker(cores, workers))
     out = []
     for i in range(workers):
         env = {"OMP_NUM_THREADS": threads}

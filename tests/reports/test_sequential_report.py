@@ -46,9 +46,9 @@ def test_a_row_the_design_has_not_looked_at_gives_no_verdict_however_large_its_e
                         meta={"claims": CLAIMS, "allocation": DESIGN})  # fmt: skip
     results = load_results(out, use_optuna=False)
     assert verdicts(build_table(results, n_samples=100))["C1"][0] == "reproduced"
-    verdict, reason = verdicts(report_table(results, n_samples=100))["C1"]
-    assert verdict == "inconclusive" and "open: the sequential design asks for more seeds" in reason
     table = report_table(results, n_samples=100)
+    verdict, reason = verdicts(table)["C1"]
+    assert verdict == "inconclusive" and "open: the sequential design asks for more seeds" in reason
     note = next(n for n in table.notes if n.startswith("Sequential design"))
     assert note.endswith("No look taken yet. The design is still running: its first look waits on queued trials.")
     # The first look asks for 2 seeds of C1 and E1 and the controls' share of the base: C1's third seed is more
