@@ -20,7 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("ablate.ablations.commands.train", "train one configuration: a study row at a preset, plus overrides"),
     "tune": ("ablate.ablations.commands.tune", "search hyperparameters for one row with TPE and step-wise pruning"),
     "report": ("ablate.reports.commands.report", "rebuild the table, plots and verdicts from finished results"),
-    "compare": ("ablate.reports.commands.compare", "two sweeps row by row over seeds, or two runs side by side"),
+    "compare": (
+        "ablate.reports.commands.compare",
+        "two sweeps row by row, two runs side by side, or the claims over model sizes (--claims)",
+    ),
     "replay": ("ablate.reports.commands.replay", "a finished study replayed under the sequential design"),
     "archive": ("ablate.ablations.commands.archive", "pack a study into one file that opens anywhere as a live folder"),
     "translate": ("ablate.ablations.commands.translate", "decode text with a trained model; score it with sacreBLEU"),

@@ -204,7 +204,7 @@ def to_html(cmp: ClaimsComparison) -> str:
     )
 
 
-@writer("md", "Markdown table (also what a terminal gets: 'text')", suffix=".md", subject="claims", aliases=("text",))
+@writer("md", "Markdown table, as a terminal prints it", suffix=".md", subject="claims", aliases=("text",))
 def write_markdown(cmp: ClaimsComparison, ctx: Context) -> str:
     return to_markdown(cmp)
 
