@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ablate.ablations import ledger
@@ -115,24 +117,27 @@ class Work:
 
     steps: int
     """The row's train.max_steps, T (the big row of Table 3 has 3x the base's)."""
-    params: int
-    """The row's parameter count, its model built on the meta device: the size model for a row not measured yet."""
+    size: int | Callable[[], int]
+    """The row's parameter count, or how to count it (`params`): the size model for a row not measured yet."""
     branches: tuple[tuple[int, int], ...] = ()
     """(fork step, end step) of each shorter budget (train.budgets, in that order): after the main run, each is
     trained from its fork to its end."""
 
     @classmethod
     def of(cls, run: Any) -> Work:
-        """The work of a row from its RunConfig."""
-        import torch
+        """The work of a row from its RunConfig; its parameters are counted when first asked for."""
         from ablate.lightning_modules.config import budget_steps, fork_step
-        from ablate.lightning_modules.transformer import Transformer
 
-        with torch.device("meta"):
-            params = Transformer(run.model).num_parameters()
         t, cooldown = run.train.max_steps, run.train.cooldown_frac
         branches = tuple((fork_step(t, f, cooldown), budget_steps(t, f)) for f in run.train.budgets)
-        return cls(steps=t, params=params, branches=branches)
+        return cls(steps=t, size=lambda: _count_params(run.model), branches=branches)
+
+    @cached_property
+    def params(self) -> int:
+        """The row's parameter count. Counted on first use: the model built on the meta device costs seconds (torch's
+        import, and the meta kernels import torch._dynamo), which `ablate status` spends only on a row it has not
+        measured yet."""
+        return self.size if isinstance(self.size, int) else self.size()
 
     @property
     def total(self) -> int:
@@ -150,6 +155,14 @@ class Work:
                 return behind + max((r.step or fork) - fork, 0)
             behind += end - fork
         return r.step or 0
+
+
+def _count_params(model: Any) -> int:
+    import torch
+    from ablate.lightning_modules.transformer import Transformer
+
+    with torch.device("meta"):
+        return Transformer(model).num_parameters()
 
 
 class Eta:
@@ -239,12 +252,13 @@ class Eta:
             if done or paces:
                 measured[row] = statistics.median(done or paces)
         sized = {row: rate for row, rate in measured.items() if row in self.work}
-        if not sized:
+        unmeasured = [row for row in self.work if row not in measured]
+        if not sized or not unmeasured:
             return measured
         alpha = self._alpha(sized)
         c = math.exp(statistics.fmean(math.log(rate) - alpha * math.log(self.work[row].params)
                                       for row, rate in sized.items()))  # fmt: skip
-        return {**{row: c * work.params**alpha for row, work in self.work.items()}, **measured}
+        return {**{row: c * self.work[row].params ** alpha for row in unmeasured}, **measured}
 
     def _alpha(self, sized: dict[str, float]) -> float:
         xs = [math.log(self.work[row].params) for row in sized]

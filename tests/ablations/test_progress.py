@@ -29,7 +29,7 @@ def running(row: str, step: int | None, started_at: float, seed: int = 0, max_st
 
 
 def test_a_row_with_three_times_the_steps_weighs_three_times():
-    eta = Eta({"base": Work(steps=60, params=P), "big": Work(steps=180, params=P)})
+    eta = Eta({"base": Work(steps=60, size=P), "big": Work(steps=180, size=P)})
     rows = [done("base"), pending("base", 1), pending("big")]
 
     left = eta.estimate(rows, now=1000.0)
@@ -271,3 +271,23 @@ def test_the_view_reads_the_branch_of_a_running_trial_only():
 
     rows = collect([trial(0, "RUNNING", 0), trial(1, "COMPLETE", 1)], [("base", 0), ("base", 1)])
     assert [(r.state, r.budget, r.max_steps) for r in rows] == [("running", "T/2", 30), ("complete", None, 30)]
+
+
+def test_a_rows_parameters_are_counted_only_for_a_row_not_measured_yet():
+    """Counting builds the model (seconds with torch's import): `ablate status` on a study whose rows all ran must
+    not pay it, and a row not measured yet is still sized by its count."""
+
+    def never() -> int:
+        raise AssertionError("counted the parameters of a row already measured")
+
+    measured = Eta({"base": Work(60, never), "A1": Work(60, never)})
+    assert measured.estimate([done("base"), done("A1"), pending("A1", 1)], now=0.0)[("A1", 1)] == pytest.approx(60.0)
+
+    counted = []
+    sized = Eta(
+        {"base": Work(60, lambda: counted.append("base") or P), "C3": Work(60, lambda: counted.append("C3") or 2 * P)}
+    )
+    assert sized.estimate([done("base"), pending("C3")], now=0.0)[("C3", 0)] == pytest.approx(120.0)
+    assert sorted(counted) == ["C3", "base"]  # each counted once, though asked for at every poll
+    sized.estimate([done("base"), pending("C3")], now=0.0)
+    assert sorted(counted) == ["C3", "base"]
