@@ -8,7 +8,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from ablate.ablations import ledger
@@ -130,7 +130,7 @@ class Work:
 
         t, cooldown = run.train.max_steps, run.train.cooldown_frac
         branches = tuple((fork_step(t, f, cooldown), budget_steps(t, f)) for f in run.train.budgets)
-        return cls(steps=t, size=lambda: _count_params(run.model), branches=branches)
+        return cls(steps=t, size=partial(_count_params, run.model), branches=branches)
 
     @cached_property
     def params(self) -> int:
@@ -158,11 +158,9 @@ class Work:
 
 
 def _count_params(model: Any) -> int:
-    import torch
-    from ablate.lightning_modules.transformer import Transformer
+    from ablate.lightning_modules.transformer import Transformer  # imports torch: only when a count is asked for
 
-    with torch.device("meta"):
-        return Transformer(model).num_parameters()
+    return Transformer.count(model)
 
 
 class Eta:

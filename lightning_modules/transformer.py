@@ -404,3 +404,10 @@ class Transformer(nn.Module):
     def num_parameters(self) -> int:
         """Parameters, counting a shared embedding matrix once."""
         return sum(p.numel() for p in self.parameters())
+
+    @classmethod
+    def count(cls, cfg: ModelConfig) -> int:
+        """`num_parameters` of the model `cfg` makes, built on the meta device (no memory, no initialisation; still
+        about a second for the first, which imports torch._dynamo for the meta kernels)."""
+        with torch.device("meta"):
+            return cls(cfg).num_parameters()

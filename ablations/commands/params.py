@@ -15,7 +15,6 @@ def parameter_table(
 ) -> list[dict]:
     """One dict per row: row, group, N, d_model, d_ff, h, d_k, d_v, params, paper_params_m. `extra`: section
     overrides applied to every row (the command line's)."""
-    import torch
     from ablate.ablations.studies import load_study
     from ablate.lightning_modules.transformer import Transformer
 
@@ -26,8 +25,7 @@ def parameter_table(
     rows = []
     for row in study.rows:
         cfg = study.run_config(row, preset, 0, **extra).model
-        with torch.device("meta"):
-            params = Transformer(cfg).num_parameters()
+        params = Transformer.count(cfg)
         rows.append(
             {
                 "row": row.name,

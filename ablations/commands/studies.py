@@ -71,7 +71,6 @@ def head_warnings(study) -> list[str]:
     """Rows that change the number of heads but not d_k: h x d_k no longer equals d_model (Table 3's rows A keep
     it by setting d_k and d_v with h; rows B change d_k alone on purpose), each with what the row then is, at the
     study's own preset (else tiny)."""
-    import torch
     from ablate.lightning_modules.transformer import Transformer
 
     preset = study.default_preset or "tiny"
@@ -82,8 +81,7 @@ def head_warnings(study) -> list[str]:
             continue
         cfg = study.run_config(row, preset).model
         if cfg.n_heads * cfg.head_dim_k != cfg.d_model:
-            with torch.device("meta"):
-                params = Transformer(cfg).num_parameters()
+            params = Transformer.count(cfg)
             out.append(
                 f"row {row.name!r} sets n_heads without d_k: h {cfg.n_heads} x d_k {cfg.head_dim_k} = "
                 f"{cfg.n_heads * cfg.head_dim_k}, not d_model {cfg.d_model} ({params / 1e6:.2f}M parameters at "
