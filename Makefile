@@ -22,8 +22,10 @@ setup: $(STAMP)
 study: $(STAMP)
 	$(BIN)/ablate sweep table3 --preset tiny
 
+# One pytest worker per core (pytest-xdist), each pinned to its own cores (tests/conftest.py); the SLURM tests run one
+# at a time (--dist loadgroup). `pytest tests/...` alone runs in one process.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/pyright

@@ -6,12 +6,33 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("WANDB_MODE", "offline")
+
+
+def _own_cores() -> None:
+    """Under pytest-xdist (`make test` runs `-n auto`: one worker per core), each worker keeps its own share of the
+    cores, inherited by every process its tests start. Without it each worker's torch takes a thread per core of the
+    machine, and on 2 cores two workers' training tests run 20-50x slower than one (threads oversubscribed,
+    ../shared/ENV.md). Pinned before torch is imported, torch's thread pool is the share's size; OMP_NUM_THREADS says
+    the same to the processes the tests start."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker or count < 2 or not hasattr(os, "sched_setaffinity"):
+        return
+    cores, i = sorted(os.sched_getaffinity(0)), int(worker.removeprefix("gw"))
+    share = cores[i * len(cores) // count : (i + 1) * len(cores) // count] or [cores[i % len(cores)]]
+    os.sched_setaffinity(0, share)
+    os.environ["OMP_NUM_THREADS"] = str(len(share))
+    if "torch" in sys.modules:  # a plugin imported it first: its pool was sized for the whole machine
+        sys.modules["torch"].set_num_threads(len(share))
+
+
+_own_cores()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -32,6 +32,9 @@ def _cluster() -> bool:
 
 
 slurm = pytest.mark.slurm
+# One test of this file at a time under pytest-xdist (`make test`: --dist loadgroup): the single-node cluster has
+# the machine's cores, and two tests' jobs would queue behind each other past their waits.
+pytestmark = pytest.mark.xdist_group("slurm")
 needs_cluster = pytest.mark.skipif(not _cluster(), reason="no SLURM cluster answers sinfo (.ci/run starts one)")
 
 
