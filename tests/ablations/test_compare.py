@@ -50,7 +50,8 @@ def rerun(sweeps, tmp_path_factory) -> Path:
     return out
 
 
-def test_rerun_with_a_change_row_by_row_over_seeds(finished_sweep, rerun, sweeps, capsys):
+def test_rerun_with_a_change_row_by_row_over_seeds(finished_sweep, rerun, sweeps, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")  # the terminal table's width (pytest-xdist's workers set the controller's)
     doc = compare_json(finished_sweep, rerun, capsys)
     settings = {s["setting"]: (s["a"], s["b"]) for s in doc["settings"]}
     assert settings["train.max_steps"] == (10, 20) and settings["seeds"] == ([0], [0, 1])
