@@ -18,9 +18,9 @@ os.environ.setdefault("WANDB_MODE", "offline")
 def _own_cores() -> None:
     """Under pytest-xdist (`make test` runs `-n auto`: one worker per core), each worker keeps its own share of the
     cores, inherited by every process its tests start. Without it each worker's torch takes a thread per core of the
-    machine, and on 2 cores two workers' training tests run 20-50x slower than one (threads oversubscribed,
-    ../shared/ENV.md). Pinned before torch is imported, torch's thread pool is the share's size; OMP_NUM_THREADS says
-    the same to the processes the tests start."""
+    machine, and on 2 cores two processes of two threads each train 20-50x slower than one (threads oversubscribed,
+    measured on this project's machine). Pinned before torch is imported, torch's thread pool is the share's size;
+    OMP_NUM_THREADS says the same to the processes the tests start (tests/test_own_cores.py)."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if not worker or count < 2 or not hasattr(os, "sched_setaffinity"):
         return

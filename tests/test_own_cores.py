@@ -1,0 +1,43 @@
+"""`make test` runs pytest-xdist with one worker per core: each worker pins itself to its own cores on import of
+tests/conftest.py, so two workers' torch threads never share a core."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONFTEST = Path(__file__).resolve().parent / "conftest.py"
+PROBE = f"""
+import json, os, runpy, sys
+runpy.run_path({str(CONFTEST)!r})
+import torch
+print(json.dumps({{"cores": sorted(os.sched_getaffinity(0)), "threads": torch.get_num_threads(),
+                  "omp": os.environ.get("OMP_NUM_THREADS")}}))
+"""
+
+
+def _probe(worker: str | None, count: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "OMP_NUM_THREADS"))}
+    if worker:
+        env.update(PYTEST_XDIST_WORKER=worker, PYTEST_XDIST_WORKER_COUNT=str(count))
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores")
+def test_two_workers_take_disjoint_cores_and_size_torch_and_their_children_to_them():
+    cores = sorted(os.sched_getaffinity(0))
+    first, second = _probe("gw0", 2), _probe("gw1", 2)
+    assert set(first["cores"]).isdisjoint(second["cores"])
+    assert sorted(first["cores"] + second["cores"]) == cores  # every core used, none twice
+    for probe in (first, second):
+        assert probe["threads"] == len(probe["cores"]) and probe["omp"] == str(len(probe["cores"]))
+
+
+def test_outside_xdist_nothing_is_pinned():
+    assert _probe(None, 1)["cores"] == sorted(os.sched_getaffinity(0))
