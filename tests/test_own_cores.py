@@ -14,7 +14,7 @@ import pytest
 CONFTEST = Path(__file__).resolve().parent / "conftest.py"
 # The probe first widens its cores to the machine's: under `make test` this test's own worker is pinned already.
 PROBE = f"""
-import json, os, runpy, sys
+import json, os, runpy
 os.sched_setaffinity(0, range(os.cpu_count()))
 machine = sorted(os.sched_getaffinity(0))
 runpy.run_path({str(CONFTEST)!r})
