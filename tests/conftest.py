@@ -36,8 +36,14 @@ _own_cores()
 
 
 def pytest_collection_modifyitems(config, items):
+    """GPU tests skip without CUDA. Under pytest-xdist, slow tests come first: xdist hands tests out in this order, so
+    the long ones start while every worker is busy and the short ones fill the end, instead of one worker finishing a
+    long test alone while the others wait. The sort is stable, and a run in one process keeps the file order (there
+    a module's tests stay together, so its module-scoped fixtures are built once)."""
     import torch
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: "slow" not in item.keywords)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

@@ -261,6 +261,7 @@ def _tree_copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "planted",
     [

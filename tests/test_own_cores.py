@@ -32,6 +32,7 @@ def _probe(worker: str | None, count: int) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs 2 cores")
 def test_two_workers_take_disjoint_cores_and_size_torch_and_their_children_to_them():
     first, second = _probe("gw0", 2), _probe("gw1", 2)

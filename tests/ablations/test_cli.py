@@ -109,6 +109,7 @@ QUICK = [  # the smoke preset cut to seconds: 4 steps on 300 short pairs, a 200-
 ]
 
 
+@pytest.mark.slow
 def test_train_config_reruns_the_files_row_seed_and_output_directory(tmp_path):
     from ablate.reports.wandb_log import read_offline_run
 

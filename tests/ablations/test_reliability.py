@@ -243,6 +243,7 @@ def test_a_checkpoint_write_that_fails_midway_leaves_the_previous_one_whole(tmp_
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]  # and no temp file
 
 
+@pytest.mark.slow
 def test_a_finite_blow_up_fails_the_trial_as_diverged(sweeps, tmp_path):
     out = tmp_path / "out"
     run = sweeps.run(STUDY, out, "--train.lr_factor", "1000", "--train.max_steps", "60")

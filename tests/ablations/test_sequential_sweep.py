@@ -34,6 +34,7 @@ EXPECTED = ["B1__seed0", "B1__seed1", "C1__seed0", "C1__seed1", "C1__seed2", "ba
             "base__seed2"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_sequential_sweep_runs_an_open_row_one_seed_more_and_a_decided_row_none(sweeps, tmp_path):
     out = tmp_path / "out"
     done = run(sweeps, out)
@@ -48,6 +49,7 @@ def test_a_sequential_sweep_runs_an_open_row_one_seed_more_and_a_decided_row_non
     assert len(sweeps.trials(out, NAME)) == len(EXPECTED)
 
 
+@pytest.mark.slow
 def test_a_sigkill_between_a_look_and_its_enqueue_loses_nothing_and_runs_nothing_twice(sweeps, tmp_path):
     out = tmp_path / "out"
     killed = run(sweeps, out, env={"SEQ_KILL_AT": "C1:2"})
@@ -63,6 +65,7 @@ def test_a_sigkill_between_a_look_and_its_enqueue_loses_nothing_and_runs_nothing
     assert after == before  # and nothing that had finished trained again
 
 
+@pytest.mark.slow
 def test_a_queued_trial_the_looks_no_longer_ask_for_is_closed_unrun_and_queued_again_if_a_later_look_does(
     sweeps, tmp_path
 ):
@@ -97,6 +100,7 @@ def test_a_queued_trial_the_looks_no_longer_ask_for_is_closed_unrun_and_queued_a
     assert "B1__seed2" in keys(sweeps.trials(out, NAME))
 
 
+@pytest.mark.slow
 def test_a_sweep_over_some_of_a_studys_rows_keeps_the_controls_share_for_the_rows_it_leaves_out(sweeps, tmp_path):
     """`--rows base` on a sequential study (to finish the base on a free core) is part of the study: its looks still
     judge B1 and C1, so the base keeps its share for them. A look over the base alone took its control seeds as

@@ -67,6 +67,7 @@ def test_the_bound_attends_to_padding_so_it_differs():
     assert not torch.allclose(unpadded(q, k, v, keep), masked(q, k, v, keep))
 
 
+@pytest.mark.slow
 def test_bench_reports_every_cpu_candidate_on_its_batches(capsys):
     args = [*MINUTE, "--vs", "none", "--attention", "true", "--overhead", "false", "--lightning", "false"]
     assert main([*args, "--json"]) == 0

@@ -109,6 +109,7 @@ def test_harness_with_every_peer_lightning_and_trial_overhead():
         assert result["ratios"][key] > 0
 
 
+@pytest.mark.slow
 def test_another_row_of_the_study_is_a_peer_on_the_same_batches_and_sentences(capsys):
     """`--vs row:paper` on the modern base: the paper's block trained and decoded beside it, its own FLOPs counted."""
     assert main([*MINUTE, "--study", "modern", "--vs", "row:paper", "--overhead", "false", "--lightning", "false",
@@ -218,6 +219,7 @@ def test_a_cpu_bench_on_a_machine_with_a_gpu_measures_the_cpu_kernels(monkeypatc
     assert s.run.model.kernels == "cpu" and s.rows["row:B1"].kernels == "cpu"
 
 
+@pytest.mark.slow
 def test_the_bench_counts_a_runs_batch_shapes_and_trains_as_the_runs_settings_say(capsys):
     """`--data.buckets` and `--train.fused_loss` reach the benchmarked run: fixed shapes are counted from the buckets
     (at most one a bucket) where greedy batches are counted over the run's epochs, and our step trains fused."""

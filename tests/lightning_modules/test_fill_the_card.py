@@ -118,6 +118,7 @@ def _tiny(vocab: int, layers: int = 2) -> Transformer:
     return Transformer(ModelConfig(vocab_size=vocab, n_layers=layers, d_model=16, d_ff=32, n_heads=2, p_drop=0.0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scope", ["model", "layers"])
 @pytest.mark.parametrize("fused", [False, True])
 def test_training_compiles_once_and_never_again_in_the_second_epoch(bucketed_batches, fused, scope):
@@ -142,6 +143,7 @@ def test_training_compiles_once_and_never_again_in_the_second_epoch(bucketed_bat
         torch.testing.assert_close(net(batch["src"], batch["tgt_in"]), plain(batch["src"], batch["tgt_in"]))
 
 
+@pytest.mark.slow
 def test_compiled_layers_share_one_graph_whatever_the_depth_and_evaluate_eagerly(bucketed_batches):
     """train.compile_scope 'layers': six identical layers compile what one does (a cold compile costs a layer's),
     and under `eager()` (evaluation and decoding) the compiled layers run without compiling anything more."""
@@ -232,6 +234,7 @@ def test_training_steps_replayed_as_cuda_graphs_compute_the_eager_steps(bucketed
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_the_whole_model_compiles_in_one_trace_without_a_restart():
     """Under dynamic shapes a module's float attributes (dropout p, the embedding scale) used to be traced as symbolic
     floats, and AOTAutograd restarted the whole trace to specialise them: two traces of twice the operations (the

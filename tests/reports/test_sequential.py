@@ -34,6 +34,7 @@ def test_a_look_is_at_the_tested_rows_seeds_not_at_a_tested_controls_share():
     assert look_seeds({"x": 2, "y": 3}, {}, {}, 0) == 3  # no control: every row is tested
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("effects", [NULL, PLANTED], ids=["null", "planted"])
 def test_the_family_wise_error_and_coverage_hold_with_every_look_and_the_design_costs_less(effects, capsys):
     seq = simulate(effects, unstable=(3,), min_seeds=2, max_seeds=6, replicates=150, seed=1)

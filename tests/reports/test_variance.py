@@ -113,6 +113,7 @@ def _simulate(replicates: int, unstable_var: float, effects: bool, seed: int) ->
     }
 
 
+@pytest.mark.slow
 def test_coverage_and_error_rate_by_simulation():
     """Measured with 2000 replicates (docs/SCIENCE.md, section 8): the ordinary rows' intervals cover 94.8%
     with every row alike (family-wise error 5.2%) and 95.5% beside a row of 10x the variance (family-wise error
