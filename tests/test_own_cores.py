@@ -1,5 +1,6 @@
 """`make test` runs pytest-xdist with one worker per core: each worker pins itself to its own cores on import of
-tests/conftest.py, so two workers' torch threads never share a core."""
+tests/conftest.py, so two workers' torch threads never share a core; and tests of one `xdist_group` (`--dist
+loadgroup`) run on one worker: the SLURM tests one at a time, a module's sweep fixture built once."""
 
 from __future__ import annotations
 
@@ -45,3 +46,34 @@ def test_two_workers_take_disjoint_cores_and_size_torch_and_their_children_to_th
 def test_outside_xdist_nothing_is_pinned():
     probe = _probe(None, 1)
     assert probe["cores"] == probe["machine"]
+
+
+GROUPED = """
+import os, time
+import pytest
+
+pytestmark = pytest.mark.xdist_group("one")
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_grouped(i):
+    time.sleep(0.2)  # both workers are up and idle while these are handed out
+    with open(os.environ["WORKERS_FILE"], "a") as fh:
+        fh.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
+
+
+def test_tests_of_one_xdist_group_run_on_one_worker(tmp_path):
+    """pytest 9.2 keeps node ids where pytest-xdist 3.8 no longer writes a group's suffix (pytest-xdist#1386): there
+    `--dist loadgroup` quietly hands a group's tests to every worker, as plain `--dist load`. pyproject.toml pins
+    pytest below 9.2; this fails if that pin goes before xdist is fixed."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (tmp_path / "test_grouped.py").write_text(GROUPED, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["WORKERS_FILE"] = str(tmp_path / "workers.txt")
+    pytest_command = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "-q"]
+    done = subprocess.run([*pytest_command, str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:]
+    workers = (tmp_path / "workers.txt").read_text(encoding="utf-8").split()
+    assert len(workers) == 4 and len(set(workers)) == 1, workers
