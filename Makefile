@@ -22,8 +22,9 @@ setup: $(STAMP)
 study: $(STAMP)
 	$(BIN)/ablate sweep table3 --preset tiny
 
-# One pytest worker per core (pytest-xdist), each pinned to its own cores (tests/conftest.py); the SLURM tests run one
-# at a time (--dist loadgroup). `pytest tests/...` alone runs in one process.
+# One pytest worker per core (pytest-xdist), each pinned to its own cores (tests/conftest.py), slow tests handed out
+# first; the tests of one xdist_group run on one worker (--dist loadgroup): the SLURM tests one at a time, a module whose
+# fixture runs a sweep runs it once. `pytest tests/...` alone runs in one process.
 test: $(STAMP)
 	$(BIN)/python -m pytest -n auto --dist loadgroup
 
