@@ -23,8 +23,8 @@ study: $(STAMP)
 	$(BIN)/ablate sweep table3 --preset tiny
 
 # One pytest worker per core (pytest-xdist), each pinned to its own cores (tests/conftest.py), slow tests handed out
-# first; the tests of one xdist_group run on one worker (--dist loadgroup): the SLURM tests one at a time, a module whose
-# fixture runs a sweep runs it once. `pytest tests/...` alone runs in one process.
+# first; the tests of one xdist_group run on one worker (--dist loadgroup): the SLURM tests one at a time, and the tests
+# sharing a module-scoped fixture (six run a sweep), built once. `pytest tests/...` alone runs in one process.
 test: $(STAMP)
 	$(BIN)/python -m pytest -n auto --dist loadgroup
 

@@ -35,14 +35,16 @@ def _own_cores() -> None:
 _own_cores()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    """GPU tests skip without CUDA. Under pytest-xdist, slow tests come first: xdist hands tests out in this order, so
-    the long ones start while every worker is busy and the short ones fill the end, instead of one worker finishing a
-    long test alone while the others wait. The sort is stable, and a run in one process keeps the file order (there
-    a module's tests stay together, so its module-scoped fixtures are built once)."""
+    """GPU tests skip without CUDA. Under pytest-xdist, a module's tests that share a module-scoped fixture run on one
+    worker (`_one_worker_per_module_fixture`), and slow tests come first: xdist hands tests out in this order, so the
+    long ones start while every worker is busy and the short ones fill the end. The sort is stable, and a run in one
+    process keeps the file order (a module's tests stay together, so its module-scoped fixtures are built once)."""
     import torch
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
+        _one_worker_per_module_fixture(items)
         items.sort(key=lambda item: "slow" not in item.keywords)
     if torch.cuda.is_available():
         return
@@ -50,6 +52,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _one_worker_per_module_fixture(items) -> None:
+    """A module-scoped fixture is built once on each worker that runs a test using it (six of them run a sweep): each
+    such test joins an xdist_group named after its file, which `--dist loadgroup` sends to one worker. A test already
+    in a group keeps it (the SLURM tests run one at a time)."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)  # pytest's resolved fixtures of a test function
+        if info is None or item.get_closest_marker("xdist_group"):
+            continue
+        if any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 def pytest_runtest_logreport(report):

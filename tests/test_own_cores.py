@@ -59,21 +59,50 @@ pytestmark = pytest.mark.xdist_group("one")
 def test_grouped(i):
     time.sleep(0.2)  # both workers are up and idle while these are handed out
     with open(os.environ["WORKERS_FILE"], "a") as fh:
-        fh.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+        fh.write("grouped " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
+SHARED = """
+import os, time
+import pytest
+
+
+def write(what):
+    with open(os.environ["WORKERS_FILE"], "a") as fh:
+        fh.write(what + " " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+
+
+@pytest.fixture(scope="module")
+def shared():
+    write("built")
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_shared(shared, i):
+    time.sleep(0.2)
+    write("shared")
 """
 
 
-def test_tests_of_one_xdist_group_run_on_one_worker(tmp_path):
+def test_tests_of_one_xdist_group_or_module_fixture_run_on_one_worker(tmp_path):
     """pytest 9.2 keeps node ids where pytest-xdist 3.8 no longer writes a group's suffix (pytest-xdist#1386): there
-    `--dist loadgroup` quietly hands a group's tests to every worker, as plain `--dist load`. pyproject.toml pins
-    pytest below 9.2; this fails if that pin goes before xdist is fixed."""
+    `--dist loadgroup` quietly hands a group's tests to every worker, as plain `--dist load`; pyproject.toml pins
+    pytest below 9.2, and this fails if that pin goes before xdist is fixed. The tests sharing a module-scoped fixture
+    join a group of their own (tests/conftest.py, loaded here beside the probe's tests): it is built once."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    ours = f"runpy.run_path({str(CONFTEST)!r})"  # its hooks and fixtures, not its __file__
+    (tmp_path / "conftest.py").write_text(
+        f"import runpy\nglobals().update((k, v) for k, v in {ours}.items() if k[0] != '_')\n"
+    )
     (tmp_path / "test_grouped.py").write_text(GROUPED, encoding="utf-8")
+    (tmp_path / "test_shared.py").write_text(SHARED, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["WORKERS_FILE"] = str(tmp_path / "workers.txt")
     pytest_command = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "-q"]
     done = subprocess.run([*pytest_command, str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:]
-    workers = (tmp_path / "workers.txt").read_text(encoding="utf-8").split()
-    assert len(workers) == 4 and len(set(workers)) == 1, workers
+    lines = [line.split() for line in (tmp_path / "workers.txt").read_text(encoding="utf-8").splitlines()]
+    by_kind = {kind: [worker for k, worker in lines if k == kind] for kind in ("grouped", "shared", "built")}
+    assert len(by_kind["grouped"]) == 4 and len(set(by_kind["grouped"])) == 1, lines
+    assert len(by_kind["shared"]) == 4 and len(set(by_kind["shared"])) == 1, lines
+    assert len(by_kind["built"]) == 1, lines

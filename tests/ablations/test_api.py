@@ -15,10 +15,6 @@ from ablate.ablations.record import Layout, Record
 from ablate.ablations.studies import load_study
 from ablate.reports import load
 
-# `smoke` (module scope) runs a sweep: under `make test` the module's tests stay on one pytest-xdist worker,
-# which runs it once (split between workers, each would run it).
-pytestmark = pytest.mark.xdist_group("test_api")
-
 REPO = Path(__file__).resolve().parents[2]
 LANDED = REPO / "tests" / "reports" / "data" / "landed-smoke"
 """Four trials (base and B1, seeds 0 and 1) of `ablate sweep table3 --preset smoke`, as written by the version before

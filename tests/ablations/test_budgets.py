@@ -13,10 +13,6 @@ from pathlib import Path
 import pytest
 from ablate.lightning_modules.config import TrainConfig, cooldown_factor, fork_step, paper_lr
 
-# `budget_runs` (module scope) runs a sweep: under `make test` the module's tests stay on one pytest-xdist worker,
-# which runs it once (split between workers, each would run it).
-pytestmark = pytest.mark.xdist_group("test_budgets")
-
 STUDY = "sweep_interrupt.yaml"
 STEPS = 80
 """The whole run; its half budget is 40 steps, branched at step 32 (cooldown_frac 0.2 of 40 = 8 steps)."""

@@ -18,10 +18,6 @@ import pytest
 import sacrebleu
 from ablate.ablations.cli import main as ablate
 
-# `rerun` (module scope) runs a sweep: under `make test` the module's tests stay on one pytest-xdist worker,
-# which runs it once (split between workers, each would run it).
-pytestmark = pytest.mark.xdist_group("test_compare")
-
 
 def copy_sweep(src: Path, dst: Path) -> Path:
     """A results directory as `ablate compare` reads it (study.json, records, hyps, refs), without trial dirs."""

@@ -18,9 +18,7 @@ from ablate.ablations import cli
 STUDY = "sweep_corpus.yaml"
 NAME = "sweep-corpus-smoke"
 
-# `started` (module scope) runs a sweep: under `make test` the module's tests stay on one pytest-xdist worker,
-# which runs it once (split between workers, each would run it).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_corpus_identity")]
+pytestmark = pytest.mark.slow
 
 
 def gettext(root: Path) -> str:

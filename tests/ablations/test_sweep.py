@@ -24,10 +24,6 @@ from ablate.ablations import cli
 from ablate.ablations.studies import load_study
 from ablate.data.errors import AblateError
 
-# `finished` (module scope) runs a sweep: under `make test` the module's tests stay on one pytest-xdist worker,
-# which runs it once (split between workers, each would run it).
-pytestmark = pytest.mark.xdist_group("test_sweep")
-
 STUDY = "sweep_rows.yaml"
 OPTUNA_NAME = "sweep-rows-smoke"
 ROWS = {"ok1": "A", "nan": "C", "ok2": "B"}  # row -> group

@@ -13,10 +13,6 @@ from ablate.ablations.config import TrackingConfig, build_run_config
 from ablate.ablations.ledger import write_json_atomic
 from ablate.ablations.tracking import run_group, run_name, wandb_mode
 
-# `labelled` (module scope) runs a sweep: under `make test` the module's tests stay on one pytest-xdist worker,
-# which runs it once (split between workers, each would run it).
-pytestmark = pytest.mark.xdist_group("test_tracking")
-
 
 @pytest.mark.parametrize(
     ("env", "cfg_mode", "expected"),
