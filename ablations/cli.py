@@ -98,12 +98,53 @@ def main(argv: list[str] | None = None) -> int:
         stopped = err if isinstance(err, Interrupted) else Interrupted()
         print(f"ablate {name}: {stopped.describe(name, rest)}", file=sys.stderr)
         return 130
+    except Exception as err:
+        if name not in ONE_LINE_FAILURES or os.environ.get(TRACEBACK_SWITCH):
+            raise
+        print(
+            f"ablate {name}: unexpected error: {_one_line(err)}; traceback in {_save_traceback(name, rest)}",
+            file=sys.stderr,
+        )
+        return 1
     finally:  # called in-process (tests, scripts), the caller's environment and argv are as they were
         sys.argv = saved[0]
         if saved[1] is None:
             os.environ.pop(ENV_VAR, None)
         else:
             os.environ[ENV_VAR] = saved[1]
+
+
+ONE_LINE_FAILURES = ("train", "translate")
+"""Commands whose unexpected exceptions end in one line and the path of the saved traceback (ABLATE_TRACEBACK=1
+shows it on the terminal instead)."""
+TRACEBACK_SWITCH = "ABLATE_TRACEBACK"
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+
+
+def _save_traceback(name: str, argv: list[str]) -> str:
+    """The running exception's traceback, written under the cache's errors/ folder (else the temporary folder)."""
+    import shlex
+    import tempfile
+    import time
+    import traceback
+    from pathlib import Path
+
+    from ablate.data.cache import cache_root
+
+    text = f"ablate {name} {shlex.join(argv)}\n\n{traceback.format_exc()}"
+    stamp = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    for folder in (cache_root(None) / "errors", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / stamp).write_text(text)
+            return str(folder / stamp)
+        except OSError:
+            continue
+    return "(not saved: no writable folder)"
 
 
 def _keep_storage_secret(argv: list[str]) -> None:

@@ -19,6 +19,7 @@ import torch
 from ablate.ablations import environment
 from ablate.ablations.record import budget_label
 from ablate.ablations.trial_files import TrainResult
+from ablate.lightning_modules import card
 from ablate.lightning_modules.module import TranslationModule
 
 
@@ -161,6 +162,7 @@ class Recorder(pl.Callback):
             "device": device_name(trainer),
             "kernels": kernels_ran_on(trainer),
             "precision": str(trainer.precision),
+            "path": path_taken(trainer, pl_module),
             "bleu_signature": val.get("bleu_signature"),
             "bleu_sentences": val.get("bleu_sentences"),
             "ppl_swapped": val.get("ppl_swapped"),
@@ -256,6 +258,21 @@ def kernels_ran_on(trainer: pl.Trainer) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "cuda": torch.version.cuda if device.type == "cuda" else None,
+    }
+
+
+def path_taken(trainer: pl.Trainer, pl_module: TranslationModule) -> dict[str, Any]:
+    """The path the run's numbers took, each setting `auto` may resolve differently on a card (`card`) as resolved:
+    decoding, kernels, compile and graphs, precision, the torch version, and the ABLATE_CARD switch it ran under."""
+    cfg = pl_module.train_config
+    return {
+        "decoding": pl_module.decoding(trainer.strategy.root_device.type == "cuda"),
+        "kernels": pl_module.model.kernels.name,
+        "compile": cfg.compile_scope if cfg.compile else None,
+        "cuda_graphs": cfg.cuda_graphs and trainer.strategy.root_device.type == "cuda",
+        "precision": str(trainer.precision),
+        "torch": torch.__version__,
+        "card": card.mode() or None,
     }
 
 

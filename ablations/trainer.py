@@ -25,6 +25,7 @@ from ablate.data.cache import cache_root
 from ablate.lightning_modules.config import ModelConfig, Precision, on_cpu
 from ablate.lightning_modules.config import resolve_precision as precision_for
 from ablate.lightning_modules.module import CheckpointAveraging, TranslationModule
+from ablate.lightning_modules.preflight import Preflight
 
 
 # ------------------------------------------------------------------------------------------------------ building
@@ -98,7 +99,12 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
     """The Lightning Trainer of one run: step-based, validating every train.val_every updates, checkpointing there."""
     # ResumeState writes last.ckpt after every validation (atomically: AtomicCheckpointIO), after the Recorder.
     directory = out_dir / "checkpoints"
-    cbs: list[pl.Callback] = [FinalValidation(), recorder, checkpoints.ResumeState(directory / "last.ckpt")]
+    cbs: list[pl.Callback] = [
+        Preflight(),
+        FinalValidation(),
+        recorder,
+        checkpoints.ResumeState(directory / "last.ckpt"),
+    ]
     cbs.append(StopTestOnSignal(directory / "last.ckpt"))
     cbs.append(weights.FinalWeights(out_dir / weights.FILE))  # what `ablate translate` decodes with
     if run.train.keep_checkpoints == "best":

@@ -232,6 +232,19 @@ class TokenBudgetBatchSampler:
     def __len__(self) -> int:
         return len(self._all_batches()) // self.world_size
 
+    def largest(self) -> list[int]:
+        """This rank's batch of the current epoch with the most padded tokens, B x (S + T): the step that needs the
+        most memory (a run checks it before step 1). Reads the epoch's plan without moving the iteration."""
+
+        def padded(batch: np.ndarray) -> int:
+            if self.shapes is not None:
+                s, t = self.shapes.shape_of(batch.tolist())
+            else:
+                s, t = int(self.src_len[batch].max()), int(self.tgt_len[batch].max())
+            return len(batch) * (s + t)
+
+        return max(self._all_batches()[self.rank :: self.world_size], key=padded).tolist()
+
 
 class EvalBatchSampler:
     """Validation/test batches: sorted by length, never shuffled, an equal number per rank.

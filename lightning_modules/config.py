@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import asdict, dataclass, replace
-from typing import Literal, get_args, get_type_hints
+from typing import Literal, cast, get_args, get_type_hints
 
 from ablate.data.errors import ConfigError
+from ablate.lightning_modules import card
 
 
 def _check(cond: bool, name: str, msg: str) -> None:
@@ -95,8 +96,9 @@ class ModelConfig:
     'reference' = PyTorch's SDPA and nn.Dropout, 'cpu' = the routes measured faster on CPUs, 'jagged' = the
     reference with the source's padded keys dropped (nested jagged tensors) instead of masked in training, so a GPU
     can run the flash kernel (eager; not yet timed on a card: `ablate bench --attention` measures it), 'auto' =
-    'reference' where CUDA is available, else 'cpu' ('cpu' also for a run whose hardware.accelerator is 'cpu'). Not a
-    departure from the paper: results differ only in rounding."""
+    'reference' where CUDA is available, else 'cpu' ('cpu' also for a run whose hardware.accelerator is 'cpu'; what a
+    card takes is listed in `lightning_modules/card.py`). Not a departure from the paper: results differ only in
+    rounding."""
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layers", "d_model", "d_ff", "n_heads", "max_len"):
@@ -208,7 +210,7 @@ class TrainConfig:
     Table 3 itself is on dev."""
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = "auto"
     """'auto': bf16 mixed precision on a GPU that supports it, fp32 on CPU (bf16 is about 3x slower on CPUs
-    without AMX)."""
+    without AMX). What a card takes, and the lease that measured it: `lightning_modules/card.py`."""
     compile: bool = False
     """Compile the training forward with torch.compile, once for every batch shape (dynamic shapes; graphs cached on
     disk for the next trial). Worth it on a GPU: fused element-wise work. On a CPU the hand-written kernels are faster
@@ -223,9 +225,9 @@ class TrainConfig:
     decoding: Literal["auto", "dynamic", "static"] = "auto"
     """How beam search runs (the same hypotheses either way, tested): 'dynamic' (`decoding.beam_search`: finished
     sentences leave the batch, the cache grows), 'static' (`static_decoding.static_beam_search`: fixed shapes, no
-    host sync inside a step, each step one replayed CUDA graph on a GPU), 'auto': static on a CUDA device, dynamic
-    elsewhere (a CPU gains nothing from fixed shapes and would attend over the whole cache). Greedy search (beam 1)
-    is always the dynamic one."""
+    host sync inside a step, each step one replayed CUDA graph on a GPU), 'auto': dynamic, on a card too until a
+    lease has measured static decoding there (`lightning_modules/card.py`; a CPU gains nothing from fixed shapes and
+    would attend over the whole cache). Greedy search (beam 1) is always the dynamic one."""
     cuda_graphs: bool = False
     """With train.compile, on a GPU: replay the compiled training forward and backward as CUDA graphs (torch.compile's
     'reduce-overhead' mode), one recorded per batch shape, so that a small model's step is a few graph launches
@@ -350,8 +352,9 @@ __all__ = [
 
 def on_cpu(model: ModelConfig) -> ModelConfig:
     """The model as it runs on a CPU: 'auto' kernels are CUDA's wherever a GPU is visible, so a run or a bench told
-    to use the CPU takes the CPU's; kernels asked for by name are kept."""
-    return replace(model, kernels="cpu") if model.kernels == "auto" else model
+    to use the CPU takes the CPU's (unless ABLATE_CARD asks for the card's: `card`); kernels asked for by name are
+    kept."""
+    return replace(model, kernels="cpu") if model.kernels == "auto" and not card.on_card(False) else model
 
 
 def for_compile(model: ModelConfig) -> ModelConfig:
@@ -366,8 +369,7 @@ Precision = Literal["32-true", "bf16-mixed", "16-mixed"]
 
 def resolve_precision(choice: Literal["auto"] | Precision, *, cuda_bf16: bool) -> Precision:
     """train.precision (or `ablate bench --precision`) resolved: 'auto' is bf16 autocast on a bf16-capable CUDA
-    device and fp32 elsewhere (bf16 is about 3x slower on CPUs without AMX); anything else as given. The one rule
-    for training and the benchmark alike; the caller says whether it runs on a bf16-capable GPU."""
-    if choice != "auto":
-        return choice
-    return "bf16-mixed" if cuda_bf16 else "32-true"
+    device (or under ABLATE_CARD, `card`) and fp32 elsewhere (bf16 is about 3x slower on CPUs without AMX); anything
+    else as given. The one rule for training and the benchmark alike; the caller says whether it runs on a
+    bf16-capable GPU."""
+    return cast(Precision, card.resolve("train.precision", choice, cuda_bf16))

@@ -27,10 +27,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
+from ablate.lightning_modules import card
 from torch import Tensor, nn
 
 KernelChoice = Literal["auto", "reference", "cpu", "jagged"]
@@ -51,12 +52,13 @@ class Kernels:
 
 
 def kernels_for(choice: KernelChoice, reference_parts: tuple[str, ...] = ()) -> Kernels:
-    """Resolve the config switch: 'auto' takes the reference kernels when CUDA is available, the CPU ones else.
+    """Resolve the config switch: 'auto' takes the reference kernels when CUDA is available (or under ABLATE_CARD:
+    `card`), the CPU ones else.
 
     `reference_parts` (names of Kernels fields: 'attention', 'dropout', 'gather_rows') swaps single parts back to
     the reference ones: `ablate bench` measures what each CPU kernel buys on its own that way."""
     if choice == "auto":
-        choice = "reference" if torch.cuda.is_available() else "cpu"
+        choice = cast(KernelChoice, card.resolve("model.kernels", choice, torch.cuda.is_available()))
     reference = Kernels("reference", sdpa_attention, nn.Dropout, _gather_copy)
     if choice == "reference":
         return reference

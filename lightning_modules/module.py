@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytorch_lightning as pl
 import torch
+from ablate.lightning_modules import card
 from ablate.lightning_modules.config import ModelConfig, TrainConfig, cooldown_factor, for_compile, paper_lr
 from ablate.lightning_modules.decoding import beam_search, greedy_search
 from ablate.lightning_modules.kernels import (
@@ -72,18 +73,22 @@ class LossWatch:
     """The blow-up check of the training loss: NaN or inf, or, once warmup is over, a finite blow-up (a loss above 3x
     the first step's, which is about log V, a uniform guess's) is a run that diverged, not one learning slowly.
 
-    Reading a loss on a GPU is a host sync, which would drain the queue of launched kernels at every step. There
-    (`every_step` False) the worst loss since the last read stays on the device (NaN propagates through `maximum`) and
-    is read every LOSS_READ_EVERY steps, so a diverged run stops at most that many steps late."""
+    Reading a loss on a GPU is a host sync, which would drain the queue of launched kernels at every step. Where
+    `every_step` is False (a card's path `card.SETTINGS["loss watch"]`) the worst loss since the last read stays on
+    the device (NaN propagates through `maximum`) and is read every LOSS_READ_EVERY steps, so a diverged run stops at
+    most that many steps late."""
 
     def __init__(self) -> None:
         self.first: float | None = None
         self.worst: Tensor | None = None
+        self.read = False
+        """Whether the last `observe` read the loss from the device (every rank reads at the same steps)."""
 
     def observe(self, loss: Tensor, step: int, warmup_steps: int, every_step: bool) -> str | None:
         """The problem with the training loss at `step`, if one was read; None otherwise."""
         worst = loss.detach().float() if self.worst is None else torch.maximum(self.worst, loss.detach().float())
-        if not every_step and self.first is not None and (step + 1) % LOSS_READ_EVERY:
+        self.read = every_step or self.first is None or (step + 1) % LOSS_READ_EVERY == 0
+        if not self.read:
             self.worst = worst
             return None
         self.worst, value = None, float(worst)
@@ -185,19 +190,30 @@ class TranslationModule(pl.LightningModule):
         self._tokens_seen[0] += (batch["src"] != self.model_config.pad_id).sum()
         self._tokens_seen[1] += ntok.sum()
         self.log("train/ppl", torch.exp(out["nll_sum"].sum() / ntok.sum().clamp(min=1)), batch_size=ntok.numel())
-        self.log("train/lr", self._scheduler().get_last_lr()[0], batch_size=ntok.numel())
         # The loggers' step (Lightning takes a logged "step" as the x value): the optimizer steps done once this
         # batch's update is applied, as the results count them. Lightning's default is the count before it, one less.
-        self.log("step", float(self.global_step + 1), batch_size=ntok.numel())
+        # Both are written into device tensors in place: a logged Python float becomes a new device tensor, a
+        # blocking host-to-device copy every step; Lightning reads them back only when its loggers write.
+        lr, step = self._scalars(loss.device)
+        self.log("train/lr", lr.fill_(self._scheduler().get_last_lr()[0]), batch_size=ntok.numel())
+        self.log("step", step.fill_(self.global_step + 1), batch_size=ntok.numel())
         return loss
 
+    def _scalars(self, device: torch.device) -> tuple[Tensor, Tensor]:
+        """Two float64 scalars on the training device, made once: the logged learning rate and step."""
+        scalars = self.__dict__.get("_logged_scalars")
+        if scalars is None or scalars.device != device:
+            scalars = self.__dict__["_logged_scalars"] = torch.zeros(2, dtype=torch.float64, device=device)
+        return scalars[0], scalars[1]
+
     def _check_loss(self, loss: Tensor) -> None:
-        """Stop a run whose training loss diverged (`LossWatch`); the loss is read from the device every step on a
-        CPU, every LOSS_READ_EVERY steps on a GPU."""
-        step = self.global_step
-        problem = self._loss_watch.observe(loss, step, self.train_config.warmup_steps, loss.device.type == "cpu")
+        """Stop a run whose training loss diverged (`LossWatch`); the loss is read from the device every step, or every
+        LOSS_READ_EVERY steps on a card that takes that path (`card`)."""
+        step, every_step = self.global_step, not card.takes("loss watch", loss.is_cuda)
+        problem = self._loss_watch.observe(loss, step, self.train_config.warmup_steps, every_step)
         # Every rank stops together: one rank raising while the others wait in the gradient all-reduce would hang.
-        if self._trainer is not None and self.trainer.world_size > 1:
+        # The ranks read their losses at the same steps, and agree only then (an all-reduce is a host sync too).
+        if self._trainer is not None and self.trainer.world_size > 1 and self._loss_watch.read:
             if self.trainer.strategy.reduce_boolean_decision(problem is not None, all=False) and problem is None:
                 problem = f"training diverged on another rank at step {step}"
         if problem is not None:
@@ -262,11 +278,17 @@ class TranslationModule(pl.LightningModule):
         with eager():  # a decoder's cache is Python state, and its shapes change every step
             if beam == 1:
                 return greedy_search(self.model, src, max_len_a=cfg.max_len_a, **ids)
-            static = cfg.decoding == "static" or (cfg.decoding == "auto" and src.is_cuda)
-            search = static_beam_search if static else beam_search
+            search = static_beam_search if self.decoding(src.is_cuda) == "static" else beam_search
             return search(
                 self.model, src, self.bos_id, self.eos_id, beam, cfg.length_penalty, cfg.max_len_a, cfg.max_len_b
             )
+
+    def decoding(self, cuda: bool) -> str:
+        """How the configured beam decodes, on a CUDA device or not: 'greedy' (beam 1), else train.decoding resolved
+        ('auto': `card`), 'static' or 'dynamic'."""
+        if self.train_config.beam_size == 1:
+            return "greedy"
+        return card.resolve("train.decoding", self.train_config.decoding, cuda)
 
     def on_validation_epoch_start(self) -> None:
         self._val = {"loss_sum": {}, "nll_sum": {}, "ntok": {}, "hyps": {}, "nll_swapped": {}}

@@ -41,15 +41,22 @@ class StaticSelfAttentionCache:
 
     A step writes its key at position `start` (a 0-dim device tensor) and attends over all `capacity` slots with a
     mask of the written ones, so no shape changes from step to step; `select` reorders rows in place (copy_), so the
-    buffers keep their addresses for a captured graph."""
+    buffers keep their addresses for a captured graph. The buffers are made at the first append, in the dtype of
+    the keys that step computed: under autocast a bf16 projection's, not the fp32 encoder output's (as the dynamic
+    cache, which concatenates the keys it gets). The first step runs before any capture, so the addresses a graph
+    records are the final ones."""
 
     def __init__(self, rows: int, heads: int, capacity: int, d_k: int, d_v: int, like: Tensor) -> None:
-        self.k = like.new_zeros(rows, heads, capacity, d_k)
-        self.v = like.new_zeros(rows, heads, capacity, d_v)
+        self.shape_k, self.shape_v = (rows, heads, capacity, d_k), (rows, heads, capacity, d_v)
+        self.k, self.v = like.new_zeros(self.shape_k), like.new_zeros(self.shape_v)
         self.positions = torch.arange(capacity, device=like.device)
+        self.written = False
 
     def append(self, k: Tensor, v: Tensor, start: int | Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Write (rows, h_kv, 1, d) at `start`; all slots and the mask (1, 1, 1, capacity) of those filled so far."""
+        if not self.written:  # the keys' dtype, known from the first step (the buffers are still all zeros)
+            self.k, self.v = k.new_zeros(self.shape_k), v.new_zeros(self.shape_v)
+            self.written = True
         at = torch.as_tensor(start, device=self.k.device).view(1)
         self.k.index_copy_(2, at, k)
         self.v.index_copy_(2, at, v)

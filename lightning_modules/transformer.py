@@ -15,6 +15,7 @@ from typing import Protocol
 
 import torch
 from ablate.data.errors import AblateError
+from ablate.lightning_modules import card
 from ablate.lightning_modules.config import ModelConfig
 from ablate.lightning_modules.kernels import Kernels, kernels_for
 from ablate.lightning_modules.modern import (
@@ -339,9 +340,10 @@ class Transformer(nn.Module):
     def padding_mask(self, src: Tensor) -> Tensor | None:
         """(B, S) ids -> (B, 1, 1, S) True where a key may be attended; None when nothing is padded (fast path)."""
         keep = src != self.cfg.pad_id
-        if torch.compiler.is_compiling():
-            # No data-dependent branch in a compiled graph (it broke the graph in three, on an H200 and here): an
-            # all-True mask gives the same attention, by a kernel that takes a mask.
+        if torch.compiler.is_compiling() or card.takes("padding mask", src.is_cuda):
+            # No data-dependent branch in a compiled graph (it broke the graph in three, on an H200 and here), nor a
+            # host read on a card that takes that path: an all-True mask gives the same attention, by a kernel that
+            # takes a mask.
             return keep[:, None, None, :]
         return None if bool(keep.all()) else keep[:, None, None, :]
 
