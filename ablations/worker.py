@@ -13,6 +13,7 @@ import signal
 import time
 
 from ablate.ablations import corpora, environment, interrupt, ledger, ranks
+from ablate.ablations.launchers import mps
 from ablate.ablations.plan import Plan
 from ablate.ablations.queueing import look_and_enqueue
 from ablate.ablations.storage.queue import Queue, recover_dead
@@ -66,6 +67,7 @@ def work_here(plan: Plan) -> int:
     cores, claim and run trials until none are left. In a job of several tasks, task 0 claims the trials and the
     others follow it as the DDP ranks of each trial (`ranks.follow`)."""
     here = environment.here()
+    mps.check_worker()
     set_threads(here.local_workers)
     if here.warning is not None:  # a scheduler that warns before preemption or the time limit (launchers/slurm.py)
         interrupt.on_signal(*here.warning)

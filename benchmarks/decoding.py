@@ -81,7 +81,7 @@ def _decoders(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict) -> dict[s
     alpha, (a, b), k = s.run.train.length_penalty, _max_len(s.run), bench.beam_size
     systems: dict[str, tuple[Any, Any]] = {
         "ours_beam": (ours.output, lambda: beam_search(ours, src, BOS_ID, EOS_ID, k, alpha, a, b)),
-        # train.decoding 'static' (the default on CUDA, one replayed graph a step there; its decoder_steps counts
+        # train.decoding 'static' (opt-in on CUDA until measured, one replayed graph a step there; decoder_steps counts
         # only the steps run eagerly, as a replayed graph calls no hook)
         "ours_beam_static": (ours.output, lambda: static_beam_search(ours, src, BOS_ID, EOS_ID, k, alpha, a, b)),
         "ours_greedy": (ours.output, lambda: greedy_search(ours, src, BOS_ID, EOS_ID, a, b)),
@@ -147,10 +147,7 @@ def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict | None 
 def hold_back_eos(ours: list, hf=None):
     """Lower eos's logit by 1e4 in each of our models (a hook on the output layer) and in HF's (final_logits_bias),
     so every hypothesis runs to the length limit, where both searches force eos."""
-    handles = [
-        model.output.register_forward_hook(lambda module, args, out: out.index_fill(-1, _eos(out), -1e4))
-        for model in ours
-    ]
+    handles = [model.output.register_forward_hook(_without_eos) for model in ours]
     saved = None
     if hf is not None:
         saved = hf.hf.final_logits_bias.clone()
@@ -164,10 +161,12 @@ def hold_back_eos(ours: list, hf=None):
             hf.hf.final_logits_bias.copy_(saved)
 
 
-def _eos(out):
-    import torch
-
-    return torch.tensor([EOS_ID], device=out.device)
+def _without_eos(module, args, out):
+    """The logits with eos's lowered by 1e4: written with a Python index (a fill on the device), never a tensor made
+    from host values, which a captured CUDA graph step (static decoding) refuses."""
+    out = out.clone()
+    out[..., EOS_ID] = -1e4
+    return out
 
 
 def _mean_length(out) -> float:

@@ -5,7 +5,7 @@
 set -u
 OUT=${OUT:-/tmp/out}
 NAME=$(basename "$0" .sh)
-WORK=/tmp/lease-$NAME
+WORK=${WORK:-/tmp/lease-$NAME}
 mkdir -p "$WORK" "$OUT"
 T0=$(date +%s)  # the install counts against the deadline too
 if [ -d .whl ]; then

@@ -73,15 +73,26 @@ def test_beam_one_and_a_zero_length_limit_margin():
         assert static_beam_search(model, src, BOS, EOS, beam_size=beam, max_len_a=1.0, max_len_b=b) == expect
 
 
+def test_the_static_cache_takes_the_keys_dtype():
+    """Under autocast the keys come out of a bf16 projection while the cache is made from the fp32 encoder output."""
+    cache = StaticSelfAttentionCache(rows=2, heads=1, capacity=3, d_k=4, d_v=4, like=torch.zeros(1))
+    k = torch.ones(2, 1, 1, 4, dtype=torch.bfloat16)
+    keys, values, _ = cache.append(k, k, torch.tensor(0))
+    assert keys.dtype == values.dtype == torch.bfloat16
+
+
 def test_the_static_cache_keeps_its_buffers_and_masks_the_unwritten_slots():
-    """A captured graph replays fixed addresses: appends and reorders write into the same buffers."""
+    """A captured graph replays fixed addresses: after the first step (made in the keys' dtype, before any capture),
+    appends and reorders write into the same buffers."""
     like = torch.zeros(1)
     cache = StaticSelfAttentionCache(rows=3, heads=2, capacity=5, d_k=4, d_v=6, like=like)
-    k_ptr, v_ptr = cache.k.data_ptr(), cache.v.data_ptr()
+    k_ptr = v_ptr = None
     for t in range(3):
         new_k, new_v = torch.full((3, 2, 1, 4), float(t)), torch.full((3, 2, 1, 6), float(t))
         _, _, mask = cache.append(new_k, new_v, torch.tensor(t))
         assert mask.view(-1).tolist() == [i <= t for i in range(5)]
+        k_ptr, v_ptr = (cache.k.data_ptr(), cache.v.data_ptr()) if t == 0 else (k_ptr, v_ptr)
+        assert (cache.k.data_ptr(), cache.v.data_ptr()) == (k_ptr, v_ptr)
     cache.k[1] += 10  # row 1 differs
     cache.select(torch.tensor([1, 1, 0]))
     assert (cache.k.data_ptr(), cache.v.data_ptr()) == (k_ptr, v_ptr)
