@@ -48,9 +48,10 @@ from typing import Any, Literal
 from ablate.ablations.stats import ALPHA, N_SAMPLES, RowTest, seeds_needed
 from ablate.ablations.verdicts import comparison_verdict, study_verdicts
 
-State = Literal["decided", "open", "out_of_reach"]
-"""Where a row stands after a look: every comparison decided, one still open (it gets a seed), or none open and one
-that more seeds up to max_seeds would not settle."""
+State = Literal["decided", "open", "out_of_reach", "failed"]
+"""Where a row stands after a look: every comparison decided, one still open (it gets a seed), none open and one
+that more seeds up to max_seeds would not settle, or stopped because its trials failed (`failed_rows`)."""
+STATES: tuple[State, ...] = ("decided", "open", "out_of_reach", "failed")
 
 
 Design = Literal["spending", "confseq"]
@@ -445,19 +446,52 @@ def _subset(results, have: Mapping[str, Sequence[int]], seeds: Mapping[str, int]
 
 
 def finished_seeds(results, rows: Sequence[str]) -> tuple[dict[str, list[int]], Callable[[str, int], list[int]]]:
-    """Each row's seeds as the design uses them: in seed order, failed ones passed over; the finished prefix of
-    them (`have`), and `usable(row, n)`, the row's first n seeds that did not fail."""
-    finished: dict[str, set[int]] = {r: set() for r in rows}
-    failed: dict[str, set[int]] = {r: set() for r in rows}
+    """Each row's seeds as the design uses them, in seed order: the prefix of them that ended (`have`), and
+    `usable(row, n)`, the row's first n seeds. A failed seed keeps its place: it ended, a look reads the row's
+    complete seeds among those it has, and it is never replaced by the next seed, so that failures use up the row's
+    max_seeds instead of queueing seeds without end."""
+    ended: dict[str, set[int]] = {r: set() for r in rows}
     for (row, seed), status in results.status.items() if results is not None else ():
-        if row in finished and status.record is not None:
-            (finished if status.record.state == "complete" else failed)[row].add(seed)
+        if row in ended and status.record is not None:
+            ended[row].add(seed)
 
     def usable(row: str, n: int) -> list[int]:
-        return list(itertools.islice((s for s in itertools.count() if s not in failed[row]), n))
+        return list(range(n))
 
-    have = {r: list(itertools.takewhile(finished[r].__contains__, usable(r, len(finished[r]) + 1))) for r in rows}
+    have = {r: list(itertools.takewhile(ended[r].__contains__, itertools.count())) for r in rows}
     return have, usable
+
+
+def failed_rows(results, rows: Sequence[str], first: Mapping[str, int]) -> dict[str, str]:
+    """Rows whose trials all failed, each with why: at least its first look's seeds (`first`, at most two) ended and
+    none completed. Its first failure's one-line cause is the row's; a row tested only against failed controls
+    stops with them."""
+    ended: dict[str, list[tuple[int, str]]] = {r: [] for r in rows}
+    complete = set()
+    for (row, seed), status in sorted(results.status.items()) if results is not None else ():
+        if row in ended and status.record is not None:
+            if status.record.state == "complete":
+                complete.add(row)
+            else:
+                ended[row].append((seed, status.record.reason or status.record.state))
+    dead = {}
+    for row, failures in ended.items():
+        if row not in complete and failures and len(failures) >= min(first.get(row, 1), 2):
+            seed, reason = failures[0]
+            dead[row] = f"its {len(failures)} trial(s) failed (seed {seed}: {reason})"
+    return dead
+
+
+def _without_failed(rows, controls, dead: dict[str, str]) -> tuple[list[str], dict[str, list[str]], dict[str, str]]:
+    """The rows and controls a walk judges once the failed rows are out; a row whose every control failed is out
+    too (`dead` gains it, with why)."""
+    dead = dict(dead)
+    for row in rows:
+        against = [c for c, compared in controls.items() if row in compared]
+        if row not in dead and against and all(c in dead for c in against):
+            dead[row] = f"its control {against[0]} failed"
+    live = {c: [r for r in compared if r not in dead] for c, compared in controls.items() if c not in dead}
+    return [r for r in rows if r not in dead], live, dead
 
 
 def decide(
@@ -471,18 +505,24 @@ def decide(
     n_samples: int | None = None,
 ) -> Decision:
     """What a sequential sweep runs now (`Sequential.decide`): the walk over the finished trials of `results` (the
-    records alone; None before study.json), each row's seeds in seed order with failed ones passed over, and the
-    seeds the policy asks for at the look it waits on."""
+    records alone; None before study.json), each row's seeds in seed order (a failed one keeps its place), and the
+    seeds the policy asks for at the look it waits on. A row whose trials all failed (`failed_rows`) is out of the
+    walk: it keeps the seeds it ran, and its state is 'failed'."""
     have, usable = finished_seeds(results, rows)
-    walked = walk(results, have, controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design, n_samples=n_samples)
+    first = first_look(rows, controls, min_seeds=min_seeds, max_seeds=max_seeds)
+    live, live_controls, dead = _without_failed(rows, controls, failed_rows(results, rows, first))
+    have_live = {r: have[r] for r in live}
+    walked = walk(
+        results, have_live, live_controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design, n_samples=n_samples
+    )
     stopped = walked.stopped()
     return Decision(
-        seeds={row: usable(row, n) for row, n in walked.target.items()},
-        states={row: look.state for row, look in stopped.items()},
-        why={row: look.why for row, look in stopped.items()},
+        seeds={row: usable(row, n) for row, n in walked.target.items()} | {r: have[r] for r in dead},
+        states={row: look.state for row, look in stopped.items()} | dict.fromkeys(dead, "failed"),
+        why={row: look.why for row, look in stopped.items()} | dead,
         looks=len(walked.looks),
         finished=walked.finished,
-        controls=tuple(c for c in controls if c not in stopped),
+        controls=tuple(c for c in live_controls if c not in stopped),
     )
 
 
@@ -491,6 +531,7 @@ __all__ = [
     "Design",
     "Look",
     "RowLook",
+    "STATES",
     "Sequential",
     "State",
     "Walk",
@@ -500,6 +541,7 @@ __all__ = [
     "controls_of",
     "decide",
     "dunnett",
+    "failed_rows",
     "finished_seeds",
     "first_look",
     "level",

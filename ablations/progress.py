@@ -429,10 +429,23 @@ def summary_line(
     else:
         seconds = seconds_left(left, workers) if left is not None else eta_seconds(rows, workers, eta)
     eta_text = f", ETA {_fmt(seconds)}" if seconds is not None else ""
-    return (
-        f"{c['complete']}/{len(rows)} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed"
-        f"{eta_text}"
-    )
+    line = f"{c['complete']}/{len(rows)} done, {c['running']} running, {c['pending']} pending, {c['failed']} failed"
+    return line + eta_text + latest_failure(rows)
+
+
+def latest_failure(rows: list[RowStatus], width: int = 100) -> str:
+    """'; last failure A2 seed 3: <cause>' for the trial that failed last (trials closed unrun or as duplicates
+    are not failures), '' when none failed."""
+    failed = [
+        r for r in rows
+        if r.state == "failed" and r.reason and not r.reason.startswith("duplicate") and "closed unrun" not in r.reason
+    ]  # fmt: skip
+    if not failed:
+        return ""
+    last = max(failed, key=lambda r: ((r.started_at or 0) + (r.wall_s or 0), r.row, r.seed))
+    reason = last.reason or ""
+    cut = reason if len(reason) <= width else reason[: width - 3] + "..."
+    return f"; last failure {last.row} seed {last.seed}: {cut}"
 
 
 def render(rows: list[RowStatus], workers: int, title: str, eta: Eta | None = None):

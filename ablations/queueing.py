@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from ablate.ablations import ledger
-from ablate.ablations.design import Decision
+from ablate.ablations.design import STATES, Decision
 from ablate.ablations.plan import Plan
 from ablate.ablations.record import Layout
 from ablate.ablations.storage.queue import Queue
@@ -20,9 +20,12 @@ from ablate.ablations.storage.queue import Queue
 LIVE_STATES = ("WAITING", "RUNNING", "COMPLETE")
 
 
-def enqueue(plan: Plan, queue: Queue) -> int:
-    """Queue every row x seed that has no live trial yet. Returns how many were queued."""
-    live = LIVE_STATES if plan.retry_failed else (*LIVE_STATES, "FAIL", "PRUNED")
+def enqueue(plan: Plan, queue: Queue, *, retry_failed: bool | None = None) -> int:
+    """Queue every row x seed that has no live trial yet. Returns how many were queued. A failed trial counts as
+    live unless `retry_failed` (default: --retry_failed), which the sweep's start passes once per invocation and the
+    looks never do: a trial that always fails is retried once, not after every look."""
+    retry = plan.retry_failed if retry_failed is None else retry_failed
+    live = LIVE_STATES if retry else (*LIVE_STATES, "FAIL", "PRUNED")
     have = {ledger.trial_key(t) for t in queue.trials(*live) if not ledger.superseded(t)}
     missing = [(row, seed) for row, seed in plan.keys() if (row.name, seed) not in have]
     space = None
@@ -51,16 +54,30 @@ def look_and_enqueue(plan: Plan, queue: Queue) -> int:
     twice). Returns how many were newly queued; a look that prints is one that queued something."""
     before = plan.decision
     decision = look(plan, queue)
-    queued = enqueue(plan, queue)
+    queued = enqueue(plan, queue, retry_failed=False)
     if queued or (before is not None and before.states != decision.states):
         print(f"[sweep] look {decision.looks}: {describe_decision(decision)}; {queued} trial(s) queued",
               file=sys.stderr, flush=True)  # fmt: skip
+    for row in sorted(r for r, s in decision.states.items() if s == "failed"):
+        if before is None or before.states.get(row) != "failed":
+            print(f"[sweep] row {row} stopped: {decision.why[row]}; {failure_log(plan, row)}",
+                  file=sys.stderr, flush=True)  # fmt: skip
     return queued
+
+
+def failure_log(plan: Plan, row: str) -> str:
+    """Where a failed row's first failure's traceback is (trials/<row>__seed<n>/error.log), in words."""
+    logs = sorted(Layout(plan.out).trials_dir.glob(f"{row}__seed*/error.log"))
+    return f"traceback in {logs[0]}" if logs else "no traceback saved"
 
 
 def describe_decision(decision: Decision) -> str:
     """Rows by where they stand after the last look, in one line: 'decided B1, C4; open C1; out of reach -'."""
-    by = {k: [row for row, s in decision.states.items() if s == k] for k in ("decided", "open", "out_of_reach")}
+    by = {
+        k: [row for row, s in decision.states.items() if s == k]
+        for k in STATES
+        if k != "failed" or k in decision.states.values()
+    }
     waiting = [row for row in decision.seeds if row not in decision.states and row not in decision.controls]
     text = "; ".join(f"{k.replace('_', ' ')} {', '.join(v) or '-'}" for k, v in by.items())
     if len(waiting) > 6:  # before the first look, every row: a count says it

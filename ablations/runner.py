@@ -49,19 +49,21 @@ def start(plan: Plan) -> tuple[Queue, int]:
 
 
 def saved_summary(plan: Plan, keys: list[tuple[str, int]]) -> str:
-    """What an interrupted sweep leaves: finished trials (records) and running ones (checkpoints to resume from).
-    Under --retry_failed a failed trial's record is not finished: the rerun trains it again (as `trial.run_one`)."""
-
-    def finished(row: str, seed: int) -> bool:
-        record = ledger.read_record(plan.out, row, seed)
-        return record is not None and (record.state == "complete" or not plan.retry_failed)
-
-    done = sum(finished(*key) for key in keys)
+    """What an interrupted sweep leaves: finished trials (records; the failed ones counted apart) and running ones
+    (checkpoints to resume from). Under --retry_failed a failed trial's record is not finished: the rerun trains it
+    again (as `trial.run_one`)."""
+    records = {key: ledger.read_record(plan.out, *key) for key in keys}
+    finished = {
+        key for key, record in records.items()
+        if record is not None and (record.state == "complete" or not plan.retry_failed)
+    }  # fmt: skip
+    failed = sum(records[key].state != "complete" for key in finished)  # pyright: ignore[reportOptionalMemberAccess]
     started = [
         key for key in keys
-        if not finished(*key) and (Layout(plan.out).trial_dir(*key) / "checkpoints" / "last.ckpt").is_file()
+        if key not in finished and (Layout(plan.out).trial_dir(*key) / "checkpoints" / "last.ckpt").is_file()
     ]  # fmt: skip
-    text = f"{done} of {len(keys)} trials finished (records in {plan.out / 'records'})"
+    text = f"{len(finished)} of {len(keys)} trials finished" + (f", {failed} of them failed" if failed else "")
+    text += f" (records in {plan.out / 'records'})"
     if started:
         text += f"; {len(started)} unfinished trial(s) resume from their checkpoints in {plan.out / 'trials'}"
     return text
@@ -136,6 +138,26 @@ def live_view(title: str, every_s: float = 60.0, transient: bool = False):
         print(f"[sweep] {line}", file=sys.stderr, flush=True)
 
     return update_plain
+
+
+def no_success(plan: Plan) -> str | None:
+    """None when a trial of this sweep's rows completed or none has a record yet; else the first failure (lowest row
+    and seed), in one line with where its traceback is: a sweep in which nothing succeeded says why and exits
+    non-zero."""
+    rows = {row.name for row, _ in plan.keys()}
+    failures = []
+    for record in sorted(ledger.read_records(plan.out), key=lambda r: (r.row, r.seed)):
+        if record.row not in rows:
+            continue
+        if record.state == "complete":
+            return None
+        failures.append((record.row, record.seed, record.reason or record.state))
+    if not failures:
+        return None
+    row, seed, reason = failures[0]
+    log = Layout(plan.out).trial_dir(row, seed) / "error.log"
+    where = f"; traceback in {log}" if log.is_file() else ""
+    return f"no trial succeeded ({len(failures)} failed); the first, {row} seed {seed}: {reason}{where}"
 
 
 def recorded(plan: Plan) -> int:

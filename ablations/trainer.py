@@ -22,10 +22,12 @@ from ablate.ablations.config import RunConfig
 from ablate.ablations.recorder import Recorder
 from ablate.ablations.trial_files import TrainResult
 from ablate.data.cache import cache_root
+from ablate.data.errors import ConfigError
 from ablate.lightning_modules.config import ModelConfig, Precision, on_cpu
 from ablate.lightning_modules.config import resolve_precision as precision_for
 from ablate.lightning_modules.module import CheckpointAveraging, TranslationModule
 from ablate.lightning_modules.preflight import Preflight
+from lightning_fabric.utilities.exceptions import MisconfigurationException
 
 
 # ------------------------------------------------------------------------------------------------------ building
@@ -115,6 +117,18 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
     accum = accumulation(run, world_size(run))
     if run.train.compile:  # compiled graphs persist beside the data cache: the next trial of this model starts warm
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root(run.data.cache_dir) / "inductor"))
+    try:
+        return _trainer(run, out_dir, logger, cbs, accum)
+    except MisconfigurationException as err:  # Lightning's words for a machine that cannot run these settings
+        hw = run.hardware
+        raise ConfigError(
+            f"hardware.accelerator {hw.accelerator!r}, hardware.devices {hw.devices!r}, hardware.strategy "
+            f"{hw.strategy!r}: {' '.join(str(err).split())} Set --hardware.accelerator cpu (or auto), or devices this "
+            "machine has"
+        ) from None
+
+
+def _trainer(run: RunConfig, out_dir: Path, logger, cbs: list[pl.Callback], accum: int) -> pl.Trainer:
     return pl.Trainer(
         accelerator=run.hardware.accelerator,
         devices=run.hardware.devices,

@@ -9,8 +9,9 @@ including the later components of a "modern" block (`norm_type`, `activation`, `
 from __future__ import annotations
 
 import functools
+import types
 from dataclasses import asdict, dataclass, replace
-from typing import Literal, cast, get_args, get_type_hints
+from typing import Any, Literal, Union, cast, get_args, get_origin, get_type_hints
 
 from ablate.data.errors import ConfigError
 from ablate.lightning_modules import card
@@ -19,6 +20,24 @@ from ablate.lightning_modules import card
 def _check(cond: bool, name: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"{name}: {msg}")
+
+
+def _check_floats(obj: object, section: str) -> None:
+    """Every float field holds a number (or null where it may), before a range check compares it: `p_drop: null` in
+    a study file is one line naming the field, not a TypeError."""
+    for name, hint in _hints(type(obj)).items():
+        args = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+        if float not in args:
+            continue
+        value, nullable = getattr(obj, name), type(None) in args
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        _check(number or (nullable and value is None), f"{section}.{name}",
+               f"must be a number{' or null' if nullable else ''}, got {value!r}")  # fmt: skip
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
 
 
 @functools.cache
@@ -101,6 +120,7 @@ class ModelConfig:
     rounding."""
 
     def __post_init__(self) -> None:
+        _check_floats(self, "model")
         for name in ("vocab_size", "n_layers", "d_model", "d_ff", "n_heads", "max_len"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value > 0, f"model.{name}", f"must be a positive integer, got {value!r}")
@@ -255,6 +275,7 @@ class TrainConfig:
     Until then last.ckpt is kept (and rewritten after every validation) so an interrupted run resumes."""
 
     def __post_init__(self) -> None:
+        _check_floats(self, "train")
         for name in ("max_steps", "val_every", "beam_size"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value > 0, f"train.{name}", f"must be a positive integer, got {value!r}")

@@ -99,11 +99,21 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
         from ablate.ablations.results import read_finished
 
         allocation, controls = stored
-        decision = allocation.decide(read_finished(out), rows_of(controls), controls)
+        results = read_finished(out)
+        states = [s.record.state for s in results.status.values() if s.record is not None] if results else []
+        # The rows the looks judge, and those a sweep of some --rows trained outside them (their controls' rows).
+        rows = list(rows_of(controls))
+        rows += sorted({row for row, _ in (results.status if results else {})} - set(rows))
+        decision = allocation.decide(results, rows, controls)
+        ended = f"{states.count('complete')} complete, {len(states) - states.count('complete')} failed"
         lines.append(
             f"sequential design, {allocation.min_seeds} to {allocation.max_seeds} seeds a row; after "
             f"{decision.looks} look(s): {describe_decision(decision)}"
-            + ("; finished" if decision.finished else "; the queue grows while a row is open")
+            + (
+                f"; finished: {ended}"
+                if decision.finished
+                else f"; {ended} so far, the queue grows while a row is open"
+            )
         )
         lines += [f"  {row}: {decision.states[row].replace('_', ' ')}, {why}" for row, why in decision.why.items()]
     return lines

@@ -41,6 +41,10 @@ class LocalLauncher:
             return 0
         started = time.time()
         trained = coordinate(plan, launch.workers)
+        failure = runner.no_success(plan)
+        if failure is not None:
+            print(f"ablate sweep: {failure}", file=sys.stderr)
+            return 1
         if trained or not _report_current(plan):
             launch.finish()
         else:

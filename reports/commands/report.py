@@ -79,6 +79,10 @@ def main(argv: list[str]) -> int:
     from ablate.reports.build import build_report, parse_columns
     from ablate.reports.writers import parse_formats
 
+    if args.samples < 1:
+        from ablate.data.errors import AblateError
+
+        raise AblateError(f"--samples {args.samples}: the bootstrap needs at least 1 resample (default {N_SAMPLES})")
     formats = parse_formats(args.format)  # bad formats, columns and folders fail before any work
     columns = parse_columns(args.columns)
     if args.out:
