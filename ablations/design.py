@@ -52,6 +52,7 @@ State = Literal["decided", "open", "out_of_reach", "failed"]
 """Where a row stands after a look: every comparison decided, one still open (it gets a seed), none open and one
 that more seeds up to max_seeds would not settle, or stopped because its trials failed (`failed_rows`)."""
 STATES: tuple[State, ...] = ("decided", "open", "out_of_reach", "failed")
+FAILED: State = "failed"
 
 
 Design = Literal["spending", "confseq"]
@@ -516,9 +517,11 @@ def decide(
         results, have_live, live_controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design, n_samples=n_samples
     )
     stopped = walked.stopped()
+    states: dict[str, State] = {row: look.state for row, look in stopped.items()}
+    states.update(dict.fromkeys(dead, FAILED))
     return Decision(
         seeds={row: usable(row, n) for row, n in walked.target.items()} | {r: have[r] for r in dead},
-        states={row: look.state for row, look in stopped.items()} | dict.fromkeys(dead, "failed"),
+        states=states,
         why={row: look.why for row, look in stopped.items()} | dead,
         looks=len(walked.looks),
         finished=walked.finished,

@@ -103,7 +103,8 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
         states = [s.record.state for s in results.status.values() if s.record is not None] if results else []
         # The rows the looks judge, and those a sweep of some --rows trained outside them (their controls' rows).
         rows = list(rows_of(controls))
-        rows += sorted({row for row, _ in (results.status if results else {})} - set(rows))
+        ran = {row for (row, _), s in (results.status.items() if results else ()) if s.record is not None}
+        rows += sorted(ran - set(rows))
         decision = allocation.decide(results, rows, controls)
         ended = f"{states.count('complete')} complete, {len(states) - states.count('complete')} failed"
         lines.append(

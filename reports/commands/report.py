@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
     if args.samples < 1:
         from ablate.data.errors import AblateError
 
-        raise AblateError(f"--samples {args.samples}: the bootstrap needs at least 1 resample (default {N_SAMPLES})")
+        raise AblateError(f"--samples {args.samples}: the bootstrap needs at least 1 resample")
     formats = parse_formats(args.format)  # bad formats, columns and folders fail before any work
     columns = parse_columns(args.columns)
     if args.out:

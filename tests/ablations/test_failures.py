@@ -61,7 +61,8 @@ def test_a_sweep_whose_every_trial_fails_ends_by_itself_non_zero_and_says_why(tm
     if _has_gpu():
         pytest.skip("this machine has a GPU: the planted failure does not fail")
     out = tmp_path / design
-    done = _sweep(out, "--allocation", design, "--seeds", "2")
+    seeds = ("--seeds", "2") if design == "fixed" else ("--min_seeds", "2", "--max_seeds", "3")
+    done = _sweep(out, "--allocation", design, *seeds)
     assert done.returncode == 1, done.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in sorted((out / "records").glob("A2__seed*.json"))]
     assert 1 <= len(records) <= 3 and all(r["state"] == "failed" for r in records), [r["state"] for r in records]

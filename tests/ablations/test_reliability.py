@@ -247,7 +247,10 @@ def test_a_checkpoint_write_that_fails_midway_leaves_the_previous_one_whole(tmp_
 def test_a_finite_blow_up_fails_the_trial_as_diverged(sweeps, tmp_path):
     out = tmp_path / "out"
     run = sweeps.run(STUDY, out, "--train.lr_factor", "1000", "--train.max_steps", "60")
-    assert run.returncode == 0, run.stderr[-3000:]  # a failed trial never stops the sweep
+    # A failed trial never stops the sweep: both rows ran. Neither succeeded, so the sweep says so and exits 1.
+    assert run.returncode == 1, run.stderr[-3000:]
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("ablate sweep: no trial succeeded (2 failed); the first, long seed 0: diverged: "), last
     for key, record in sweeps.records(out).items():
         assert record["state"] == "failed", (key, record.get("metrics"))
         assert record["reason"].startswith("diverged:"), record["reason"]
