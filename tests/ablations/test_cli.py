@@ -56,10 +56,14 @@ def test_help_lists_every_command_without_importing_torch():
         # a prefix of an option is not read as the option (argparse's abbreviations): it names the one meant
         (["train", "--model.n_layer", "2"], "--model.n_layer 2 (did you mean '--model.n_layers'?)"),
         (["sweep", "table3", "--work", "2", "--dry_run"], "--work 2 (did you mean '--workers'?)"),
+        (["train", "--set", "model.p_drop=null"], "model.p_drop: must be a number, got None"),
+        (["train", "--train.lr_factor", "null"], "train.lr_factor: must be a number, got"),
+        (["report", "/nonexistent/out", "--samples", "-1"], "--samples -1: the bootstrap needs at least 1 resample"),
+        (["report", "/nonexistent/out", "--samples", "0"], "--samples 0: the bootstrap needs at least 1 resample"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(args, message, capsys):
-    assert main(args) == 2
+    assert main(args) == 2, capsys.readouterr().err
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
@@ -179,3 +183,16 @@ def test_every_commands_help_documents_the_data_fields(command):
                           text=True, check=True)  # fmt: skip
     help_text = " ".join(done.stdout.split())
     assert "--data.vocab_size VOCAB_SIZE Joint SentencePiece vocabulary size" in help_text
+
+
+@pytest.mark.parametrize("hardware", [["--hardware.accelerator", "gpu"], ["--hardware.devices", "0"]])
+def test_a_machine_that_cannot_run_the_hardware_settings_is_one_line(hardware, tmp_path, capsys):
+    """Lightning's own configuration errors (no GPU here, zero devices), wrapped: one line naming the settings."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert main(["train", "--preset", "smoke", *hardware, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("ablate train: error: hardware.accelerator ") and "Traceback" not in "\n".join(err)
+    assert err[-1].endswith("Set --hardware.accelerator cpu (or auto), or devices this machine has"), err[-1]
