@@ -72,6 +72,7 @@ def model_file(path: Path, row: str | None, seed: int) -> Path:
     if not layout.study_file.is_file():
         raise AblateError(f"{path}: holds no {FILE} and no study.json; give a model.pt, a run folder or a sweep folder")
     trained = sorted(p.parent.name for p in layout.trials_dir.glob(f"*/{FILE}"))
+    _check_row_and_weights(path, layout, row, seed, trained)
     if row is None:
         raise AblateError(f"{path} is a sweep: choose a model with --row and --seed (trained: {_listing(trained)})")
     found = layout.trial_dir(row, seed) / FILE
@@ -81,6 +82,30 @@ def model_file(path: Path, row: str | None, seed: int) -> Path:
             f"its {FILE} once it has finished"
         )
     return found
+
+
+def _check_row_and_weights(path: Path, layout, row: str | None, seed: int, trained: list[str]) -> None:
+    """A row the study does not have, or a sweep folder whose finished trials kept no weights (an archive keeps
+    records, hypotheses and references only), in one line saying what is there and how to get a model."""
+    import json
+
+    from ablate.data.errors import did_you_mean
+
+    try:
+        spec = json.loads(layout.study_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # read and reported as damaged by the commands that need it
+    rows = [r.get("name") for r in spec.get("rows", []) if isinstance(r, dict)]
+    if row is not None and rows and row not in rows:
+        raise AblateError(f"{path}: the study has no row {row!r}{did_you_mean(row, rows)}; its rows: {', '.join(rows)}")
+    finished = len(list(layout.records_dir.glob("*.json")))
+    if finished and not trained:
+        example = row or (rows[0] if rows else "ROW")
+        raise AblateError(
+            f"{path} holds {finished} finished trial(s) but no model weights (an archive keeps records only): "
+            f"retrain one, e.g. ablate train --study {spec.get('study', 'STUDY')} --row {example} --seed {seed} "
+            f"--preset {spec.get('preset', 'PRESET')} --out DIR, and translate with DIR"
+        )
 
 
 def _listing(keys: list[str]) -> str:
