@@ -12,7 +12,7 @@
 #  4. `status`: `ablate status --json` of that study;
 #  5. `paper`: the paper base's MFU eager beside MarianMT and nn.Transformer on the same batches.
 # Run from the repository root: bash scripts/device/lease.sh. Rehearsed on a CPU at smoke sizes in the tests
-# (tests/benchmarks/test_lease.py: PRESET=smoke BENCH_PRESET=smoke SHORT_STEPS=20 WORKERS=1 PEERS=torch GRAPHS=).
+# (tests/benchmarks/test_lease.py: PRESET=smoke BENCH_PRESET=smoke SHORT_STEPS=10 WORKERS=1 PEERS=torch GRAPHS=).
 source "$(dirname "$0")/common.sh"
 
 PRESET=${PRESET:-tiny}              # the short runs' and the study's preset

@@ -388,7 +388,11 @@ def test_the_progress_view_shows_each_rows_state_and_dev_bleu(finished, sweeps):
             assert r.bleu == pytest.approx(record["metrics"]["bleu"]) and r.step == MAX_STEPS
         else:
             assert r.reason == record["reason"]
-    assert progress.summary_line(rows, 1) == "2/3 done, 0 running, 0 pending, 1 failed"
+    nan = next(r for r in rows if r.row == "nan")
+    assert (
+        progress.summary_line(rows, 1)
+        == f"2/3 done, 0 running, 0 pending, 1 failed; last failure nan seed 0: {nan.reason}"
+    )
 
 
 def test_a_failed_trials_reason_is_one_plain_line():
