@@ -95,7 +95,7 @@ def _check_row_and_weights(path: Path, layout, row: str | None, seed: int, train
         spec = json.loads(layout.study_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # read and reported as damaged by the commands that need it
-    rows = [r.get("name") for r in spec.get("rows", []) if isinstance(r, dict)]
+    rows = [str(r["name"]) for r in spec.get("rows", []) if isinstance(r, dict) and "name" in r]
     if row is not None and rows and row not in rows:
         raise AblateError(f"{path}: the study has no row {row!r}{did_you_mean(row, rows)}; its rows: {', '.join(rows)}")
     finished = len(list(layout.records_dir.glob("*.json")))
