@@ -259,7 +259,12 @@ def superseded(trial: Any) -> bool:
     """A trial that another one replaces by design: failed as dead and retried, closed as a duplicate, or closed
     unrun because the design's looks no longer asked for it (queued again if a later look does)."""
     attrs = trial.user_attrs
-    return bool(attrs.get("retried")) or str(attrs.get("reason") or "").startswith("duplicate") or closed_unrun(trial)
+    return bool(attrs.get("retried")) or closed_by_design(attrs.get("reason"))
+
+
+def closed_by_design(reason: str | None) -> bool:
+    """A reason that says the trial was closed as a duplicate or unrun, not that it failed."""
+    return str(reason or "").startswith("duplicate") or reason == UNWANTED_REASON
 
 
 def closed_unrun(trial: Any) -> bool:

@@ -436,10 +436,7 @@ def summary_line(
 def latest_failure(rows: list[RowStatus], width: int = 100) -> str:
     """'; last failure A2 seed 3: <cause>' for the trial that failed last (trials closed unrun or as duplicates
     are not failures), '' when none failed."""
-    failed = [
-        r for r in rows
-        if r.state == "failed" and r.reason and not r.reason.startswith("duplicate") and "closed unrun" not in r.reason
-    ]  # fmt: skip
+    failed = [r for r in rows if r.state == "failed" and r.reason and not ledger.closed_by_design(r.reason)]
     if not failed:
         return ""
     last = max(failed, key=lambda r: ((r.started_at or 0) + (r.wall_s or 0), r.row, r.seed))

@@ -66,8 +66,9 @@ def look_and_enqueue(plan: Plan, queue: Queue) -> int:
 
 
 def failure_log(plan: Plan, row: str) -> str:
-    """Where a failed row's first failure's traceback is (trials/<row>__seed<n>/error.log), in words."""
-    logs = sorted(Layout(plan.out).trials_dir.glob(f"{row}__seed*/error.log"))
+    """Where a failed row's first failure's traceback is, in words (its seeds in order: the first that has one)."""
+    seeds = plan.decision.seeds.get(row, []) if plan.decision is not None else []
+    logs = [log for log in (Layout(plan.out).error_log(row, s) for s in seeds) if log.is_file()]
     return f"traceback in {logs[0]}" if logs else "no traceback saved"
 
 

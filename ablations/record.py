@@ -86,6 +86,10 @@ class Layout:
     def trials_dir(self) -> Path:
         return self.out / "trials"
 
+    def error_log(self, row: str, seed: int) -> Path:
+        """A failed trial's traceback."""
+        return self.trial_dir(row, seed) / "error.log"
+
     def hypotheses(self, stem: str, kind: Literal["dev", "nll", "test"] = "dev") -> Path:
         """hyps/<stem>.txt (dev), .nll.tsv (per dev sentence: summed NLL <tab> target tokens) or .test.txt."""
         return self.out / "hyps" / f"{stem}{ {'dev': '.txt', 'nll': '.nll.tsv', 'test': '.test.txt'}[kind] }"

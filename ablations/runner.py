@@ -155,7 +155,7 @@ def no_success(plan: Plan) -> str | None:
     if not failures:
         return None
     row, seed, reason = failures[0]
-    log = Layout(plan.out).trial_dir(row, seed) / "error.log"
+    log = Layout(plan.out).error_log(row, seed)
     where = f"; traceback in {log}" if log.is_file() else ""
     return f"no trial succeeded ({len(failures)} failed); the first, {row} seed {seed}: {reason}{where}"
 

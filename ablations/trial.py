@@ -148,7 +148,7 @@ def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
         if interrupt.requested():  # it failed because it was being stopped (SIGTERM reached W&B too): a retry
             raise interrupt.Interrupted() from err
         trial_dir.mkdir(parents=True, exist_ok=True)
-        (trial_dir / "error.log").write_text(traceback.format_exc(), encoding="utf-8")
+        Layout(plan.out).error_log(row.name, seed).write_text(traceback.format_exc(), encoding="utf-8")
         return record.failed(_reason(err))
 
 
