@@ -145,7 +145,7 @@ def _html_claims(table: ReportTable, plots: dict[str, Path]) -> list[dict[str, A
     ]
 
 
-@writer("html", "one self-contained page with the plots", suffix=".html")
+@writer("html", "one self-contained page with the plots", suffix=".html", plots=True)
 def write_html(table: ReportTable, ctx: Context) -> str:
     plots = {p.title: p.png for p in ctx.plots if p.claim is None}
     claim_plots = {p.claim: p.png for p in ctx.plots if p.claim is not None}
@@ -184,6 +184,6 @@ def trend_to_html(trend: SizeTrend, plots: Sequence[Path] = ()) -> str:
     )
 
 
-@writer("html", "one self-contained page with the plot", suffix=".html", subject="trend")
+@writer("html", "one self-contained page with the plot", suffix=".html", subject="trend", plots=True)
 def write_trend_html(trend: SizeTrend, ctx: Context) -> str:
     return trend_to_html(trend, [p.png for p in ctx.plots])

@@ -380,6 +380,6 @@ def trend_to_latex(trend: SizeTrend, plot: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-@writer("tex", "LaTeX table* (booktabs) and its figure", suffix=".tex", subject="trend")
+@writer("tex", "LaTeX table* (booktabs) and its figure", suffix=".tex", subject="trend", plots=True)
 def write_trend_latex(trend: SizeTrend, ctx: Context) -> str:
     return trend_to_latex(trend, ctx.plots[0].png.name if ctx.plots else None)

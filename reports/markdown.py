@@ -85,7 +85,7 @@ def sweep_to_markdown(cmp: SweepComparison, ctx: Context) -> str:
     return "\n".join(lines) + "\n"
 
 
-@writer("md", "Markdown table, as a terminal prints it", suffix=".md", subject="trend", aliases=("text",))
+@writer("md", "Markdown table, as a terminal prints it", suffix=".md", subject="trend", aliases=("text",), plots=True)
 def trend_to_markdown(trend: SizeTrend, ctx: Context) -> str:
     """The claims over model size: the rungs, one table line per comparison (a cell per rung, then the trend), the
     summary, the legend, and the plot where it was drawn beside the file (`ctx.plots`)."""

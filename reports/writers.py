@@ -76,6 +76,8 @@ class Writer:
     """Other names `--format` accepts for it ('markdown' for 'md')."""
     companion_of: str | None = None
     """Written along with that format and not offered on its own (the claims CSV beside the CSV)."""
+    plots: bool = False
+    """It shows the plots (`Context.plots`): a report draws them only for such a format (or for W&B)."""
 
 
 REGISTRY: dict[tuple[Subject, str], Writer] = {}
@@ -90,6 +92,7 @@ def writer(
     subject: Subject = "report",
     aliases: Sequence[str] = (),
     companion_of: str | None = None,
+    plots: bool = False,
 ) -> Callable[[Write], Write]:
     """Register the decorated function `(table_or_comparison, ctx: Context) -> str` as format `name`."""
 
@@ -98,7 +101,7 @@ def writer(
         if known is not None and _origin(known.write) != _origin(write):  # a module reloaded registers itself again
             raise ValueError(f"a {subject} writer named '{name}' is already registered ({known.write.__module__}): "
                              "give this one another name")  # fmt: skip
-        REGISTRY[(subject, name)] = Writer(name, help, suffix, write, subject, tuple(aliases), companion_of)
+        REGISTRY[(subject, name)] = Writer(name, help, suffix, write, subject, tuple(aliases), companion_of, plots)
         return write
 
     return register

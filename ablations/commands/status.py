@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
         else:
             from rich.console import Console
 
-            eta = _eta(spec, {row for row, _ in keys}, eta)
+            eta = _eta(spec, {r.row for r in rows if r.state in ("pending", "running")}, eta)
             # The workers are not recorded anywhere status can read; the trials running now are the best evidence of
             # how many there are (a sweep of 2 workers showed twice its ETA when status assumed one).
             workers = max(1, progress.counts(rows)["running"])
@@ -123,7 +123,8 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
 def _eta(spec: dict, shown: set[str], eta=None):
     """An ETA that knows the steps (budget branches included) and size of each row the table shows, from
     study.json's configs; one for the whole --watch, so that it times the validations it sees land (a row queued
-    while it watches is added to it). Only those rows: Table 3's 21 configs cost seconds to build and check."""
+    while it watches is added to it). Only those rows, the ones with trials left: Table 3's 21 configs cost
+    seconds to build and check, and a finished study needs none."""
     from ablate.ablations.config import build_run_config
     from ablate.ablations.progress import Eta, Work
 

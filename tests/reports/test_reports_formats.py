@@ -241,3 +241,36 @@ def test_bleu_vs_params_labels_do_not_overlap(tmp_path):
     assert overlaps == []
     inside, legend = ax.get_window_extent(renderer), ax.get_legend().get_window_extent(renderer)
     assert all(inside.x0 <= box.x0 and box.x1 <= inside.x1 and not box.overlaps(legend) for box in labels.values())
+
+
+def test_a_format_without_plots_draws_none_and_the_same_inputs_draw_them_once(tmp_path):
+    """`--format csv` draws no plot; the page draws them, a second report of the same records reuses them (same
+    files, untouched), and a changed record draws them again."""
+    import time
+
+    from ablate.ablations.record import Record
+    from ablate.reports.build import PLOTS_DRAWN
+
+    out = make_study(tmp_path / "s", rows=TABLE3_ROWS[:3], seeds=(0, 1), storage=None)
+    written = build_report(out, ["csv"], n_samples=100)
+    assert not any(key.startswith("plot:") for key in written) and not (out / "report" / "plots").exists()
+
+    first = build_report(out, ["html"], n_samples=100)
+    pngs = {key: path for key, path in first.items() if key.startswith("plot:")}
+    assert pngs and (out / "report" / "plots" / PLOTS_DRAWN).is_file()
+    stamps = {key: path.stat().st_mtime_ns for key, path in pngs.items()}
+    time.sleep(0.05)
+    again = build_report(out, ["html"], n_samples=100)
+    assert {k: p for k, p in again.items() if k.startswith("plot:")} == pngs
+    assert {key: path.stat().st_mtime_ns for key, path in pngs.items()} == stamps
+    assert again["html"].read_text().count("data:image/png;base64") == first["html"].read_text().count(
+        "data:image/png;base64"
+    )
+
+    record_path = next((out / "records").glob("*.json"))
+    record = json.loads(record_path.read_text())
+    record["metrics"]["bleu"] = record["metrics"]["bleu"] + 3.0
+    record_path.write_text(json.dumps(record))
+    assert Record.read(record_path).metrics["bleu"] == record["metrics"]["bleu"]
+    build_report(out, ["html"], n_samples=100)
+    assert any(path.stat().st_mtime_ns != stamps[key] for key, path in pngs.items())
