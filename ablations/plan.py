@@ -21,7 +21,7 @@ from ablate.ablations.claims import claims_to_data
 from ablate.ablations.design import Decision, Sequential, controls_of, rows_of
 from ablate.ablations.presets import get_preset
 from ablate.ablations.record import SEPARATOR, Layout, now, read_study_json
-from ablate.ablations.results import read_finished
+from ablate.ablations.results import design_changes, read_finished
 from ablate.ablations.storage.space import ParamSpace
 from ablate.ablations.storage.urls import redact
 from ablate.ablations.studies import Row, Study
@@ -201,25 +201,49 @@ class Plan:
             before = {row["name"]: row.get("config") or {} for row in spec["rows"]}
         except AblateError:
             return  # unreadable: this sweep rewrites it, as before; nothing to compare against
+        self._check_same_study(spec)
         self._check_same_allocation(spec.get("allocation"))
-        for row in self.rows():
-            if row.name not in before:
-                continue
-            # As study.json stores it (`ledger.write_json_atomic`: tuples become lists, other values their str).
-            now_ = json.loads(json.dumps(self.run_config(row, self.seeds[0]).to_dict(), default=str))
-            changed = []
-            for section in ("model", "train", "data"):
-                old, new = before[row.name].get(section) or {}, now_.get(section, {})
-                for key in sorted(set(old) & set(new) - set(_NOT_DESIGN.get(section, ()))):
-                    if old[key] != new[key]:
-                        changed.append((f"{section}.{key}", old[key], new[key]))
-            if changed:
-                said = ", ".join(f"{name} {old!r} (now {new!r})" for name, old, new in changed)
-                keep = " ".join(f"--{name} {old}" for name, old, _ in changed)
-                raise AblateError(
-                    f"{self.out} holds trials of another design: row {row.name} was run with {said}; "
-                    f"pass --out for a new study, or {keep} to continue this one"
-                )
+        from ablate.ablations.ledger import recorded_rows
+
+        ran = set(recorded_rows(self.out))
+        changes: dict[str, list[tuple[str, Any, Any]]] = {}
+        for row in sorted(self.rows(), key=lambda row: row.name not in ran):  # a row that ran there is named first
+            if row.name in before:
+                # As study.json stores it (`ledger.write_json_atomic`: tuples become lists, other values their str).
+                now_ = json.loads(json.dumps(self.run_config(row, self.seeds[0]).to_dict(), default=str))
+                if changed := design_changes(before[row.name], now_):
+                    changes[row.name] = changed
+        if not changes:
+            return
+        first, changed = next(iter(changes.items()))
+        said = ", ".join(f"{name} {old!r} (now {new!r})" for name, old, new in changed)
+        # One flag continues the study where every changed row had that field's one value; else only a new --out.
+        olds: dict[str, set[str]] = {}
+        for name, old, _ in (c for row_changes in changes.values() for c in row_changes):
+            olds.setdefault(name, set()).add(json.dumps(old))
+        ways = "pass --out for a new study"
+        if all(len(values) == 1 for values in olds.values()):
+            keep = " ".join(f"--{name} {json.loads(values.pop())}" for name, values in olds.items())
+            ways += f", or {keep} to continue this one"
+        where = "ran" if first in ran else "is declared"
+        raise AblateError(
+            f"{self.out} holds trials of another design: row {first} {where} there with {said}"
+            f"{f' ({len(changes) - 1} more rows differ)' if len(changes) > 1 else ''}; {ways}"
+        )
+
+    def _check_same_study(self, spec: dict[str, Any]) -> None:
+        """OUT holds another study, or this one at another preset: say which, with its trials, and the two ways on."""
+        study, preset = str(spec.get("study") or ""), str(spec.get("preset") or "")
+        if (study, preset) == (self.study.name, self.preset):
+            return
+        from ablate.ablations.ledger import record_paths
+
+        trials = len(record_paths(self.out))
+        raise AblateError(
+            f"{self.out} holds study {study} at preset {preset} ({trials} trial{'s' if trials != 1 else ''}); "
+            f"to start {self.study.name} at preset {self.preset}, pass a new --out (to continue that one: "
+            f"ablate sweep {study} --preset {preset} --out {self.out})"
+        )
 
     def _check_same_allocation(self, stored: dict[str, Any] | None) -> None:
         """The seeds' design is the design too: a sequential study resumed at another max_seeds would take its looks
@@ -243,13 +267,3 @@ class Plan:
             f"{self.out} holds a study of another design: its seeds were allocated by {said}; pass --out for a new "
             f"study, or {keep} to continue this one"
         )
-
-
-_NOT_DESIGN = {
-    "model": ("kernels",),
-    "train": ("seed", "compile", "compile_scope", "cuda_graphs", "cudnn_attention", "fused_loss", "decoding"),
-    "data": ("cache_dir", "num_workers", "corpus", "src", "tgt"),
-}
-"""Settings that change how a trial is computed or stored, not what it measures: they may differ on resume. Where
-the text is read from (data.corpus and its languages) is not what it is: the corpus fingerprint decides that, once
-prepared (`ablations.corpora`), so a study pinned to its own copy resumes from it."""

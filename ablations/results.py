@@ -122,18 +122,9 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
     """
     out_dir = Path(out_dir)
     meta = read_study_json(out_dir)
-    rows = [
-        RowSpec(
-            name=r["name"],
-            group=str(r.get("group") or r["name"]),
-            overrides=r.get("overrides") or {},
-            config=r.get("config") or {},
-            paper=r.get("paper") or {},
-            corpus=CorpusFingerprint.from_json(r.get("corpus"), Layout(out_dir).study_file),
-        )
-        for r in meta["rows"]
-    ]
+    rows = declared_rows(meta, out_dir)
     records = {record.key: record for record in ledger.read_records(out_dir)}
+    check_one_study(out_dir, meta, rows, list(records.values()))
     check_one_corpus(out_dir, rows, list(records.values()))
 
     notes: list[str] = []
@@ -175,14 +166,76 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
     )
 
 
+def declared_rows(meta: Mapping[str, Any], out_dir: Path) -> list[RowSpec]:
+    """study.json's rows (`meta`, as `read_study_json` read it from `out_dir`), in display order."""
+    return [
+        RowSpec(
+            name=r["name"],
+            group=str(r.get("group") or r["name"]),
+            overrides=r.get("overrides") or {},
+            config=r.get("config") or {},
+            paper=r.get("paper") or {},
+            corpus=CorpusFingerprint.from_json(r.get("corpus"), Layout(out_dir).study_file),
+        )
+        for r in meta["rows"]
+    ]
+
+
 def read_finished(out_dir: str | Path) -> StudyResults | None:
     """The finished trials of OUT from its records alone (no storage): what the sequential design's looks read
     (`design.Sequential.decide`); None before the sweep wrote study.json."""
     return load_results(out_dir, use_optuna=False) if Layout(Path(out_dir)).study_file.is_file() else None
 
 
-_WHERE_FROM = ("corpus", "src", "tgt", "cache_dir", "num_workers")
-"""Data settings that say where the text was read from, not what the rows see (`ablations.plan._NOT_DESIGN`)."""
+NOT_DESIGN = {
+    "model": ("kernels",),
+    "train": ("seed", "compile", "compile_scope", "cuda_graphs", "cudnn_attention", "fused_loss", "decoding"),
+    "data": ("cache_dir", "num_workers", "corpus", "src", "tgt"),
+}
+"""Settings that change how a trial is computed or stored, not what it measures: they may differ between the trials
+of one study (a resumed sweep, another machine). Where the text is read from (data.corpus and its languages) is not
+what it is: the corpus fingerprint decides that, once prepared (`ablations.corpora`), so a study pinned to its own
+copy resumes from it."""
+_WHERE_FROM = NOT_DESIGN["data"]
+"""Data settings that say where the text was read from, not what the rows see."""
+
+
+def design_changes(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(section.field, before, now) for each setting of the design (model, train, data; not `NOT_DESIGN`) that
+    both configs name and that differs, in field order."""
+    changed = []
+    for section in ("model", "train", "data"):
+        old, new = before.get(section) or {}, now.get(section) or {}
+        for key in sorted(set(old) & set(new) - set(NOT_DESIGN.get(section, ()))):
+            if old[key] != new[key]:
+                changed.append((f"{section}.{key}", old[key], new[key]))
+    return changed
+
+
+def check_one_study(out_dir: Path, meta: Mapping[str, Any], rows: list[RowSpec], records: list[Record]) -> None:
+    """A folder holds one study: every record is of study.json's study and preset, of a row it declares, trained
+    with that row's configuration. AblateError naming the first record that is not, and what to do, otherwise;
+    nothing reads it silently. (Records of older versions that name no study or preset are read as the folder's.)"""
+    study, preset = str(meta.get("study") or ""), str(meta.get("preset") or "")
+    declared = {spec.name: spec for spec in rows}
+    here = f"{out_dir}/study.json is study {study} at preset {preset}"
+    move = "move it to that study's folder (its --out), or delete it"
+    for record in sorted(records, key=lambda r: r.key):
+        where = record.path or Layout(out_dir).record(*record.key)
+        if record.study and record.study != study:
+            raise AblateError(f"{where}: a trial of study {record.study}, but {here}; {move}")
+        if record.preset and preset and record.preset != preset:
+            raise AblateError(f"{where}: a trial at preset {record.preset}, but {here}; {move}")
+        spec = declared.get(record.row)
+        if spec is None:
+            raise AblateError(f"{where}: row {record.row} is not a row of {here}; {move}")
+        if changed := design_changes(spec.config, record.config):
+            name, said, trained = changed[0]
+            more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+            raise AblateError(
+                f"{where}: row {record.row} trained with {name} {trained!r}, but {out_dir}/study.json gives it "
+                f"{said!r}{more}; a table compares one design: {move}, or rerun that trial here"
+            )
 
 
 def check_one_corpus(out_dir: Path, rows: list[RowSpec], records: list[Record]) -> None:
@@ -340,9 +393,14 @@ def recipes_note(meta: Mapping[str, Any]) -> str | None:
 
 
 __all__ = [
+    "NOT_DESIGN",
     "RowSpec",
     "StudyResults",
     "TrialStatus",
+    "check_one_corpus",
+    "check_one_study",
+    "declared_rows",
+    "design_changes",
     "load_results",
     "read_finished",
     "read_trial_states",

@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
                 "has the sweep started? Pass --storage (or set ABLATE_STORAGE) if it runs elsewhere"
             ) from None
         keys, unqueued = queued_keys(trials, declared)
-        rows = progress.collect(trials, keys)
+        rows = as_recorded(progress.collect(trials, keys), out, spec)
         _with_job_states(rows, out)
         if args.json:
             print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
@@ -81,6 +81,31 @@ def queued_keys(trials, declared: list[tuple[str, int]]) -> tuple[list[tuple[str
     keys = [key for key in declared if key in queued] + sorted(queued - set(declared))
     unqueued = list(dict.fromkeys(row for row, _ in declared if not any(k[0] == row for k in queued)))
     return keys, unqueued
+
+
+def as_recorded(rows, out: Path, spec: dict):
+    """The rows as the records on disk say, as the report reads them (`ablations.results`): a record speaks for its
+    row x seed (state, BLEU, PPL, steps, time), and a trial complete in the storage without one is failed. The
+    records are checked as the report checks them (one study, one corpus): AblateError naming a foreign one."""
+    from ablate.ablations import ledger
+    from ablate.ablations.results import check_one_corpus, check_one_study, declared_rows
+
+    records = {record.key: record for record in ledger.read_records(out)}
+    declared = declared_rows(spec, out)
+    check_one_study(out, spec, declared, list(records.values()))
+    check_one_corpus(out, declared, list(records.values()))
+    for i, r in enumerate(rows):
+        record = records.get((r.row, r.seed))
+        if record is not None and r.state != "running":  # a running retry is newer than the record it replaces
+            m = record.metrics
+            rows[i] = dataclasses.replace(
+                r, state=record.state, reason=record.reason, bleu=m.get("bleu"), ppl=m.get("ppl"),
+                step=m.get("steps", r.step), wall_s=m.get("wall_time_s", r.wall_s),
+            )  # fmt: skip
+        elif record is None and r.state == "complete":
+            missing = ledger.record_path(out, r.row, r.seed).relative_to(out)
+            rows[i] = dataclasses.replace(r, state="failed", reason=f"complete in Optuna but no record ({missing})")
+    return rows
 
 
 def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
