@@ -216,7 +216,14 @@ class Study:
         try:
             return build_run_config(*layers)
         except AblateError as err:
-            raise AblateError(f"{self.source or self.name}: row {row.name!r}: {err}") from None
+            blame = f"{self.source or self.name}: row {row.name!r}"
+            if any(extra.values()):  # the row builds without the command line's settings: they are to blame
+                try:
+                    build_run_config(*layers[:-1])
+                    blame = f"the command line (on row {row.name!r} of {self.name} at preset {preset.name})"
+                except AblateError:
+                    pass
+            raise AblateError(f"{blame}: {err}") from None
 
     def validate(self, presets: list[str] | None = None) -> None:
         """Build every row's config at the given presets (default: all), so any bad value fails now, with its row."""

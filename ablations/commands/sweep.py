@@ -149,10 +149,7 @@ def make_plan(ns):
         pin=read_pin(out),
     )
     for row in study.rows:  # every row with the command-line settings must build before anything runs
-        try:
-            plan.run_config(row, 0)
-        except AblateError as err:
-            raise AblateError(f"{err} (with the command-line settings)") from None
+        plan.run_config(row, 0)
     plan.check_same_design()
     return plan
 

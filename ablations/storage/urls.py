@@ -40,14 +40,35 @@ def chosen_url(given: str | None, out: Path, remembered: str | None = None) -> s
     PostgreSQL URL without a password works as well when PGPASSWORD or ~/.pgpass supplies one (psycopg2's libpq reads
     both), and such a URL is remembered as is.
     """
-    url = given or os.environ.get(ENV_VAR)
+    url = given_url(given)
     if not url and remembered and f":{HIDDEN}@" in remembered:
         raise AblateError(
             f"{out / 'study.json'}: its storage {remembered} keeps no password; pass --storage URL or set "
             f"{ENV_VAR}=URL (the URL the sweep was given)"
         )
     url = url or remembered
+    if url:
+        check_escaped(url)
     return with_driver(url) if url else None
+
+
+def given_url(given: str | None) -> str | None:
+    """The storage URL the user gave: `given` (--storage), else $ABLATE_STORAGE; None when neither."""
+    return given or os.environ.get(ENV_VAR) or None
+
+
+def check_escaped(url: str) -> None:
+    """A URL with more than one '@' before its path has an '@' left unescaped in its user or password: SQLAlchemy
+    would take the password's tail as the host, and the driver would print it in its errors. AblateError saying how
+    to write it (the password shown as '***')."""
+    if "://" not in url:
+        return
+    authority = url.partition("://")[2].partition("/")[0]
+    if authority.count("@") > 1:
+        raise AblateError(
+            f"storage {redact(url)}: its user or password holds an '@'; write it as %40 (URL-escaped, e.g. "
+            "urllib.parse.quote(password, safe='')), or give the password through PGPASSWORD or ~/.pgpass"
+        )
 
 
 def with_driver(url: str) -> str:

@@ -83,6 +83,10 @@ def main(argv: list[str]) -> int:
         from ablate.data.errors import AblateError
 
         raise AblateError(f"--samples {args.samples}: the bootstrap needs at least 1 resample")
+    from ablate.ablations.storage.urls import check_escaped, given_url
+
+    if url := given_url(args.storage):  # the report falls back to the records when a storage cannot be read, but
+        check_escaped(url)  # not when the URL it was given is malformed
     formats = parse_formats(args.format)  # bad formats, columns and folders fail before any work
     columns = parse_columns(args.columns)
     if args.out:

@@ -59,6 +59,14 @@ def test_help_lists_every_command_without_importing_torch():
         (["train", "--set", "model.p_drop=null"], "model.p_drop: must be a number, got None"),
         (["train", "--train.lr_factor", "null"], "train.lr_factor: must be a number, got"),
         (["report", "/nonexistent/out", "--samples", "-1"], "--samples -1: the bootstrap needs at least 1 resample"),
+        (
+            ["train", "--row", "B1", "--model.d_ff", "0"],
+            "the command line (on row 'B1' of table3 at preset tiny): model.d_ff: must be a positive integer, got 0",
+        ),
+        (
+            ["sweep", "table3", "--preset", "smoke", "--model.d_model", "-3", "--dry_run"],
+            "the command line (on row 'base' of table3 at preset smoke): model.d_model: must be a positive integer",
+        ),
         (["report", "/nonexistent/out", "--samples", "0"], "--samples 0: the bootstrap needs at least 1 resample"),
     ],
 )

@@ -96,6 +96,19 @@ def test_status_with_a_redacted_storage_and_no_ablate_storage_asks_for_it(out, c
     assert ENV_VAR in err and "--storage" in err and str(out / "study.json") in err
 
 
+@pytest.mark.parametrize("command", ["status", "report", "sweep"])
+def test_a_password_with_an_unescaped_at_sign_is_refused_showing_none_of_it(command, out, tmp_path, capsys):
+    """Before, SQLAlchemy took the part after its '@' for the host, and the driver's error printed it."""
+    url = "postgresql://ablate:PLANTED@SECRET@127.0.0.1:1/nodb"
+    argv = {"status": ["status", str(out), "--storage", url], "report": ["report", str(out), "--storage", url],
+            "sweep": ["sweep", "table3", "--preset", "smoke", "--out", str(tmp_path / "new"), "--storage", url,
+                      "--dry_run"]}[command]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "PLANTED" not in err and "SECRET" not in err and "%40" in err and "postgresql://ablate:***@" in err
+
+
 @pytest.mark.slow
 def test_ablate_storage_comes_before_study_json_and_storage_before_both(out, capsys, monkeypatch):
     journal = f"journal:{out / 'optuna.journal'}"
