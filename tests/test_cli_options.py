@@ -22,7 +22,8 @@ RUN = ("model", "train", "data", "hardware", "tracking")  # ablations.config.SEC
 
 OWN: dict[str, set[str]] = {
     "sweep": SECTIONED,
-    "train": SECTIONED | {"--study", "--row", "--preset", "--seed", "--out", "--json", "--resume"},
+    "train": SECTIONED | {"--study", "--row", "--preset", "--seed", "--out", "--json", "--resume",
+                           "--replace"},  # issue 72: a finished run is not trained over unless told
     "tune": SECTIONED | {"--row", "--trials", "--preset", "--storage", "--out", "--seed", "--objective"},
     "report": {"--preset", "--runs_dir", "--out", "--format", "--columns", "--rows", "--wandb", "--storage",
                "--no_plots", "--samples", "--quiet", "--claims"},  # fmt: skip

@@ -60,6 +60,9 @@ def build_parser(*, documented: bool = False):
     )
     parser.add_argument("--json", action="store_true", help="print the final metrics as JSON")
     parser.add_argument("--resume", action="store_true", help="continue from <out>/checkpoints/last.ckpt if present")
+    parser.add_argument(
+        "--replace", action="store_true", help="train over a finished run in --out (its model.pt and result.json)"
+    )
     if documented:
         parser.set_defaults(_starting_values())
         assert parser.groups is not None  # jsonargparse fills it as sections are added
@@ -108,7 +111,30 @@ def main(argv: list[str]) -> int:
     if ns.print_config:  # every field resolved: passed back with --config, it reruns exactly this
         start = {"study": plan.study_arg, "row": plan.row.name, "preset": plan.preset, "seed": plan.run.train.seed}
         return print_config({**options(ns), **start, "out": str(plan.out), **plan.run.to_dict()})
+    if not (ns.replace or ns.resume):
+        _check_not_finished(plan.out)
     return _train(plan, as_json=ns.json, resume=ns.resume)
+
+
+def _check_not_finished(out: Path) -> None:
+    """A finished run in OUT is not trained over by accident (another row's run would replace its weights and
+    results): AblateError saying what is there and the ways on."""
+    from ablate.ablations.trial_files import TrainResult
+    from ablate.data.errors import AblateError
+
+    done = TrainResult.path(out)
+    if not done.is_file():
+        return
+    try:
+        metrics = json.loads(done.read_text(encoding="utf-8")).get("metrics") or {}
+    except (OSError, ValueError, AttributeError):
+        metrics = {}
+    bleu = f", dev BLEU {metrics['bleu']:.2f}" if isinstance(metrics.get("bleu"), int | float) else ""
+    steps = f" after {metrics['steps']} steps" if metrics.get("steps") else ""
+    raise AblateError(
+        f"{out} holds a finished run ({done.name}{steps}{bleu}); pass another --out, or --replace to train over it "
+        "(its model.pt and result.json are replaced)"
+    )
 
 
 def resolve(parser, argv: list[str], ns) -> Resolved:
