@@ -121,6 +121,19 @@ def _read_lines(name: str, flag: str) -> list[str]:
         raise AblateError(f"{flag} {name}: {err.strerror or err}") from None
 
 
+def _warn_long(encoded: list[list[int]], max_len: int, learned: bool) -> None:
+    """One line on stderr when some sources are longer than the model's max_len (eos included): what happens to
+    them, and the longest, so that a cut or empty translation is not a surprise."""
+    long = [(i, len(seq)) for i, seq in enumerate(encoded, 1) if len(seq) + 1 > max_len]
+    if not long:
+        return
+    line, size = max(long, key=lambda item: item[1])
+    what = (f"learned positions: each is cut to its first {max_len - 1} subwords" if learned else
+            "no training sentence was this long: expect a poor, short or empty translation")  # fmt: skip
+    print(f"ablate translate: warning: {len(long)} line(s) longer than the model's max_len of {max_len} subwords "
+          f"(the longest, line {line}: {size}); {what}; split such lines into sentences", file=sys.stderr)  # fmt: skip
+
+
 def translate(trained, sources: list[str], beam: int | None, alpha: float | None, batch_size: int, device: str):
     """Translations of `sources` in their order: encoded as training encodes a source (subwords, eos, right
     padding), decoded in batches of similar length."""
@@ -134,8 +147,11 @@ def translate(trained, sources: list[str], beam: int | None, alpha: float | None
     module.train_config = replace(module.train_config, **{k: v for k, v in settings.items() if v is not None})
     on = torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")
     module.to(on)
-    limit = module.model_config.max_len - 1 if module.model_config.positions == "learned" else None
-    ids = [seq[:limit] if limit else seq for seq in trained.tokenizer.encode(sources)]
+    encoded = trained.tokenizer.encode(sources)
+    learned = module.model_config.positions == "learned"
+    _warn_long(encoded, module.model_config.max_len, learned)
+    limit = module.model_config.max_len - 1 if learned else None
+    ids = [seq[:limit] if limit else seq for seq in encoded]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out: dict[int, str] = {}
     for start in range(0, len(order), batch_size):

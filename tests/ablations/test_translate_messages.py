@@ -37,3 +37,16 @@ def test_an_archive_or_an_unknown_row_says_what_is_there(archive, args, said, ca
     assert main(["translate", str(archive), *args]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and said in err and "none yet" not in err, err
+
+
+@pytest.mark.parametrize("learned", [True, False])
+def test_a_line_longer_than_the_model_was_trained_on_is_said_once(learned, capsys):
+    """Before, a learned-position model cut a 10,000-word line silently, and a sinusoidal one gave an empty line."""
+    from ablate.ablations.commands.translate import _warn_long
+
+    _warn_long([[5] * 10, [5] * 300, [5] * 999, [5] * 255], max_len=256, learned=learned)
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "2 line(s) longer than the model's max_len of 256" in err
+    assert "line 3: 999" in err and (("cut to its first 255" in err) == learned)
+    _warn_long([[5] * 255], max_len=256, learned=learned)
+    assert capsys.readouterr().err == ""
