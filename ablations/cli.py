@@ -97,8 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     except (Interrupted, KeyboardInterrupt) as err:
         stopped = err if isinstance(err, Interrupted) else Interrupted()
         print(f"ablate {name}: {stopped.describe(name, rest)}", file=sys.stderr)
+        _quiet_wandb_teardown()
         return 130
     except Exception as err:
+        if _from_ctrl_c(err):  # Ctrl-C inside an import: the module raised ImportError (scipy does) from it
+            print(f"ablate {name}: {Interrupted().describe(name, rest)}", file=sys.stderr)
+            return 130
         if name not in ONE_LINE_FAILURES or os.environ.get(TRACEBACK_SWITCH):
             raise
         print(
@@ -118,6 +122,33 @@ ONE_LINE_FAILURES = ("train", "translate")
 """Commands whose unexpected exceptions end in one line and the path of the saved traceback (ABLATE_TRACEBACK=1
 shows it on the terminal instead)."""
 TRACEBACK_SWITCH = "ABLATE_TRACEBACK"
+
+
+def _quiet_wandb_teardown() -> None:
+    """After Ctrl-C, end W&B here rather than in its atexit hook: its service got the same SIGINT, and the hook's
+    attempt to reach it printed a 31-line ConnectionResetError after the one line that says what was saved. What the
+    teardown itself says or raises is dropped: the run's files are written as it goes (offline runs), and the line
+    above says what is safe."""
+    if "wandb" not in sys.modules:
+        return
+    import contextlib
+    import io
+
+    with contextlib.suppress(BaseException), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()):
+            sys.modules["wandb"].teardown(exit_code=130)
+
+
+def _from_ctrl_c(err: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is what this error was raised from or during."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _one_line(err: BaseException) -> str:

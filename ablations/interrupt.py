@@ -51,8 +51,10 @@ class Interrupted(BaseException):
             saved = self.saved
         elif self.step is not None:
             saved = f"step {self.step} saved in {self.checkpoint}"
-        else:
+        elif command in ("train", "sweep", "tune"):
             saved = "no run was training; finished results are kept"
+        else:
+            saved = "nothing was left half-written (each file is written whole or not at all)"
         from ablate.ablations.storage.urls import redact
 
         # A worker's line is its sweep's command; a storage password is shown as *** (it is in ABLATE_STORAGE).

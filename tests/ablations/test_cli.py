@@ -204,3 +204,44 @@ def test_a_machine_that_cannot_run_the_hardware_settings_is_one_line(hardware, t
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("ablate train: error: hardware.accelerator ") and "Traceback" not in "\n".join(err)
     assert err[-1].endswith("Set --hardware.accelerator cpu (or auto), or devices this machine has"), err[-1]
+
+
+def test_ctrl_c_inside_an_import_is_an_interruption_not_a_traceback(monkeypatch, capsys):
+    """SIGINT to `ablate report` while scipy imported: scipy raised ImportError during the KeyboardInterrupt, and
+    the report printed its traceback."""
+    from ablate.ablations import cli
+
+    def interrupted_import(name, argv):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ImportError("cannot import name '_stats' from partially initialized module") from None
+
+    monkeypatch.setattr(cli, "run_command", interrupted_import)
+    assert cli.main(["report", "runs/x"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ablate report: interrupted: nothing was left half-written") and "Traceback" not in err
+    assert len(err.splitlines()) == 1 and "Resume with: ablate report runs/x" in err
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_wandb_before_its_atexit_hook_can_print(monkeypatch, tmp_path, capsys):
+    """A run open when Ctrl-C lands is finished by the command, quietly: W&B's atexit hook has nothing left to
+    reach (its service got the same SIGINT; the hook's ConnectionResetError printed 31 lines after ours)."""
+    import wandb
+    from ablate.ablations import cli
+    from wandb.sdk import wandb_setup
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run = wandb.init(project="ablate-test", dir=str(tmp_path))
+    run.log({"loss": 1.0})
+
+    def ctrl_c(name, argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_command", ctrl_c)
+    assert cli.main(["sweep", "table3"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "interrupted: no run was training" in err
+    assert wandb_setup._singleton is None  # torn down: the atexit hook finds nothing to do
+    assert list(tmp_path.glob("wandb/offline-run-*/run-*.wandb"))
