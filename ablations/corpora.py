@@ -69,6 +69,19 @@ def machine_dependent(data: DataConfig) -> bool:
     return isinstance(sources.resolve(data), sources.MACHINE_DEPENDENT)
 
 
+def check_sources(plan: SweepPlan) -> None:
+    """Open each distinct corpus the rows read (its folder, files and languages; an export's manifest), as preparing
+    it first does, without reading its text: a dry run refuses what the sweep would, in the same line."""
+    from ablate.data.sources import resolve
+
+    seen = set()
+    for row in plan.rows():
+        data = plan.training_config(row, 0).data
+        if data not in seen:
+            seen.add(data)
+            resolve(data)
+
+
 def prepare_rows(plan: SweepPlan, *, progress: bool = False) -> dict[str, PreparedCorpus]:
     """Each row's prepared corpus (once per distinct data config), its fingerprint kept in `plan.fingerprints`."""
     from ablate.data.prepare import prepare

@@ -25,6 +25,8 @@ def main(argv: list[str]) -> int:
     args = parse(parser, argv)
     if args.print_config:
         return print_config(options(args))
+    if args.watch < 0:
+        raise AblateError(f"--watch {args.watch:g}: give the seconds between refreshes (0: print once)")
     from ablate.ablations import progress
     from ablate.ablations.record import declared_seeds, read_study_json
     from ablate.ablations.storage.opening import load_trials

@@ -151,6 +151,9 @@ def make_plan(ns):
     for row in study.rows:  # every row with the command-line settings must build before anything runs
         plan.run_config(row, 0)
     plan.check_same_design()
+    from ablate.ablations.corpora import check_sources
+
+    check_sources(plan)  # the dry run too
     return plan
 
 

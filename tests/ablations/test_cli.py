@@ -60,6 +60,11 @@ def test_help_lists_every_command_without_importing_torch():
         (["train", "--train.lr_factor", "null"], "train.lr_factor: must be a number, got"),
         (["report", "/nonexistent/out", "--samples", "-1"], "--samples -1: the bootstrap needs at least 1 resample"),
         (
+            ["sweep", "table3", "--preset", "smoke", "--data.corpus", "/nonexistent/corpus", "--dry_run"],
+            "--data.corpus /nonexistent/corpus: no such directory",
+        ),  # the dry run opens the corpus as the sweep does
+        (["status", "/nonexistent/out", "--watch", "-1"], "--watch -1: give the seconds between refreshes"),
+        (
             ["train", "--row", "B1", "--model.d_ff", "0"],
             "the command line (on row 'B1' of table3 at preset tiny): model.d_ff: must be a positive integer, got 0",
         ),
