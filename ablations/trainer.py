@@ -120,12 +120,28 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
     try:
         return _trainer(run, out_dir, logger, cbs, accum)
     except MisconfigurationException as err:  # Lightning's words for a machine that cannot run these settings
-        hw = run.hardware
-        raise ConfigError(
-            f"hardware.accelerator {hw.accelerator!r}, hardware.devices {hw.devices!r}, hardware.strategy "
-            f"{hw.strategy!r}: {' '.join(str(err).split())} Set --hardware.accelerator cpu (or auto), or devices this "
-            "machine has"
-        ) from None
+        raise _hardware_error(run, err) from None
+
+
+def check_hardware(run: RunConfig) -> None:
+    """Whether this machine can run `run`'s hardware settings, as Lightning's Trainer judges them (no callbacks, no
+    logger, nothing written): ConfigError as `make_trainer` raises, else nothing. What a sweep of local workers asks
+    before any trial starts: every trial would fail the same way."""
+    try:
+        pl.Trainer(accelerator=run.hardware.accelerator, devices=run.hardware.devices,
+                   num_nodes=run.hardware.num_nodes, strategy=run.hardware.strategy, logger=False,
+                   enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    except MisconfigurationException as err:
+        raise _hardware_error(run, err) from None
+
+
+def _hardware_error(run: RunConfig, err: Exception) -> ConfigError:
+    hw = run.hardware
+    return ConfigError(
+        f"hardware.accelerator {hw.accelerator!r}, hardware.devices {hw.devices!r}, hardware.strategy "
+        f"{hw.strategy!r}: {' '.join(str(err).split())} Set --hardware.accelerator cpu (or auto), or devices this "
+        "machine has"
+    )
 
 
 def _trainer(run: RunConfig, out_dir: Path, logger, cbs: list[pl.Callback], accum: int) -> pl.Trainer:

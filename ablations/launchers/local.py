@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from ablate.ablations import environment, interrupt, ledger, progress, runner
+from ablate.ablations.config import HardwareConfig
 from ablate.ablations.launchers import Launch, mps
 from ablate.ablations.plan import Plan
 from ablate.ablations.queueing import current_keys, describe_decision, sync_records
@@ -36,6 +37,7 @@ class LocalLauncher:
     def launch(self, plan: Plan, launch: Launch) -> int:
         if launch.wait:
             raise AblateError("--wait goes with a launcher that submits jobs (--launcher slurm)")
+        _check_hardware(plan)
         if launch.dry_run:
             print(describe_plan(plan, launch.workers or default_workers(plan)))
             return 0
@@ -54,6 +56,24 @@ class LocalLauncher:
 
 
 LAUNCHER = LocalLauncher()
+
+
+def _check_hardware(plan: Plan) -> None:
+    """The trials run here: hardware settings this machine cannot run (--hardware.accelerator gpu on a CPU, devices
+    0) are refused before any starts, as `ablate train` refuses them, instead of failing every trial. Only settings
+    other than the defaults are asked about (Lightning's import costs seconds)."""
+    default = HardwareConfig()
+    distinct = {}
+    for row in plan.rows():
+        hw = plan.run_config(row, 0).hardware
+        if (hw.accelerator, hw.devices, hw.num_nodes, hw.strategy) != (
+            default.accelerator, default.devices, default.num_nodes, default.strategy):  # fmt: skip
+            distinct.setdefault((hw.accelerator, str(hw.devices), hw.num_nodes, hw.strategy), plan.run_config(row, 0))
+    if distinct:
+        from ablate.ablations.trainer import check_hardware
+
+        for run in distinct.values():
+            check_hardware(run)
 
 
 def describe_plan(plan: Plan, workers: int) -> str:

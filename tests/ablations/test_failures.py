@@ -49,7 +49,7 @@ def test_rows_compared_only_with_a_failed_control_stop_with_it():
 def _sweep(out: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "ablate.ablations.cli", "sweep", "table3", "--preset", "smoke", "--rows", "A2",
-           "--workers", "2", "--hardware.accelerator", "gpu", "--out", str(out), *args]  # fmt: skip
+           "--workers", "2", "--train.lr_factor", "1e9", "--out", str(out), *args]  # fmt: skip
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
@@ -57,9 +57,8 @@ def _sweep(out: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("design", ["sequential", "fixed"])
 def test_a_sweep_whose_every_trial_fails_ends_by_itself_non_zero_and_says_why(tmp_path, design):
     """The user's report: --hardware.accelerator gpu on a machine without one made 317 failed trials in 120 s and
-    kept going, then exited 0. Here every trial fails the same way, on two workers."""
-    if _has_gpu():
-        pytest.skip("this machine has a GPU: the planted failure does not fail")
+    kept going, then exited 0 (that setting is now refused before any trial starts: the next test). Here every trial
+    fails the same way, on two workers: a learning rate that makes the loss NaN at step 1."""
     out = tmp_path / design
     seeds = ("--seeds", "2") if design == "fixed" else ("--min_seeds", "2", "--max_seeds", "3")
     done = _sweep(out, "--allocation", design, *seeds)
@@ -68,14 +67,27 @@ def test_a_sweep_whose_every_trial_fails_ends_by_itself_non_zero_and_says_why(tm
     assert 1 <= len(records) <= 3 and all(r["state"] == "failed" for r in records), [r["state"] for r in records]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("ablate sweep: no trial succeeded (") and "A2 seed 0: " in last, last
-    assert "gpu" in last.lower() and "traceback in " in last and "Traceback" not in done.stderr
+    assert "diverged: training loss became nan" in last and "traceback in " in last and "Traceback" not in done.stderr
     assert Path(last.split("traceback in ")[1]).is_file()
     if design == "sequential":
         assert "[sweep] row A2 stopped: its 2 trial(s) failed (seed 0: " in done.stderr
     assert "last failure A2 seed" in done.stderr  # the live view's line names the cause
 
 
-def _has_gpu() -> bool:
+@pytest.mark.parametrize("hardware", [["--hardware.accelerator", "gpu"], ["--hardware.devices", "0"]])
+def test_hardware_this_machine_cannot_run_is_refused_before_any_trial(tmp_path, capsys, hardware):
+    """The local launcher runs the trials here: settings Lightning refuses on this machine fail the sweep (and its
+    dry run) in one line, as `ablate train` does, before a trial starts."""
     import torch
+    from ablate.ablations.cli import main
 
-    return torch.cuda.is_available()
+    if hardware[0] == "--hardware.accelerator" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    out = tmp_path / "out"
+    for dry in (["--dry_run"], []):
+        argv = ["sweep", "table3", "--preset", "smoke", "--rows", "A2", *hardware, "--out", str(out), *dry]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+        assert err.startswith("ablate sweep: error: hardware.accelerator") and "Set --hardware.accelerator" in err
+        assert not (out / "records").exists()
