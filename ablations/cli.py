@@ -58,6 +58,7 @@ def run_command(name: str, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Dispatch to a command. Bad input ends with one line on stderr and exit code 2, never a traceback."""
+    whole_process = argv is None  # the `ablate` command itself, not a call from a script or a test
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())
@@ -97,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     except (Interrupted, KeyboardInterrupt) as err:
         stopped = err if isinstance(err, Interrupted) else Interrupted()
         print(f"ablate {name}: {stopped.describe(name, rest)}", file=sys.stderr)
-        _quiet_wandb_teardown()
+        if whole_process:  # a W&B torn down cannot be set up again in the same process
+            _quiet_wandb_teardown()
         return 130
     except Exception as err:
         if _from_ctrl_c(err):  # Ctrl-C inside an import: the module raised ImportError (scipy does) from it

@@ -99,6 +99,11 @@ class StudyResults:
         found = {f for r in complete for f in r.fractions}
         return sorted({f for f in found if not math.isclose(f, FULL)} | {FULL})
 
+    def every_budget(self) -> list[Record]:
+        """The complete records of every row at every budget (`at_budget`): what the tests read, scored ahead."""
+        views = [self.at_budget(f) for f in self.fractions]
+        return [record for view in views for spec in view.rows for record in view.records(spec.name)]
+
     def at_budget(self, fraction: float) -> StudyResults:
         """The study as it stood at budget `fraction` of T (one of `fractions`): every complete record seen at that
         budget (`Record.at_budget`), the other trials as they are. 1.0 gives the study itself."""

@@ -127,12 +127,26 @@ def check_hardware(run: RunConfig) -> None:
     """Whether this machine can run `run`'s hardware settings, as Lightning's Trainer judges them (no callbacks, no
     logger, nothing written): ConfigError as `make_trainer` raises, else nothing. What a sweep of local workers asks
     before any trial starts: every trial would fail the same way."""
+    import logging
+    import warnings
+
+    # Quiet: Lightning's lines about the accelerators found ("GPU available: False", the srun hint) are the trials'
+    # to print, in their logs.
+    loggers = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning_fabric", "lightning")]
+    levels = [logger.level for logger in loggers]
     try:
-        pl.Trainer(accelerator=run.hardware.accelerator, devices=run.hardware.devices,
-                   num_nodes=run.hardware.num_nodes, strategy=run.hardware.strategy, logger=False,
-                   enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pl.Trainer(accelerator=run.hardware.accelerator, devices=run.hardware.devices,
+                       num_nodes=run.hardware.num_nodes, strategy=run.hardware.strategy, logger=False,
+                       enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
     except MisconfigurationException as err:
         raise _hardware_error(run, err) from None
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def _hardware_error(run: RunConfig, err: Exception) -> ConfigError:

@@ -41,10 +41,8 @@ def report_table(results, *, n_samples: int | None = None, claims=None):
     from ablate.ablations.stats import N_SAMPLES
     from ablate.reports.table import build_table
 
-    views = [results.at_budget(f) for f in results.fractions]
     score_ahead(
-        (record for view in views for spec in view.rows for record in view.records(spec.name)),
-        say=lambda line: print(f"{results.out_dir.name}: {line}", file=sys.stderr, flush=True),
+        results.every_budget(), say=lambda line: print(f"{results.out_dir.name}: {line}", file=sys.stderr, flush=True)
     )
     table = build_table(results, n_samples=n_samples or N_SAMPLES, claims=claims)
     if (results.meta.get("allocation") or {}).get("design") == "sequential" and table.claims:

@@ -124,9 +124,12 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
     if stored is not None:
         from ablate.ablations.queueing import describe_decision
         from ablate.ablations.results import read_finished
+        from ablate.ablations.scores import score_ahead
 
         allocation, controls = stored
         results = read_finished(out)
+        if results is not None:  # a study not read before scores every sentence first: say how far it is
+            score_ahead(results.every_budget(), say=lambda line: print(f"{out.name}: {line}", file=sys.stderr))
         states = [s.record.state for s in results.status.values() if s.record is not None] if results else []
         # The rows the looks judge, and those a sweep of some --rows trained outside them (their controls' rows).
         rows = list(rows_of(controls))

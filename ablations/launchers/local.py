@@ -66,8 +66,8 @@ def _check_hardware(plan: Plan) -> None:
     distinct = {}
     for row in plan.rows():
         hw = plan.run_config(row, 0).hardware
-        if (hw.accelerator, hw.devices, hw.num_nodes, hw.strategy) != (
-            default.accelerator, default.devices, default.num_nodes, default.strategy):  # fmt: skip
+        plain = hw.accelerator in ("auto", "cpu") and str(hw.devices) in (str(default.devices), "auto")
+        if not (plain and hw.num_nodes == default.num_nodes and hw.strategy == default.strategy):
             distinct.setdefault((hw.accelerator, str(hw.devices), hw.num_nodes, hw.strategy), plan.run_config(row, 0))
     if distinct:
         from ablate.ablations.trainer import check_hardware

@@ -230,23 +230,31 @@ def test_ctrl_c_inside_an_import_is_an_interruption_not_a_traceback(monkeypatch,
 
 
 @pytest.mark.slow
-def test_ctrl_c_ends_wandb_before_its_atexit_hook_can_print(monkeypatch, tmp_path, capsys):
-    """A run open when Ctrl-C lands is finished by the command, quietly: W&B's atexit hook has nothing left to
-    reach (its service got the same SIGINT; the hook's ConnectionResetError printed 31 lines after ours)."""
-    import wandb
-    from ablate.ablations import cli
-    from wandb.sdk import wandb_setup
+def test_ctrl_c_ends_wandb_before_its_atexit_hook_can_print(tmp_path):
+    """`ablate` as a process, with a run open when Ctrl-C lands: the command finishes W&B itself, quietly, and its
+    atexit hook has nothing left to reach (its service got the same SIGINT; the hook's ConnectionResetError printed 31
+    lines after ours). A subprocess: a W&B torn down cannot be set up again in the same process."""
+    import subprocess
+    import sys
 
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    run = wandb.init(project="ablate-test", dir=str(tmp_path))
-    run.log({"loss": 1.0})
-
-    def ctrl_c(name, argv):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(cli, "run_command", ctrl_c)
-    assert cli.main(["sweep", "table3"]) == 130
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "interrupted: no run was training" in err
-    assert wandb_setup._singleton is None  # torn down: the atexit hook finds nothing to do
+    script = f"""
+import sys, wandb
+from ablate.ablations import cli
+from wandb.sdk import wandb_setup
+run = wandb.init(project="ablate-test", dir={str(tmp_path)!r})
+run.log({{"loss": 1.0}})
+def ctrl_c(name, argv):
+    raise KeyboardInterrupt
+cli.run_command = ctrl_c
+sys.argv = ["ablate", "sweep", "table3"]
+code = cli.main()
+print("torn down" if wandb_setup._singleton is None else "still set up")
+sys.exit(code)
+"""
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 130, done.stderr[-3000:]
+    err = done.stderr.strip()
+    assert len(err.splitlines()) == 1 and "interrupted: no run was training" in err, err
+    assert done.stdout.strip() == "torn down"
     assert list(tmp_path.glob("wandb/offline-run-*/run-*.wandb"))

@@ -212,10 +212,14 @@ def test_columns_choose_what_md_tex_and_html_show(report, tmp_path, capsys):
 def test_corpus_is_named_from_the_data_config(tmp_path):
     out = make_study(tmp_path / "s", rows=TABLE3_ROWS[:2], seeds=(0,), storage=None)
     study = json.loads((out / "study.json").read_text())
+    data = {"corpus": "/data/wmt14", "src": "de", "tgt": "en", "vocab_size": 37000, "spm_model_type": "bpe"}
     for row in study["rows"]:
-        row["config"]["data"] = {"corpus": "/data/wmt14", "src": "de", "tgt": "en", "vocab_size": 37000}
-        row["config"]["data"]["spm_model_type"] = "bpe"
+        row["config"]["data"] = dict(data)
     (out / "study.json").write_text(json.dumps(study))
+    for path in (out / "records").glob("*.json"):  # the records trained on it too: one study in the folder
+        record = json.loads(path.read_text())
+        record["config"]["data"] = dict(data)
+        path.write_text(json.dumps(record))
     results = load_results(out)
     assert describe_corpus(results) == "wmt14 (de-en, SentencePiece bpe vocabulary of 37000)"
     legend = to_markdown(build_table(results, n_samples=50), corpus=describe_corpus(results))
