@@ -70,11 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        from ablate.data.errors import did_you_mean
-
-        hint = did_you_mean(name, COMMANDS)
-        print(f"ablate: error: unknown command {name!r}{hint}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
-        return 2
+        return _unknown_command(name)
     from ablate.ablations.interrupt import Interrupted, disk_error, path_error
     from ablate.ablations.storage.urls import ENV_VAR
     from ablate.data.errors import AblateError
@@ -124,6 +120,14 @@ ONE_LINE_FAILURES = ("train", "translate")
 """Commands whose unexpected exceptions end in one line and the path of the saved traceback (ABLATE_TRACEBACK=1
 shows it on the terminal instead)."""
 TRACEBACK_SWITCH = "ABLATE_TRACEBACK"
+
+
+def _unknown_command(name: str) -> int:
+    from ablate.data.errors import did_you_mean
+
+    hint = did_you_mean(name, COMMANDS)
+    print(f"ablate: error: unknown command {name!r}{hint}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
+    return 2
 
 
 def _quiet_wandb_teardown() -> None:
