@@ -129,8 +129,7 @@ def load_results(out_dir: str | Path, *, use_optuna: bool = True, storage: str |
     meta = read_study_json(out_dir)
     rows = declared_rows(meta, out_dir)
     records = {record.key: record for record in ledger.read_records(out_dir)}
-    check_one_study(out_dir, meta, rows, list(records.values()))
-    check_one_corpus(out_dir, rows, list(records.values()))
+    check_records(out_dir, meta, rows, list(records.values()))
 
     notes: list[str] = []
     if note := recipes_note(meta):
@@ -215,6 +214,20 @@ def design_changes(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[tu
             if old[key] != new[key]:
                 changed.append((f"{section}.{key}", old[key], new[key]))
     return changed
+
+
+def check_records(out_dir: Path, meta: Mapping[str, Any], rows: list[RowSpec], records: list[Record]) -> None:
+    """Every check a reader of OUT's records makes before it reads them: one study (`check_one_study`), one corpus
+    (`check_one_corpus`). What report, compare, replay, the looks and status share."""
+    check_one_study(out_dir, meta, rows, records)
+    check_one_corpus(out_dir, rows, records)
+
+
+def no_record(out_dir: Path, row: str, seed: int) -> str:
+    """Why a trial the storage calls complete is failed: its record was never written."""
+    return (
+        f"complete in Optuna but no record was written ({Layout(out_dir).relative(Layout(out_dir).record(row, seed))})"
+    )
 
 
 def check_one_study(out_dir: Path, meta: Mapping[str, Any], rows: list[RowSpec], records: list[Record]) -> None:
@@ -312,10 +325,7 @@ def _status(
                 record = records[key]
                 status[key] = TrialStatus(state=record.state, reason=record.reason, record=record)
             elif key in optuna and optuna[key].state == "complete":
-                missing = Layout(out_dir).relative(Layout(out_dir).record(spec.name, seed))
-                status[key] = TrialStatus(
-                    state="failed", reason=f"complete in Optuna but no record was written ({missing})"
-                )
+                status[key] = TrialStatus(state="failed", reason=no_record(out_dir, spec.name, seed))
             elif key in optuna:
                 status[key] = optuna[key]
             elif not queue_says and seed in (mine or [seed]):
@@ -404,8 +414,10 @@ __all__ = [
     "TrialStatus",
     "check_one_corpus",
     "check_one_study",
+    "check_records",
     "declared_rows",
     "design_changes",
+    "no_record",
     "load_results",
     "read_finished",
     "read_trial_states",

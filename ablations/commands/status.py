@@ -90,12 +90,10 @@ def as_recorded(rows, out: Path, spec: dict):
     row x seed (state, BLEU, PPL, steps, time), and a trial complete in the storage without one is failed. The
     records are checked as the report checks them (one study, one corpus): AblateError naming a foreign one."""
     from ablate.ablations import ledger
-    from ablate.ablations.results import check_one_corpus, check_one_study, declared_rows
+    from ablate.ablations.results import check_records, declared_rows, no_record
 
     records = {record.key: record for record in ledger.read_records(out)}
-    declared = declared_rows(spec, out)
-    check_one_study(out, spec, declared, list(records.values()))
-    check_one_corpus(out, declared, list(records.values()))
+    check_records(out, spec, declared_rows(spec, out), list(records.values()))
     for i, r in enumerate(rows):
         record = records.get((r.row, r.seed))
         if record is not None and r.state != "running":  # a running retry is newer than the record it replaces
@@ -105,8 +103,7 @@ def as_recorded(rows, out: Path, spec: dict):
                 step=m.get("steps", r.step), wall_s=m.get("wall_time_s", r.wall_s),
             )  # fmt: skip
         elif record is None and r.state == "complete":
-            missing = ledger.record_path(out, r.row, r.seed).relative_to(out)
-            rows[i] = dataclasses.replace(r, state="failed", reason=f"complete in Optuna but no record ({missing})")
+            rows[i] = dataclasses.replace(r, state="failed", reason=no_record(out, r.row, r.seed))
     return rows
 
 
