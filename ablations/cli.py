@@ -11,7 +11,7 @@ import sys
 # A string registry, and it stays one: this file is the top of the layers (the entry point `ablate`), where every
 # room may be reached, and a name is imported only when its command runs, so `ablate --help` imports no command.
 # Only here may a string name a later layer (tests/test_layering.py: REGISTRIES); the runner reaches the statistics
-# by import (ablations.design), never by name.
+# by import (ablations.statistics.sequential), never by name.
 COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": (
         "ablate.ablations.commands.sweep",
@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         return _unknown_command(name)
-    from ablate.ablations.interrupt import Interrupted, disk_error, path_error
-    from ablate.ablations.storage.urls import ENV_VAR
+    from ablate.ablations.runtime.interrupt import Interrupted, disk_error, path_error
+    from ablate.ablations.runtime.urls import ENV_VAR
     from ablate.data.errors import AblateError
 
     saved = (sys.argv, os.environ.get(ENV_VAR))
@@ -188,7 +188,7 @@ def _keep_storage_secret(argv: list[str]) -> None:
     """A --storage URL with a password goes into ABLATE_STORAGE for this process and the ones it starts, and out of
     sys.argv: W&B records the command line in every run, and Lightning relaunches it for DDP ranks. (The command
     still parses `argv`, which keeps it.)"""
-    from ablate.ablations.storage.urls import ENV_VAR, redact
+    from ablate.ablations.runtime.urls import ENV_VAR, redact
 
     for i, arg in enumerate(argv):
         name = arg.partition("=")[0]

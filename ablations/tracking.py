@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations.config import TrackingConfig
+from ablate.ablations.study.config import TrackingConfig
 
 
 def wandb_mode(cfg: TrackingConfig) -> str:

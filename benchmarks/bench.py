@@ -235,7 +235,7 @@ def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
 def setup(bench: BenchConfig) -> Setup:
     """The benchmarked run's config, device and precision; the peers are checked before any work."""
     import torch
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
     from ablate.benchmarks.peers import check_peer, row_of
 
     extra = {section: dict(fields) for section, fields in bench.settings.items()}

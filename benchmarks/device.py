@@ -63,7 +63,7 @@ def device_info(device) -> dict[str, Any]:
         name = torch.cuda.get_device_name(device)
         peak = next((flops for key, flops in PEAK_BF16_FLOPS if key in name), None)
         return {"type": "cuda", "name": name, "peak_bf16_flops": peak, "torch": torch.__version__}
-    from ablate.ablations.environment import cpu_model
+    from ablate.ablations.runtime.environment import cpu_model
 
     return {
         "type": "cpu",

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations.trial_files import TrainResult
+from ablate.ablations.training.result import TrainResult
 from ablate.benchmarks.settings import BenchConfig
 from ablate.data.errors import AblateError
 
@@ -19,7 +19,7 @@ from ablate.data.errors import AblateError
 def trial_overhead(bench: BenchConfig) -> dict[str, Any]:
     """Process start -> first training step of a fresh `ablate train` (warm caches), and the overhead of a second
     trial in the same process. Runs one short warm-up trial first (data caches, OS file cache of the libraries)."""
-    from ablate.ablations.config import TrackingConfig
+    from ablate.ablations.study.config import TrackingConfig
     from ablate.ablations.tracking import wandb_mode
 
     base = ["train", "--study", bench.study, "--row", bench.row, "--preset", bench.trial_preset, "--json"]

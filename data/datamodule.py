@@ -124,7 +124,7 @@ class TranslationDataModule(pl.LightningDataModule):
             split.src_len, split.tgt_len, self.cfg.tokens_per_batch, seed=self.cfg.seed, rank=rank,
             world_size=world_size, shapes=self.shapes("train"),
         )  # fmt: skip
-        if self.resume_at is not None:  # set from a checkpoint by ablations.checkpoints.ResumeState
+        if self.resume_at is not None:  # set from a checkpoint by ablations.training.checkpoints.ResumeState
             sampler.resume(*self.resume_at)
             self.resume_at = None
         return self._loader("train", sampler)
@@ -160,6 +160,6 @@ class TranslationDataModule(pl.LightningDataModule):
             num_workers=self.cfg.num_workers,
             persistent_workers=self.cfg.num_workers > 0,
             # Its own generator: a DataLoader otherwise draws its workers' base seed from the global RNG at every
-            # iteration (each validation), which would shift dropout after an exact resume (see ablations.checkpoints).
+            # iteration (each validation), which would shift dropout after an exact resume (see ablations.training.checkpoints).
             generator=torch.Generator().manual_seed(self.cfg.seed),
         )

@@ -382,7 +382,7 @@ def _richest(root: Path, exclude: str = "", n: int = 6) -> str:
 Source = BuiltinSource | DirectorySource | TsvSource | HubSource | GettextSource
 MACHINE_DEPENDENT = (GettextSource,)
 """Sources whose text depends on the machine that reads them (its installed packages): a study pins their text in
-its own directory (`ablations.corpora`)."""
+its own directory (`ablations.sweep.corpora`)."""
 
 
 def origin(source: Source) -> str:

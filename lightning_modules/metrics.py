@@ -1,8 +1,8 @@
 """The dev and test metrics, named once: what each is called, how reports label and round it, which way is better,
 and how it is computed from a corpus (BLEU and chrF by sacreBLEU, perplexity from the per-token NLL).
 
-Training scores through here (`module.TranslationModule`), and so do claims (`ablations.claims`) and the reports'
-resampled scores (`ablations.scores`), so a trial's number and a report's recomputation are the same metric. Pure
+Training scores through here (`module.TranslationModule`), and so do claims (`ablations.study.claims`) and the reports'
+resampled scores (`ablations.results.scores`), so a trial's number and a report's recomputation are the same metric. Pure
 functions on numbers and strings: no torch, Lightning or sacreBLEU import at module level (reports import this).
 """
 
@@ -35,7 +35,7 @@ METRICS = {
     "chrf": MetricSpec("chrf", "chrF", 1, True),
     "ppl": MetricSpec("ppl", "PPL", 2, False, paper_digits=2),
 }
-"""The metrics a claim or test can name (`ablations.stats` scores and tests each)."""
+"""The metrics a claim or test can name (`ablations.statistics.significance` scores and tests each)."""
 
 
 def perplexity(nll: float) -> float:

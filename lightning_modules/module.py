@@ -108,7 +108,7 @@ class TranslationModule(pl.LightningModule):
     """
 
     def __init__(self, model: ModelConfig, train: TrainConfig, *, bos_id: int, eos_id: int) -> None:
-        """bos_id and eos_id are the tokenizer's (model.pad_id too: `ablations.trainer.fit_to_tokenizer`)."""
+        """bos_id and eos_id are the tokenizer's (model.pad_id too: `ablations.training.trainer.fit_to_tokenizer`)."""
         super().__init__()
         self.save_hyperparameters(logger=False)  # the W&B config is the resolved RunConfig, logged by ablations
         self.model_config, self.train_config = model, train

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablate.ablations.record import Record, budget_label
-from ablate.ablations.results import StudyResults, load_results
+from ablate.ablations.results.load import StudyResults, load_results
+from ablate.ablations.results.record import Record, budget_label
 from ablate.data.errors import AblateError
 
 if TYPE_CHECKING:
@@ -134,8 +134,8 @@ class Study:
     def optuna(self) -> Any:
         """The study's Optuna study, opened read-only (`optuna.Study`: `trials_dataframe()`, the dashboard's API)."""
         import optuna
-        from ablate.ablations.storage.opening import open_existing
-        from ablate.ablations.storage.urls import chosen_url
+        from ablate.ablations.results.storage.opening import open_existing
+        from ablate.ablations.runtime.urls import chosen_url
 
         url = chosen_url(self.storage, self.out, self.results.meta.get("storage"))
         if not url:
@@ -148,7 +148,7 @@ class Study:
         """`frame` joined with Optuna's trials_dataframe() for the trial that speaks for each row x seed."""
         if not self.use_optuna:
             return frame
-        from ablate.ablations import ledger
+        from ablate.ablations.results import ledger
 
         try:
             study = self.optuna()
@@ -168,8 +168,8 @@ class Study:
     def table(self, *, n_samples: int | None = None, claims: str | Path | None = None) -> ReportTable:
         """The report's table (`reports.table.ReportTable`): every row's cells over seeds, the significance marks,
         the study's precision and a verdict per claim, as `ablate report` builds it (the same
-        `ablations.stats.N_SAMPLES` resamples)."""
-        from ablate.ablations.stats import N_SAMPLES
+        `ablations.statistics.significance.N_SAMPLES` resamples)."""
+        from ablate.ablations.statistics.significance import N_SAMPLES
         from ablate.reports.claims import load_claims
         from ablate.reports.sequential import report_table
 

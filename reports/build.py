@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ablate.ablations.ledger import write_json_atomic, write_text_atomic
-from ablate.ablations.record import Layout
-from ablate.ablations.results import StudyResults, load_results
-from ablate.ablations.stats import N_SAMPLES
+from ablate.ablations.results.ledger import write_json_atomic, write_text_atomic
+from ablate.ablations.results.load import StudyResults, load_results
+from ablate.ablations.results.record import Layout
+from ablate.ablations.statistics.significance import N_SAMPLES
 from ablate.reports.cells import check_columns
 from ablate.reports.claims import load_claims
 from ablate.reports.sequential import report_table
@@ -41,8 +41,8 @@ def rows_dir(names: Sequence[str]) -> str:
 
 
 def _row_names(rows: str | Sequence[str] | None, results: StudyResults) -> list[str] | None:
-    """--rows checked against the study's rows (`ablations.studies.parse_rows`); None: every row."""
-    from ablate.ablations.studies import parse_rows  # here: the study files' module brings the model's config
+    """--rows checked against the study's rows (`ablations.study.definition.parse_rows`); None: every row."""
+    from ablate.ablations.study.definition import parse_rows  # here: the study files' module brings the model's config
 
     return parse_rows(rows, [spec.name for spec in results.rows])
 
@@ -50,7 +50,7 @@ def _row_names(rows: str | Sequence[str] | None, results: StudyResults) -> list[
 def describe_corpus(results: StudyResults) -> str | None:
     """The data the rows trained on, from their data config and fingerprint, e.g. 'gettext:de (SentencePiece bpe
     vocabulary of 1000, fingerprint 73d296a63bf7)'; the distinct texts joined by '; ' when rows differ; None when no
-    row says. A pinned copy is named by its origin (`ablations.corpora`)."""
+    row says. A pinned copy is named by its origin (`ablations.sweep.corpora`)."""
     texts = []
     for spec in results.rows:
         data = (spec.config or {}).get("data") or {}
@@ -93,7 +93,7 @@ def build_report(
         n_samples: bootstrap resamples of the dev sentences in every test (the marks' and the verdicts').
         storage: Optuna storage URL to read pending/running trials from (default: $ABLATE_STORAGE, else
             study.json's).
-        claims: a claims file to judge instead of the study's own (see ablations/studies/table3.claims.yaml).
+        claims: a claims file to judge instead of the study's own (see ablations/study/builtin/table3.claims.yaml).
         columns: keys of `reports.cells.COLUMNS` the Markdown, LaTeX and HTML tables show, in that order (default:
             each format's own choice); CSV and JSON keep every value.
         rows: row names ('B1,C1' or a list): a report of those and of the rows they are compared with

@@ -1,16 +1,15 @@
 """The claims' verdicts as text: one comparison's line ('A1 vs base, BLEU: -0.62 [-1.40, +0.16], ...'), p-values
 as the report prints them, our effect against the paper's.
 
-The verdicts themselves (the rules, at every budget) are `ablations.verdicts`'; the claims as data are
-`ablations.claims`'. Both are re-exported here for the report's modules and the Python API.
+The verdicts themselves (the rules, at every budget) are `ablations.statistics.verdicts`'; the claims as data are
+`ablations.study.claims`'. Both are re-exported here for the report's modules and the Python API.
 """
 
 from __future__ import annotations
 
-from ablate.ablations.claims import Claim, Comparison, claims_to_data, load_claims, parse_claims
-from ablate.ablations.record import budget_label
-from ablate.ablations.stats import METRICS
-from ablate.ablations.verdicts import (
+from ablate.ablations.results.record import budget_label
+from ablate.ablations.statistics.significance import METRICS
+from ablate.ablations.statistics.verdicts import (
     BudgetVerdict,
     ClaimVerdict,
     ComparisonVerdict,
@@ -20,6 +19,7 @@ from ablate.ablations.verdicts import (
     comparison_verdict,
     judge,
 )
+from ablate.ablations.study.claims import Claim, Comparison, claims_to_data, load_claims, parse_claims
 
 
 def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
@@ -77,7 +77,7 @@ def p_text(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-__all__ = [  # claims as data from ablations.claims, their verdicts from ablations.verdicts
+__all__ = [  # claims as data from ablations.study.claims, their verdicts from ablations.statistics.verdicts
     "claims_to_data",
     "Tests",
     "Verdict",

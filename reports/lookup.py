@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ablate.ablations import ledger
-from ablate.ablations.record import Record, read_study_json
-from ablate.ablations.results import StudyResults, load_results
+from ablate.ablations.results.load import StudyResults, ledger, load_results
+from ablate.ablations.results.record import Record, read_study_json
 from ablate.data.errors import AblateError
 
 

@@ -16,9 +16,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.ablations.record import Record, budget_label
-from ablate.ablations.results import StudyResults
-from ablate.ablations.stats import METRICS
+from ablate.ablations.results.load import StudyResults
+from ablate.ablations.results.record import Record, budget_label
+from ablate.ablations.statistics.significance import METRICS
 from ablate.reports.claims import ClaimVerdict, ComparisonVerdict
 from ablate.reports.table import ReportRow, ReportTable
 from ablate.reports.trend import PLOT_CAPTION, ComparisonTrend, SizeTrend, comparison_label

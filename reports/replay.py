@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.ablations.design import Design, Look, RowLook, comparison_key, controls_of, walk
-from ablate.ablations.results import load_results
-from ablate.ablations.stats import N_SAMPLES
+from ablate.ablations.results.load import load_results
+from ablate.ablations.statistics.sequential import Design, Look, RowLook, comparison_key, controls_of, walk
+from ablate.ablations.statistics.significance import N_SAMPLES
 from ablate.reports.sequential import DESIGNS
 
 
@@ -119,4 +119,4 @@ def summary(result: Replay) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Look", "Replay", "replay", "summary"]  # Look: ablations.design's
+__all__ = ["Look", "Replay", "replay", "summary"]  # Look: ablations.statistics.sequential's

@@ -2,7 +2,7 @@
 tells the looks (`report_table`, `apply_design`); `simulate`, which measured the design against the fixed one.
 
 The design itself (the policy, the looks, the error each spends, which rows a control is tested against) is
-`ablations.design`'s: the sweep runs it, and this module reads it back from study.json and the records.
+`ablations.statistics.sequential`'s: the sweep runs it, and this module reads it back from study.json and the records.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from ablate.ablations.design import (
+from ablate.ablations.statistics.sequential import (
     Design,
     Sequential,
     Walk,
@@ -25,8 +25,8 @@ from ablate.ablations.design import (
     rows_of,
     walk,
 )
-from ablate.ablations.stats import ALPHA
-from ablate.ablations.variance import holm, moderate
+from ablate.ablations.statistics.significance import ALPHA
+from ablate.ablations.statistics.variance import holm, moderate
 
 DESIGNS: dict[str, str] = {
     "spending": "O'Brien-Fleming alpha spending (Lan-DeMets) over the looks, Holm over the rows at each look",
@@ -37,8 +37,8 @@ DESIGNS: dict[str, str] = {
 def report_table(results, *, n_samples: int | None = None, claims=None):
     """`reports.table.build_table`, with a sequential study's verdicts and method note (`apply_design`): what
     `ablate report` and the Python API show."""
-    from ablate.ablations.scores import score_ahead
-    from ablate.ablations.stats import N_SAMPLES
+    from ablate.ablations.results.scores import score_ahead
+    from ablate.ablations.statistics.significance import N_SAMPLES
     from ablate.reports.table import build_table
 
     score_ahead(
@@ -256,7 +256,7 @@ def _sim_undecided(effect: float, se: float, n: int, at: float, max_seeds: int, 
 def _sim_tests(
     rows: np.ndarray, control: np.ndarray, seeds: Mapping[str, int], k: int
 ) -> list[tuple[float, float, float, float]]:
-    """(effect, SE, df, p) of every row against the control from the seeds run so far, as `ablations.stats` does."""
+    """(effect, SE, df, p) of every row against the control from the seeds run so far, as `ablations.statistics.significance` does."""
     from scipy import stats
 
     values = [list(rows[i, : seeds[str(i)]]) for i in range(k)] + [list(control[: seeds["c"]])]

@@ -2,9 +2,9 @@
 
 This module computes; the writers (`reports.cells`, `reports.legend`, one module per format) only format. Every
 number here comes from the trial records (mean and sample standard deviation over the complete seeds), the paper's
-from `ablations/studies/table3.yaml`. The table shows the full budget T; the shorter budgets the trials were also
+from `ablations/study/builtin/table3.yaml`. The table shows the full budget T; the shorter budgets the trials were also
 scored at (train.budgets) give each row's gain from the last of them to T, and every claim is judged at each of them
-(`ablations.verdicts`).
+(`ablations.statistics.verdicts`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ablate.ablations.claims import Claim
-from ablate.ablations.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence
-from ablate.ablations.record import FULL, Record
-from ablate.ablations.results import RowSpec, StudyResults, TrialStatus
-from ablate.ablations.scores import chrf_signature, system_scores
-from ablate.ablations.stats import (
+from ablate.ablations.results.load import RowSpec, StudyResults, TrialStatus
+from ablate.ablations.results.record import FULL, Record
+from ablate.ablations.results.scores import chrf_signature, system_scores
+from ablate.ablations.statistics.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence
+from ablate.ablations.statistics.significance import (
     DEV_FACTORS,
     MAX_SEEDS,
     METRICS,
@@ -31,7 +30,15 @@ from ablate.ablations.stats import (
     seed_correlation,
     significance_mark,
 )
-from ablate.ablations.verdicts import ClaimVerdict, Evidence, Tests, source_ratios, study_claims, study_verdicts
+from ablate.ablations.statistics.verdicts import (
+    ClaimVerdict,
+    Evidence,
+    Tests,
+    source_ratios,
+    study_claims,
+    study_verdicts,
+)
+from ablate.ablations.study.claims import Claim
 from ablate.reports.claims import paper_ratio
 from ablate.reports.paper import PaperRow, load_paper_table
 
@@ -221,7 +228,7 @@ class ReportTable:
     says the same, and no comparison repeats it)."""
     seed_correlation: SeedCorrelation | None = None
     """How much rows trained with the same seed move together (a seed's effect on dev BLEU at T shared over the
-    rows; `ablations.stats.seed_correlation`); None with fewer than two shared seeds."""
+    rows; `ablations.statistics.significance.seed_correlation`); None with fewer than two shared seeds."""
     effect_scale: float | None = None
     """Median over the comparisons of |our effect| / |the paper's| (where the paper's is at least 0.3): how much
     this preset magnifies (or shrinks) the paper's differences; None without the paper's numbers."""
@@ -271,7 +278,7 @@ def _other_differences(config: dict[str, Any], base: dict[str, Any]) -> dict[str
 
 def _delta(row: Stat | None, base: Stat | None) -> Stat | None:
     """Each of the row's seeds minus the base's mean over all its seeds: the mean is the effect every test and verdict
-    uses (`ablations.stats.compare`: rows are not paired by seed, and the base's extra seeds count), the spread is the
+    uses (`ablations.statistics.significance.compare`: rows are not paired by seed, and the base's extra seeds count), the spread is the
     row's own."""
     if row is None or base is None:
         return None
@@ -454,7 +461,7 @@ def _against_base(rows: list[ReportRow], base_row: ReportRow, base_records) -> l
 
 
 def _with_verdicts(table: ReportTable, base_row: ReportRow, evidence: Evidence) -> None:
-    """The claims' verdicts (`ablations.verdicts.study_verdicts`) into the table: why no verdict at all, which rows
+    """The claims' verdicts (`ablations.statistics.verdicts.study_verdicts`) into the table: why no verdict at all, which rows
     this preset did not train, every row's tests against the base at T and its mark, the precision at each budget,
     and each claim with advice where it is too noisy to see the paper's difference."""
     table.nothing_learned = evidence.nothing_learned

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from ablate.ablations.record import budget_label
-from ablate.ablations.stats import METRICS
+from ablate.ablations.results.record import budget_label
+from ablate.ablations.statistics.significance import METRICS
 from ablate.data.errors import AblateError
 from ablate.reports.claims import ComparisonVerdict, paper_ratio
 from ablate.reports.table import ReportTable

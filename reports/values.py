@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ablate.ablations.record import FULL, budget_label
-from ablate.ablations.stats import METRICS, RowTest
+from ablate.ablations.results.record import FULL, budget_label
+from ablate.ablations.statistics.significance import METRICS, RowTest
 from ablate.reports.cells import has_test, value_text
 from ablate.reports.compare import short_value
 from ablate.reports.table import ReportRow, ReportTable, Stat

@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations.ledger import write_text_atomic
-from ablate.ablations.record import read_study_json
+from ablate.ablations.results.ledger import write_text_atomic
+from ablate.ablations.results.record import read_study_json
 from ablate.ablations.tracking import run_group
 from ablate.data.errors import AblateError
 from ablate.reports.plots import Plot

@@ -18,7 +18,7 @@ from ablate.ablations.cli import COMMANDS, main
 
 COMMON = {"--help", "--config", "--print_config"}
 SECTIONED = {"--set"}  # commands with config sections also take --set SECTION.FIELD=VALUE
-RUN = ("model", "train", "data", "hardware", "tracking")  # ablations.config.SECTIONS
+RUN = ("model", "train", "data", "hardware", "tracking")  # ablations.study.config.SECTIONS
 
 OWN: dict[str, set[str]] = {
     "sweep": SECTIONED,
@@ -56,7 +56,7 @@ def section_classes() -> dict[str, type]:
     """Section name -> its dataclass: the run's config, the sweep's settings, each launcher's."""
     from ablate.ablations import launchers
     from ablate.ablations.commands.sweep import SweepConfig
-    from ablate.ablations.config import SECTIONS as RUN_SECTIONS
+    from ablate.ablations.study.config import SECTIONS as RUN_SECTIONS
 
     found = {name: launcher.settings for name, launcher in launchers.available().items() if launcher.settings}
     return {**RUN_SECTIONS, "sweep": SweepConfig, **found}

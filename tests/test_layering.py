@@ -72,7 +72,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path], root: Path = REPO)
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(up + ([node.module] if node.module else []))
-            # `from ablate.ablations import ledger` imports the module ablate.ablations.ledger
+            # `from ablate.ablations.results import ledger` imports the module ablate.ablations.results.ledger
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
         else:
             continue
@@ -209,8 +209,12 @@ def test_the_reader_sees_the_imports(imports):
     """A guard for the reader itself: the imports it must see are there."""
     edges = {(i.source, i.target, i.top_level) for i in imports}
     assert ("ablate.reports.cells", "ablate.reports.compare", True) in edges
-    assert ("ablate.ablations.results", "ablate.ablations.ledger", True) in edges  # `from ablate.ablations import x`
-    assert ("ablate.reports.api", "ablate.ablations.storage.opening", False) in edges  # inside a function
+    assert (
+        "ablate.ablations.results.load",
+        "ablate.ablations.results.ledger",
+        True,
+    ) in edges  # `from ablate.ablations import x`
+    assert ("ablate.reports.api", "ablate.ablations.results.storage.opening", False) in edges  # inside a function
     assert ("ablate.lightning_modules.transformer", "torch", True) in edges
 
 
@@ -236,21 +240,21 @@ def test_reports_never_imports_training_code(imports):
 
 def test_the_checks_catch_what_they_are_for():
     """Planted imports: one upward, one circle, one into training code."""
-    up = Import("ablate.data.batching", "ablate.ablations.record", "data/batching.py:1", True)
+    up = Import("ablate.data.batching", "ablate.ablations.results.record", "data/batching.py:1", True)
     loop = [
         Import("ablate.reports.a", "ablate.reports.b", "reports/a.py:1", True),
         Import("ablate.reports.b", "ablate.reports.a", "reports/b.py:1", False),
     ]
     training = [
-        Import("ablate.reports.x", "ablate.ablations.trainer", "reports/x.py:1", False),
-        Import("ablate.ablations.trainer", "torch", "ablations/trainer.py:1", True),
+        Import("ablate.reports.x", "ablate.ablations.training.trainer", "reports/x.py:1", False),
+        Import("ablate.ablations.training.trainer", "torch", "ablations/training/trainer.py:1", True),
     ]
     assert upward_imports([up]) == [
-        "data/batching.py:1: ablate.data.batching imports ablate.ablations.record (data may not import ablations)"
+        "data/batching.py:1: ablate.data.batching imports ablate.ablations.results.record (data may not import ablations)"
     ]
     assert circles(loop) == [["ablate.reports.a", "ablate.reports.b"]]
     assert training_code_in_reports(training) == [
-        "ablations/trainer.py:1: ablate.reports.x -> ablate.ablations.trainer imports torch when loaded"
+        "ablations/training/trainer.py:1: ablate.reports.x -> ablate.ablations.training.trainer imports torch when loaded"
     ]
 
 
@@ -275,15 +279,17 @@ def test_a_planted_string_import_across_layers_fails_the_test(tmp_path, planted)
     passes on the copy as it was), and the CLI entry may still name every layer."""
     root = _tree_copy(tmp_path)
     assert not upward_imports(read_imports(root)) and not imports_by_name(root)
-    target = root / "ablations" / "worker.py"
+    target = root / "ablations" / "sweep" / "worker.py"
     lines = target.read_text(encoding="utf-8").splitlines()
     lines += ["", "import importlib", "", "", "def _look():", f"    {planted}", ""]
     target.write_text("\n".join(lines), encoding="utf-8")
     line = len(lines) - 1
     found = upward_imports(read_imports(root)) + imports_by_name(root)
-    assert found and all(f.startswith(f"ablations/worker.py:{line}:") for f in found), found
+    assert found and all(f.startswith(f"ablations/sweep/worker.py:{line}:") for f in found), found
     name = planted.split('"')[1].partition(":")[0]
-    assert any(f"ablate.ablations.worker names {name} (ablations may not import reports)" in f for f in found), found
+    assert any(f"ablate.ablations.sweep.worker names {name} (ablations may not import reports)" in f for f in found), (
+        found
+    )
     entry = root / "ablations" / "cli.py"
     entry.write_text(entry.read_text(encoding="utf-8") + f"\n\ndef _also():\n    {planted}\n", encoding="utf-8")
     assert not [f for f in upward_imports(read_imports(root)) + imports_by_name(root) if "cli.py" in f]

@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     args = parse(parser, argv)
     if args.print_config:
         return print_config(options(args))
-    from ablate.ablations.archive import JOURNAL, main_layout_check, pack, rebuild_storage
+    from ablate.ablations.sweep.archive import JOURNAL, main_layout_check, pack, rebuild_storage
 
     out = Path(args.out)
     main_layout_check(out)

@@ -7,7 +7,7 @@ tracking), with the field's docstring as help; a field left unset keeps the stud
 `--set SECTION.FIELD=VALUE` is the same override in one word, kept for scripts.
 
 jsonargparse checks each value against its field's type annotation, on the command line and in study files alike
-(`ablations.config.check_sections`), so there is no hand-written type coercion.
+(`ablations.study.config.check_sections`), so there is no hand-written type coercion.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def command_parser(
     )
     sections = list(sections)
     if sections:
-        from ablate.ablations.config import add_sections
+        from ablate.ablations.study.config import add_sections
 
         set_parsing_settings(docstring_parse_attribute_docstrings=documented)
         try:
@@ -105,7 +105,7 @@ def parse(parser, argv: list[str]):
     """Parse, turning jsonargparse's errors into one-line AblateErrors (exit code 2, no traceback)."""
     import argparse
 
-    from ablate.ablations.config import describe_error
+    from ablate.ablations.study.config import describe_error
 
     for path, _ in config_files(argv):  # name the file in a config error (jsonargparse says "<unicode string>")
         _check_config_file(path)
@@ -162,7 +162,7 @@ def _check_config_file(path: str) -> None:
 
 def overrides(ns, sections: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """The section fields the user set ({section: {field: value}}): --SECTION.FIELD, --config and --set."""
-    from ablate.ablations.config import SECTIONS, check_sections
+    from ablate.ablations.study.config import SECTIONS, check_sections
 
     sections = list(SECTIONS if sections is None else sections)
     values = ns.as_dict()
@@ -189,7 +189,7 @@ def changed(layer: dict[str, dict[str, Any]], reference: dict[str, dict[str, Any
 
 def options(ns) -> dict[str, Any]:
     """The command's own options (not the sections), for --print_config and for passing on."""
-    from ablate.ablations.config import SECTIONS
+    from ablate.ablations.study.config import SECTIONS
 
     return {k: v for k, v in ns.as_dict().items() if k not in _PLUMBING and k not in SECTIONS}
 
@@ -198,7 +198,7 @@ def print_config(config: dict[str, Any]) -> int:
     """Print a configuration as YAML that `--config` reads back, leaving out what is unset."""
     config = {k: v for k, v in config.items() if v is not None and v != {}}
     if isinstance(config.get("storage"), str):  # a printed config is saved to files: never with a password
-        from ablate.ablations.storage.urls import redact
+        from ablate.ablations.runtime.urls import redact
 
         config["storage"] = redact(config["storage"])
     sys.stdout.write(yaml.safe_dump(_plain(config), sort_keys=False))

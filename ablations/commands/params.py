@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
-from ablate.ablations.config import SECTIONS
-from ablate.ablations.presets import PRESETS
+from ablate.ablations.study.config import SECTIONS
+from ablate.ablations.study.presets import PRESETS
 
 
 def parameter_table(
@@ -15,7 +15,7 @@ def parameter_table(
 ) -> list[dict]:
     """One dict per row: row, group, N, d_model, d_ff, h, d_k, d_v, params, paper_params_m. `extra`: section
     overrides applied to every row (the command line's)."""
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
     from ablate.lightning_modules.transformer import Transformer
 
     study = load_study(study_name)

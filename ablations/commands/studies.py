@@ -6,7 +6,7 @@ from __future__ import annotations
 from argparse import SUPPRESS
 
 from ablate.ablations.commands.options import command_parser, options, parse, print_config
-from ablate.ablations.presets import PRESETS
+from ablate.ablations.study.presets import PRESETS
 from ablate.data.errors import AblateError
 
 
@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     args = parse(parser, argv)
     if args.print_config:
         return print_config(options(args))
-    from ablate.ablations.studies import builtin_studies, coverage_summary, load_study, parse_rows
+    from ablate.ablations.study.definition import builtin_studies, coverage_summary, load_study, parse_rows
 
     if getattr(args, "files", None):
         for path in args.files:

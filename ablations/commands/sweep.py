@@ -17,8 +17,8 @@ from typing import Literal
 
 from ablate.ablations import launchers
 from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
-from ablate.ablations.config import SECTIONS
-from ablate.ablations.presets import get_preset
+from ablate.ablations.study.config import SECTIONS
+from ablate.ablations.study.presets import get_preset
 from ablate.data.errors import AblateError
 
 
@@ -104,11 +104,11 @@ def _add_settings(p, sections: dict, documented: bool) -> None:
 
 
 def make_plan(ns):
-    from ablate.ablations.corpora import read_pin
-    from ablate.ablations.design import Sequential
-    from ablate.ablations.plan import Plan
-    from ablate.ablations.storage.urls import storage_url
-    from ablate.ablations.studies import load_study, parse_rows
+    from ablate.ablations.runtime.urls import storage_url
+    from ablate.ablations.statistics.sequential import Sequential
+    from ablate.ablations.study.definition import load_study, parse_rows
+    from ablate.ablations.sweep.corpora import read_pin
+    from ablate.ablations.sweep.plan import Plan
 
     sweep = settings(ns)
     if sweep.workers is not None and sweep.workers < 1:
@@ -151,7 +151,7 @@ def make_plan(ns):
     for row in study.rows:  # every row with the command-line settings must build before anything runs
         plan.run_config(row, 0)
     plan.check_same_design()
-    from ablate.ablations.corpora import check_sources
+    from ablate.ablations.sweep.corpora import check_sources
 
     check_sources(plan)  # the dry run too
     return plan
@@ -164,7 +164,7 @@ def settings(ns) -> SweepConfig:
 
 def _with_allocation(study, sweep: SweepConfig):
     """The study with the command line's --allocation, --min_seeds and --max_seeds, checked as the study file's."""
-    from ablate.ablations.studies import check_allocation
+    from ablate.ablations.study.definition import check_allocation
 
     allocation = sweep.allocation
     if allocation is None and (sweep.seeds is not None or sweep.control_seeds is not None):
@@ -194,7 +194,7 @@ def _first_line(text: str | None) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    from ablate.ablations import ranks, worker
+    from ablate.ablations.sweep import ranks, worker
 
     ns = parse(build_parser(documented=wants_help(argv)), argv)
     plan = make_plan(ns)

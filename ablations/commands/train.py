@@ -22,12 +22,12 @@ from ablate.ablations.commands.options import (
     print_config,
     wants_help,
 )
-from ablate.ablations.config import SECTIONS, RunConfig
-from ablate.ablations.presets import PRESETS
+from ablate.ablations.study.config import SECTIONS, RunConfig
+from ablate.ablations.study.presets import PRESETS
 from ablate.data.errors import AblateError
 
 if TYPE_CHECKING:
-    from ablate.ablations.studies import Row, Study
+    from ablate.ablations.study.definition import Row, Study
 
 STUDY, ROW, PRESET, SEED = "table3", "base", "tiny", 0
 """The default starting point: the base row of Table 3 at the tiny preset, seed 0."""
@@ -80,7 +80,7 @@ def _starting_values() -> dict[str, Any]:
     shows as defaults. Only its base and row are read from the built-in study: checking every row (load_study, or
     parse_study on the whole file) takes seconds, and the help should not."""
     import yaml
-    from ablate.ablations.studies import BUILTIN_DIR, parse_study
+    from ablate.ablations.study.definition import BUILTIN_DIR, parse_study
 
     path = BUILTIN_DIR / f"{STUDY}.yaml"
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
 def _check_not_finished(out: Path) -> None:
     """A finished run in OUT is not trained over by accident (another row's run would replace its weights and
     results): AblateError saying what is there and the ways on."""
-    from ablate.ablations.trial_files import TrainResult
+    from ablate.ablations.training.result import TrainResult
     from ablate.data.errors import AblateError
 
     done = TrainResult.path(out)
@@ -146,7 +146,7 @@ def resolve(parser, argv: list[str], ns) -> Resolved:
     edited in it (d_k 64 in a row B1 file) is kept, and a --seed, --row or --preset after it still changes what
     they decide (train.seed, the row's d_k, the preset's widths) instead of being overwritten by the file's copies.
     The output directory follows the same rule."""
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
 
     studies: dict[str, Study] = {}
 
@@ -195,7 +195,7 @@ def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
     run, out, seed = plan.run, plan.out, plan.run.train.seed
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(run.to_dict(), sort_keys=False), encoding="utf-8")
-    from ablate.ablations.train import train
+    from ablate.ablations.training.train import train
     from ablate.lightning_modules.module import TrainingDiverged
 
     who = RunIdentity(plan.study.name, plan.preset, plan.row.name, plan.row.group, seed, run.tracking.label)
@@ -216,7 +216,7 @@ def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
         return 1
     if result is None:
         return 0
-    from ablate.ablations.trial_files import TrainResult
+    from ablate.ablations.training.result import TrainResult
 
     m = result.metrics
     if as_json:

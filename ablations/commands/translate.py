@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
     if references is not None and len(references) != len(sources):
         raise AblateError(f"--refs {args.refs} has {len(references)} lines for {len(sources)} source lines")
 
-    from ablate.ablations import weights
+    from ablate.ablations.training import weights
 
     trained = weights.load(path)
     hypotheses = translate(trained, sources, args.beam, args.length_penalty, args.batch_size, args.device)
@@ -59,8 +59,8 @@ def main(argv: list[str]) -> int:
 
 def model_file(path: Path, row: str | None, seed: int) -> Path:
     """The model.pt that MODEL names (see the module's docstring), or a one-line error saying what is there."""
-    from ablate.ablations.record import Layout
-    from ablate.ablations.weights import FILE
+    from ablate.ablations.results.record import Layout
+    from ablate.ablations.training.weights import FILE
 
     if path.is_file():
         return path

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
-from ablate.ablations.config import SECTIONS
-from ablate.ablations.presets import PRESETS
+from ablate.ablations.study.config import SECTIONS
+from ablate.ablations.study.presets import PRESETS
 from ablate.data.errors import AblateError
 
 
@@ -46,9 +46,9 @@ def main(argv: list[str]) -> int:
     extra = overrides(args)
     if args.print_config:
         return print_config({**options(args), **extra})
-    from ablate.ablations.storage.urls import storage_url
-    from ablate.ablations.studies import load_study
-    from ablate.ablations.tune import TuneJob, describe_space, run_tune, search_space
+    from ablate.ablations.runtime.urls import storage_url
+    from ablate.ablations.study.definition import load_study
+    from ablate.ablations.sweep.tune import TuneJob, describe_space, run_tune, search_space
 
     study = load_study(args.study)
     if not study.search_space:

@@ -1,7 +1,7 @@
 """How `ablate sweep` runs its workers: one launcher per module of this package.
 
 Every worker is the same process, `ablate sweep ... --worker` (`runner.worker_argv`), whichever launcher started
-it: it claims trials from the storage until none are left (`ablations.worker`). So a launcher decides only where the
+it: it claims trials from the storage until none are left (`ablations.sweep.worker`). So a launcher decides only where the
 workers run and how the command follows them: `local` starts worker processes on this machine and shows the live
 table; `slurm` submits a SLURM job array through submitit and returns (or follows the study with --wait).
 
@@ -12,7 +12,7 @@ this package (a test, a plugin) adds one with `register`. What a scheduler adds 
   rank, the signal that warns of its end): the launcher starts the worker with `environment.job_variables`, its
   scheduler's account in ablate's words (launchers/slurm.py: `worker_environment`). The worker then names its job
   on each trial it claims, saves and requeues its trial on the warning, and, in a job of several tasks, trains each
-  trial as its DDP ranks (`ablations.ranks`);
+  trial as its DDP ranks (`ablations.sweep.ranks`);
 - requeueing a warned job, and its files under OUT/NAME (`Layout.jobs_dir`);
 - `job_states(ids)`, optional: each job's state now, which `ablate status` shows beside the trial's job.
 """
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ablate.data.errors import AblateError
 
 if TYPE_CHECKING:
-    from ablate.ablations.plan import Plan
+    from ablate.ablations.sweep.plan import Plan
 
 DEFAULT = "local"
 

@@ -16,16 +16,18 @@ import sys
 import time
 from pathlib import Path
 
-from ablate.ablations import environment, interrupt, ledger, progress, runner
-from ablate.ablations.config import HardwareConfig
 from ablate.ablations.launchers import Launch, mps
-from ablate.ablations.plan import Plan
-from ablate.ablations.queueing import current_keys, describe_decision, sync_records
-from ablate.ablations.record import Layout
-from ablate.ablations.storage.queue import Queue, recover_dead
-from ablate.ablations.storage.urls import ENV_VAR, redact
-from ablate.ablations.studies import coverage_summary
-from ablate.ablations.worker import work
+from ablate.ablations.results import ledger
+from ablate.ablations.results.record import Layout
+from ablate.ablations.results.storage.queue import Queue, recover_dead
+from ablate.ablations.runtime import environment, interrupt
+from ablate.ablations.runtime.urls import ENV_VAR, redact
+from ablate.ablations.study.config import HardwareConfig
+from ablate.ablations.study.definition import coverage_summary
+from ablate.ablations.sweep import progress, runner
+from ablate.ablations.sweep.plan import Plan
+from ablate.ablations.sweep.queueing import current_keys, describe_decision, sync_records
+from ablate.ablations.sweep.worker import work
 from ablate.data.errors import AblateError
 
 
@@ -70,7 +72,7 @@ def _check_hardware(plan: Plan) -> None:
         if not (plain and hw.num_nodes == default.num_nodes and hw.strategy == default.strategy):
             distinct.setdefault((hw.accelerator, str(hw.devices), hw.num_nodes, hw.strategy), plan.run_config(row, 0))
     if distinct:
-        from ablate.ablations.trainer import check_hardware
+        from ablate.ablations.training.trainer import check_hardware
 
         for run in distinct.values():
             check_hardware(run)
@@ -80,7 +82,7 @@ def describe_plan(plan: Plan, workers: int) -> str:
     """What `ablate sweep --dry_run` prints and nothing is written for: each row with its seeds (at the sequential
     design, the first look's and the most the looks can ask), parameters and the settings it changes from the base,
     the claims the rows test, and the cost line the sweep would print first."""
-    from ablate.ablations.design import seed_range
+    from ablate.ablations.statistics.sequential import seed_range
 
     rows = [row for row in plan.rows() if plan.only is None or row.name in plan.only]
     work = progress.Eta.for_plan(plan).work

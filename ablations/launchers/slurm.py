@@ -2,7 +2,7 @@
 
 Nothing here schedules: SLURM queues, places, preempts and requeues the jobs, submitit writes the batch script,
 submits the array and requeues a job that gets its warning signal, and the Optuna storage hands trials to workers as
-it does for local ones (`ablations.worker.work`). Each array task runs one ordinary sweep worker
+it does for local ones (`ablations.sweep.worker.work`). Each array task runs one ordinary sweep worker
 (`ablate sweep ... --worker`) as a child process; with `slurm.nodes` x `slurm.tasks_per_node` > 1 the job's tasks are
 the ranks of one DDP trial at a time (Lightning reads SLURM's environment), rank 0 claiming trials and the others
 following it (`follow`).
@@ -10,7 +10,7 @@ following it (`follow`).
 Preemption and time limits: SLURM sends USR2 `signal_delay_s` before it stops a job (PreemptMode=REQUEUE with
 preempt_send_user_signal, or the time limit); submitit calls `SweepJob.checkpoint`, which passes the signal on to
 the worker (which saves the running trial at the end of its step and queues it for retry, as on Ctrl-C:
-`ablations.interrupt`), waits for it, and hands submitit the same job to requeue. The retry resumes from the
+`ablations.runtime.interrupt`), waits for it, and hands submitit the same job to requeue. The retry resumes from the
 checkpoint, in the same W&B run. `scancel` sends SIGTERM first: the trial saves itself the same way if its step ends
 within SLURM's KillWait. A job killed without warning (node failure, SIGKILL) leaves its trial RUNNING with a dead
 process and a stale heartbeat: another worker's liveness check re-runs it (`storage.queue.recover_dead`).
@@ -37,12 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations import environment, runner
 from ablate.ablations.launchers import Launch
-from ablate.ablations.plan import Plan
-from ablate.ablations.queueing import sync_records
-from ablate.ablations.record import Layout
-from ablate.ablations.storage.urls import ENV_VAR
+from ablate.ablations.results.record import Layout
+from ablate.ablations.runtime import environment
+from ablate.ablations.runtime.urls import ENV_VAR
+from ablate.ablations.sweep import runner
+from ablate.ablations.sweep.plan import Plan
+from ablate.ablations.sweep.queueing import sync_records
 from ablate.data.errors import AblateError
 
 JOBS_FILE = "jobs.json"
@@ -331,7 +332,7 @@ def _submit_array(ex, job: SweepJob, count: int):
 
 
 def _remember(folder: Path, ids: list[str], count: int) -> None:
-    from ablate.ablations.ledger import write_json_atomic
+    from ablate.ablations.results.ledger import write_json_atomic
 
     path = folder / JOBS_FILE
     known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"submissions": []}
@@ -364,9 +365,9 @@ def job_states(ids: list[str]) -> dict[str, str]:
 def wait(plan, ids: list[str], title: str, poll_s: float = 3.0) -> None:
     """Follow the study until no trial is pending or running and no job is alive (`--wait`); the trials are the
     plan's and, at the sequential design, those the workers' looks queue as it runs (`queueing.current_keys`)."""
-    from ablate.ablations import progress
-    from ablate.ablations.queueing import current_keys
-    from ablate.ablations.storage.queue import Queue
+    from ablate.ablations.results.storage.queue import Queue
+    from ablate.ablations.sweep import progress
+    from ablate.ablations.sweep.queueing import current_keys
 
     queue = Queue.open(plan.storage, plan.name)
     live = runner.live_view(title)

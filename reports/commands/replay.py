@@ -14,7 +14,7 @@ from ablate.data.errors import AblateError
 
 
 def build_parser():
-    from ablate.ablations.stats import N_SAMPLES
+    from ablate.ablations.statistics.significance import N_SAMPLES
 
     parser = command_parser("ablate replay", __doc__)
     parser.add_argument("study_or_out", metavar="OUT", help="results directory, or a study name under --runs_dir")
@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
         return print_config(options(args))
-    from ablate.ablations.results import resolve_out_dir
+    from ablate.ablations.results.load import resolve_out_dir
     from ablate.reports.replay import replay, summary
 
     if args.min_seeds < 1:

@@ -57,7 +57,7 @@ ABLATE_CARD=all short_run after "${GRAPHS[@]}"
 # trial, plus two more whole-dev decodes: T/2's and the test's, about the dev set's size).
 CHOICE=$(python3 - "$WORK/short-runs.txt" "$PRESET" <<'EOF'
 import json, sys
-from ablate.ablations.studies import load_study
+from ablate.ablations.study.definition import load_study
 arms = {a["arm"]: a for a in map(json.loads, open(sys.argv[1]))}
 study = load_study("table3")
 steps = study.run_config(study.rows[0], sys.argv[2], 0).train.max_steps

@@ -14,7 +14,7 @@ rm -rf .whl .ablate-cache
 .venv/bin/python scripts/device/wheels.py --image "$IMAGE" --dest .whl 2> >(grep -v "^WARNING: Location" >&2)
 .venv/bin/pip wheel -q --no-deps --no-build-isolation -w .whl .
 ABLATE_CACHE=$PWD/.ablate-cache .venv/bin/python -c "
-from ablate.ablations.studies import load_study
+from ablate.ablations.study.definition import load_study
 from ablate.data.prepare import prepare
 study = load_study('table3')
 for preset in ('tiny', 'paper'):  # the study's and the short runs' data; the paper base bench's

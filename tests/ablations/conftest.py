@@ -133,7 +133,7 @@ class Sweeps:
 
 def _warm_cache(cache: Path) -> None:
     """Prepare the tiny built-in corpus every test study uses, once: sweeps started together then only read it."""
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
     from ablate.data.prepare import prepare
 
     study = load_study(STUDIES / "sweep_rows.yaml")
@@ -176,7 +176,7 @@ def finished_sweep(sweeps, tmp_path_factory) -> Path:
 def finished_copy(finished_sweep, tmp_path, monkeypatch) -> Path:
     """A copy of `finished_sweep` without its trial directories (a trial trained again would recreate one), its
     study.json pointing at the copy's journal, ABLATE_STORAGE unset."""
-    from ablate.ablations.storage.urls import ENV_VAR
+    from ablate.ablations.runtime.urls import ENV_VAR
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     out = tmp_path / "out"

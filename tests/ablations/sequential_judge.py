@@ -1,6 +1,6 @@
 """A sequential sweep whose looks the test chooses: `python sequential_judge.py STUDY OUT [sweep options]` runs
 `ablate sweep` in this process with one worker, the real queue, storage and training, and `judge` below in place
-of the statistics (`ablations.design.decide`, which smoke-sized rows could not move). The looks follow the real
+of the statistics (`ablations.statistics.sequential.decide`, which smoke-sized rows could not move). The looks follow the real
 policy; a row is open until it has OPEN_UNTIL[row] finished seeds, then decided.
 
 SEQ_OPEN_UNTIL=ROW:N,...: OPEN_UNTIL for this run instead.
@@ -19,7 +19,7 @@ OPEN_UNTIL = {"C1": 3}
 
 
 def judge(results, rows, controls, *, min_seeds, max_seeds, design):
-    from ablate.ablations.design import Decision, policy
+    from ablate.ablations.statistics.sequential import Decision, policy
 
     done = {key: s.record for key, s in (results.status.items() if results is not None else ())}
     finished = {r: sorted(seed for (row, seed), rec in done.items() if row == r and rec is not None and
@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
     plan = make_plan(parse(build_parser(), argv))
     assert plan.allocation is not None
     plan.allocation = dataclasses.replace(plan.allocation, judge=judge)
-    from ablate.ablations.runner import print_next_steps
+    from ablate.ablations.sweep.runner import print_next_steps
 
     coordinate(plan, 1)
     print_next_steps(plan, 0.0)  # the sweep's last lines, as `ablate sweep` prints them

@@ -1,11 +1,11 @@
-"""The sequential policy (`ablations.design.policy`): seeds only for open rows, the control's sqrt(k) share, and
+"""The sequential policy (`ablations.statistics.sequential.policy`): seeds only for open rows, the control's sqrt(k) share, and
 nothing queued twice when asked again."""
 
 from __future__ import annotations
 
 import pytest
-from ablate.ablations.design import policy
-from ablate.ablations.studies import parse_study
+from ablate.ablations.statistics.sequential import policy
+from ablate.ablations.study.definition import parse_study
 from ablate.data.errors import AblateError
 
 CONTROLS = {"base": ["B1", "C1", "C4", "D1"]}

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from ablate.ablations import ledger
-from ablate.ablations.record import Layout, Record
-from ablate.ablations.studies import load_study
+from ablate.ablations.results import ledger
+from ablate.ablations.results.record import Layout, Record
+from ablate.ablations.study.definition import load_study
 from ablate.reports import load
 
 REPO = Path(__file__).resolve().parents[2]

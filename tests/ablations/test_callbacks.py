@@ -6,8 +6,8 @@ from __future__ import annotations
 import optuna
 import pytorch_lightning as pl
 import torch
-from ablate.ablations.callbacks import StepPruning
-from ablate.ablations.storage.opening import open_storage
+from ablate.ablations.results.storage.opening import open_storage
+from ablate.ablations.training.callbacks import StepPruning
 
 
 class Scored(pl.LightningModule):

@@ -202,7 +202,7 @@ def test_the_check_before_step_1_leaves_a_run_to_the_same_digits(monkeypatch, tm
 
 
 def test_an_unexpected_error_in_train_is_one_line_and_the_saved_traceback(monkeypatch, tmp_path, capsys):
-    from ablate.ablations import train
+    from ablate.ablations.training import train
 
     def planted(*args, **kwargs):
         raise RuntimeError("planted: something nobody foresaw\nsecond line")

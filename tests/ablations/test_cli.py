@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ablate.ablations.cli import COMMANDS, main
-from ablate.ablations.config import SECTIONS
+from ablate.ablations.study.config import SECTIONS
 
 
 def ablate(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -88,7 +88,7 @@ def test_status_reads_without_creating_anything(tmp_path, capsys, seen):
     out.mkdir()
     journal = out / "optuna.journal"
     if seen == "unknown study":
-        from ablate.ablations.storage.opening import load_or_create, open_storage
+        from ablate.ablations.results.storage.opening import load_or_create, open_storage
 
         load_or_create(open_storage(f"journal:{journal}"), "another")
     spec = {"study": "table3", "preset": "smoke", "rows": [{"name": "base"}], "seeds": [0]}
@@ -169,7 +169,7 @@ def _help_default(help_text: str, option: str) -> str:
 
 
 def test_train_help_shows_the_values_the_run_starts_from_without_importing_torch():
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
     from ablate.lightning_modules.config import ModelConfig, TrainConfig
 
     code = (

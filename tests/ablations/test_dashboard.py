@@ -12,11 +12,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from ablate.ablations.plan import Plan
-from ablate.ablations.queueing import enqueue
-from ablate.ablations.storage.queue import Queue
-from ablate.ablations.storage.urls import storage_url
-from ablate.ablations.studies import load_study
+from ablate.ablations.results.storage.queue import Queue
+from ablate.ablations.runtime.urls import storage_url
+from ablate.ablations.study.definition import load_study
+from ablate.ablations.sweep.plan import Plan
+from ablate.ablations.sweep.queueing import enqueue
 
 pytest.importorskip("optuna_dashboard")
 

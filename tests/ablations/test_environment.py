@@ -1,4 +1,4 @@
-"""What a worker learns from its environment (`ablations.environment`), in ablate's own variables: outside a job
+"""What a worker learns from its environment (`ablations.runtime.environment`), in ablate's own variables: outside a job
 nothing; in a job its name and this run of it; in a job of several tasks who claims and who follows; in a rank
 Lightning relaunched, that it is one; the warning signal only where the scheduler sends one.
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import signal
 
-from ablate.ablations.environment import WorkerEnv, here, job_variables
 from ablate.ablations.launchers.slurm import worker_environment
+from ablate.ablations.runtime.environment import WorkerEnv, here, job_variables
 
 
 def test_outside_a_job_a_worker_is_alone_and_nothing_warns_it():

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
-from ablate.ablations.design import decide
+from ablate.ablations.statistics.sequential import decide
 
 REPO = Path(__file__).resolve().parents[2]
 

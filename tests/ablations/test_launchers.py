@@ -35,8 +35,8 @@ class Inline:
     calls: list = None
 
     def launch(self, plan, launch) -> int:
-        from ablate.ablations import runner
-        from ablate.ablations.worker import work
+        from ablate.ablations.sweep import runner
+        from ablate.ablations.sweep.worker import work
 
         self.calls.append((plan, launch))
         if launch.dry_run:
@@ -177,8 +177,9 @@ class Batch:
     def launch(self, plan, launch) -> int:
         import subprocess
 
-        from ablate.ablations import environment, runner
-        from ablate.ablations.storage.urls import ENV_VAR
+        from ablate.ablations.runtime import environment
+        from ablate.ablations.runtime.urls import ENV_VAR
+        from ablate.ablations.sweep import runner
 
         runner.start(plan)
         argv = [sys.executable, "-m", "ablate.ablations.cli", "sweep", *runner.worker_argv(plan), "--worker"]

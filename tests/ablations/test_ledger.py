@@ -6,8 +6,8 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 import pytest
-from ablate.ablations import ledger
-from ablate.ablations.record import Budget, Layout, Record, key_of
+from ablate.ablations.results import ledger
+from ablate.ablations.results.record import Budget, Layout, Record, key_of
 
 
 @dataclass

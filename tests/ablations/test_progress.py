@@ -11,7 +11,7 @@ import shutil
 import warnings
 
 import pytest
-from ablate.ablations.progress import Eta, RowStatus, Work, render, summary_line
+from ablate.ablations.sweep.progress import Eta, RowStatus, Work, render, summary_line
 
 P = 100_000  # parameters of a base-sized row
 
@@ -186,8 +186,8 @@ def test_no_eta_before_anything_was_measured_and_none_once_all_is_done():
 def test_table3s_big_row_weighs_three_times_the_steps_and_its_size(tmp_path):
     """The rows' work as the sweep builds it from the plan: the big row has 3x the base's steps and more
     parameters, so a pending big trial counts 3 x (its parameters / the base's) base trials."""
-    from ablate.ablations.plan import Plan
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
+    from ablate.ablations.sweep.plan import Plan
 
     plan = Plan(study=load_study("table3"), preset="smoke", seeds=[0, 1], out=tmp_path, storage="", name="t")
     eta = Eta.for_plan(plan)
@@ -204,7 +204,7 @@ def test_lightnings_srun_hint_is_kept_out_of_a_local_run_but_not_out_of_a_slurm_
     """Lightning warns whenever an `srun` command exists and this process is not an srun task. A local run (no
     SLURM job) is local on purpose; inside a job a missing srun is the mistake the hint is for. The hint is
     Lightning's own (SLURMEnvironment.detect), checked with an `srun` on PATH (Lightning looks for nothing more)."""
-    from ablate.ablations.trainer import quiet_libraries
+    from ablate.ablations.training.trainer import quiet_libraries
     from lightning_fabric.plugins.environments import SLURMEnvironment
 
     if shutil.which("srun") is None:
@@ -234,7 +234,7 @@ def test_a_trials_progress_names_the_branch_it_trains_and_keeps_it_off_the_learn
     steps are the main run's too, so only the main run's BLEU goes into Optuna's intermediate values."""
     from types import SimpleNamespace
 
-    from ablate.ablations.callbacks import ProgressToStorage
+    from ablate.ablations.training.callbacks import ProgressToStorage
 
     class Storage:
         def __init__(self) -> None:
@@ -261,7 +261,7 @@ def test_the_view_reads_the_branch_of_a_running_trial_only():
     from datetime import datetime
     from types import SimpleNamespace
 
-    from ablate.ablations.progress import collect
+    from ablate.ablations.sweep.progress import collect
 
     def trial(number: int, state: str, seed: int):
         progress = {"step": 27, "max_steps": 30, "bleu": 1.0, "budget": "T/2"}

@@ -187,7 +187,7 @@ def test_an_interrupted_and_resumed_run_ends_equal_to_an_uninterrupted_one(sweep
 
 def test_a_torn_checkpoint_is_set_aside_and_the_run_starts_over(tmp_path, capsys):
     import torch
-    from ablate.ablations.checkpoints import AtomicCheckpointIO, usable
+    from ablate.ablations.training.checkpoints import AtomicCheckpointIO, usable
 
     path = tmp_path / "checkpoints" / "last.ckpt"
     AtomicCheckpointIO().save_checkpoint({"state_dict": {"w": torch.ones(1000)}, "global_step": 7}, path)
@@ -209,7 +209,7 @@ def test_a_checkpoint_saved_before_the_rename_to_one_namespace_still_resumes(tmp
     import types
 
     import torch
-    from ablate.ablations.checkpoints import AtomicCheckpointIO, usable
+    from ablate.ablations.training.checkpoints import AtomicCheckpointIO, usable
     from ablate.lightning_modules.config import ModelConfig, TrainConfig
     from ablate.lightning_modules.module import LEGACY_MODULE
 
@@ -232,7 +232,7 @@ def test_a_checkpoint_saved_before_the_rename_to_one_namespace_still_resumes(tmp
 
 def test_a_checkpoint_write_that_fails_midway_leaves_the_previous_one_whole(tmp_path):
     import torch
-    from ablate.ablations.checkpoints import AtomicCheckpointIO, checkpoint_step
+    from ablate.ablations.training.checkpoints import AtomicCheckpointIO, checkpoint_step
 
     path = tmp_path / "last.ckpt"
     io = AtomicCheckpointIO()
@@ -292,7 +292,7 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path):
 
 
 def test_a_stopped_trial_is_claimed_before_trials_that_have_not_started(tmp_path):
-    from ablate.ablations.storage.queue import Queue
+    from ablate.ablations.results.storage.queue import Queue
 
     queue = Queue.open(f"journal:{tmp_path / 'optuna.journal'}", "order")
     for row in ("A", "B"):
@@ -306,10 +306,10 @@ def test_a_sweep_under_rows_claims_only_its_rows_and_stops_when_they_are_done(tm
     """--rows limits what a sweep's workers train, not only what it queues: another sweep's queued rows stay queued
     (a worker of `--rows B` once trained base seeds an earlier `--rows base` sweep had left), and a worker whose rows
     are done stops instead of waiting for them."""
-    from ablate.ablations.plan import Plan
-    from ablate.ablations.storage.queue import Queue
-    from ablate.ablations.studies import load_study
-    from ablate.ablations.worker import work
+    from ablate.ablations.results.storage.queue import Queue
+    from ablate.ablations.study.definition import load_study
+    from ablate.ablations.sweep.plan import Plan
+    from ablate.ablations.sweep.worker import work
     from optuna.trial import TrialState
 
     storage = f"journal:{tmp_path / 'optuna.journal'}"
@@ -333,9 +333,9 @@ def test_after_its_timeout_a_worker_starts_no_trial_and_leaves_the_rest_queued(t
     import time
 
     from ablate.ablations.commands.sweep import build_parser, make_plan
-    from ablate.ablations.runner import worker_argv
-    from ablate.ablations.storage.queue import Queue
-    from ablate.ablations.worker import work
+    from ablate.ablations.results.storage.queue import Queue
+    from ablate.ablations.sweep.runner import worker_argv
+    from ablate.ablations.sweep.worker import work
 
     out = tmp_path / "out"
     ns = build_parser().parse_args(["table3", "--preset", "smoke", "--timeout", text, "--out", str(out)])
@@ -352,7 +352,7 @@ def test_after_its_timeout_a_worker_starts_no_trial_and_leaves_the_rest_queued(t
 
 
 def _epoch_batches(sweeps, monkeypatch) -> int:
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
     from ablate.data.batching import TokenBudgetBatchSampler
     from ablate.data.prepare import prepare
 

@@ -8,12 +8,12 @@ import os
 from dataclasses import replace
 
 import pytest
-from ablate.ablations import ledger
 from ablate.ablations.launchers.local import default_workers, placement
-from ablate.ablations.plan import Plan
-from ablate.ablations.record import Layout, Record
-from ablate.ablations.runner import live_view, saved_summary
-from ablate.ablations.studies import load_study
+from ablate.ablations.results import ledger
+from ablate.ablations.results.record import Layout, Record
+from ablate.ablations.study.definition import load_study
+from ablate.ablations.sweep.plan import Plan
+from ablate.ablations.sweep.runner import live_view, saved_summary
 
 cpu_rule = pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="the CPU rule; with GPUs it is one worker per GPU"
@@ -89,7 +89,7 @@ def test_workers_share_the_cores_this_process_may_run_on_not_the_machines(monkey
     """Under taskset, a container's or a SLURM job's cpuset, os.cpu_count() counts every core of the machine:
     8 workers on a 64-core node's 8-core job would start 8 threads each, 64 threads on 8 cores."""
     import torch
-    from ablate.ablations.worker import set_threads
+    from ablate.ablations.sweep.worker import set_threads
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
     monkeypatch.setattr(os, "cpu_count", lambda: 64)

@@ -33,8 +33,8 @@ def _edge_rows(width: int, rng) -> np.ndarray:
      {"smooth_method": "floor", "smooth_value": 0.3, "effective_order": True}],
 )  # fmt: skip
 def test_bleu_of_many_sums_is_sacrebleus_bleu_of_each(options):
-    from ablate.ablations.scores import bleu_scores
-    from ablate.ablations.stats import resample_weights
+    from ablate.ablations.results.scores import bleu_scores
+    from ablate.ablations.statistics.significance import resample_weights
     from sacrebleu.metrics import BLEU
 
     metric = BLEU(**options)
@@ -51,8 +51,8 @@ def test_bleu_of_many_sums_is_sacrebleus_bleu_of_each(options):
 
 @pytest.mark.parametrize("options", [{}, {"word_order": 2}, {"eps_smoothing": True}, {"beta": 1}])
 def test_chrf_of_many_sums_is_sacrebleus_chrf_of_each(options):
-    from ablate.ablations.scores import chrf_scores
-    from ablate.ablations.stats import resample_weights
+    from ablate.ablations.results.scores import chrf_scores
+    from ablate.ablations.statistics.significance import resample_weights
     from sacrebleu.metrics import CHRF
 
     metric = CHRF(**options)
@@ -67,9 +67,9 @@ def test_chrf_of_many_sums_is_sacrebleus_chrf_of_each(options):
 def test_a_reports_replicates_are_the_same_through_either_path(tmp_path, monkeypatch):
     """A system read from files (`system_scores`) bootstraps to the same replicates whether the batch scorer or
     sacreBLEU row by row computes them, for BLEU, chrF and perplexity."""
-    from ablate.ablations import scores
-    from ablate.ablations.record import Record
-    from ablate.ablations.stats import bootstrap_scores, resample_weights
+    from ablate.ablations.results import scores
+    from ablate.ablations.results.record import Record
+    from ablate.ablations.statistics.significance import bootstrap_scores, resample_weights
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     (tmp_path / "refs.txt").write_text("\n".join(REFS) + "\n", encoding="utf-8")
@@ -89,7 +89,7 @@ def test_a_reports_replicates_are_the_same_through_either_path(tmp_path, monkeyp
 
 def test_the_resampled_weights_count_each_draw_once():
     """The counts of each replicate sum to the number of sentences, and equal a count of the same draws."""
-    from ablate.ablations.stats import BOOTSTRAP_SEED, resample_weights
+    from ablate.ablations.statistics.significance import BOOTSTRAP_SEED, resample_weights
 
     weights = resample_weights(50, 40)
     idx = np.random.default_rng(BOOTSTRAP_SEED).integers(0, 50, size=(40, 50))
@@ -100,7 +100,7 @@ def test_the_resampled_weights_count_each_draw_once():
 def test_all_systems_at_once_are_each_system_alone():
     """`bootstrap_all` sums every system in one product (counts in float32 where that is exact): each system's
     replicates are exactly what it gets alone; counts too large for float32 and non-integer statistics too."""
-    from ablate.ablations.stats import SystemScores, bootstrap_all, bootstrap_scores, resample_weights
+    from ablate.ablations.statistics.significance import SystemScores, bootstrap_all, bootstrap_scores, resample_weights
 
     rng = np.random.default_rng(3)
     n = 400

@@ -2,7 +2,7 @@
 ABLATE_STORAGE, else study.json's), study.json's redacted URL is never used to connect, and no message, note or
 report file shows the password.
 
-The results directory is a real sweep of tests/ablations/studies/sweep_rows.yaml on a journal; the PostgreSQL test
+The results directory is a real sweep of tests/ablations/study/builtin/sweep_rows.yaml on a journal; the PostgreSQL test
 copies its study into the server that ABLATE_TEST_POSTGRES_URL names (.ci/run starts one).
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from ablate.ablations import cli
-from ablate.ablations.storage.urls import ENV_VAR, redact, scrub
+from ablate.ablations.runtime.urls import ENV_VAR, redact, scrub
 
 STUDY = "sweep_rows.yaml"
 OPTUNA_NAME = "sweep-rows-smoke"
@@ -227,7 +227,7 @@ def test_a_two_worker_postgresql_sweep_writes_its_password_nowhere(sweeps, tmp_p
         assert json.loads((out / "study.json").read_text())["storage"] == redact(url.replace("://", "+psycopg2://"))
     finally:
         import optuna
-        from ablate.ablations.storage.urls import with_driver
+        from ablate.ablations.runtime.urls import with_driver
 
         optuna.delete_study(study_name=name, storage=with_driver(url))
 

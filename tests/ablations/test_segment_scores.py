@@ -16,7 +16,7 @@ SYSTEMS = [
 
 
 def _records(tmp_path, systems=SYSTEMS, refs=REFS):
-    from ablate.ablations.record import Record
+    from ablate.ablations.results.record import Record
 
     (tmp_path / "refs.txt").write_text("\n".join(refs) + "\n", encoding="utf-8")
     records = []
@@ -38,7 +38,7 @@ def _alone(metric: str, hyps: list[str], refs: list[str]) -> np.ndarray:
 def test_a_sentence_seen_before_gets_the_statistics_sacrebleu_gives_it(tmp_path, monkeypatch, metric):
     """The same hypothesis at the same sentence is scored once; the same text at another sentence (another
     reference) is scored again. Every system's statistics equal sacreBLEU's for that system alone."""
-    from ablate.ablations import scores
+    from ablate.ablations.results import scores
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     calls = []
@@ -57,7 +57,7 @@ def test_a_sentence_seen_before_gets_the_statistics_sacrebleu_gives_it(tmp_path,
 def test_worker_processes_sharing_out_the_sentences_write_sacrebleus_statistics(tmp_path, monkeypatch):
     """The first report's path on several cores: each process scores one share of the sentences of every system;
     the cache then holds, for each system, sacreBLEU's statistics of that system alone."""
-    from ablate.ablations import scores
+    from ablate.ablations.results import scores
 
     refs = [f"the cat {i} sat on a mat" for i in range(41)]  # not a multiple of the cores: uneven shares
     systems = [[f"the {'dog' if (i + j) % 3 else 'cat'} {j} sat on {'a' if j % (i + 2) else 'the'} mat"

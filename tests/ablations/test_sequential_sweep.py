@@ -72,8 +72,8 @@ def test_a_queued_trial_the_looks_no_longer_ask_for_is_closed_unrun_and_queued_a
     """A queue can hold trials the looks over the finished ones do not ask for: the modern study's first sweep
     queued E1 seeds 3-10 under a policy since mended. They are closed unrun, and do not block the key if a later
     look asks for it after all."""
-    from ablate.ablations.ledger import UNWANTED_REASON
-    from ablate.ablations.storage.queue import Queue
+    from ablate.ablations.results.ledger import UNWANTED_REASON
+    from ablate.ablations.results.storage.queue import Queue
 
     out = tmp_path / "out"
     assert run(sweeps, out).returncode == 0
@@ -89,7 +89,7 @@ def test_a_queued_trial_the_looks_no_longer_ask_for_is_closed_unrun_and_queued_a
                             env=sweeps.env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert status.returncode == 0, status.stderr[-2000:]
     assert f"{len(EXPECTED)}/{len(EXPECTED)} done" in status.stdout and "0 failed" in status.stdout
-    from ablate.ablations.results import load_results
+    from ablate.ablations.results.load import load_results
 
     results = load_results(out)  # nor is it a trial of the report's table
     assert sorted(f"{r}__seed{s}" for r, s in results.status) == EXPECTED and results.seeds == [0, 1, 2]
@@ -172,7 +172,7 @@ def test_two_workers_reading_one_storage_take_the_same_decisions(tmp_path, desig
                         seed_rates={("E1", s): 0.30 + 0.02 * s for s in range(3)},
                         plan={("E1", 2): "failed"})  # fmt: skip
     code = (
-        "import json,sys; from ablate.ablations.design import decide; from ablate.ablations.results import "
+        "import json,sys; from ablate.ablations.statistics.sequential import decide; from ablate.ablations.results.load import "
         "read_finished; "
         f"d = decide(read_finished(sys.argv[1]), ['base', 'C1', 'E1'], {{'base': ['C1', 'E1']}}, min_seeds=2, "
         "max_seeds=4, "

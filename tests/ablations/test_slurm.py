@@ -127,7 +127,7 @@ def test_a_job_array_of_two_workers_runs_every_row_once(sweeps, tmp_path):
 def test_wait_past_its_timeout_returns_with_the_rest_queued_and_says_so(sweeps, tmp_path):
     """--timeout reaches the SLURM workers as a time: past it they claim nothing and end. `--wait` then ends as the
     local launcher does, exit 0 with the same command to go on, not as if the jobs had died."""
-    from ablate.ablations.storage.queue import Queue
+    from ablate.ablations.results.storage.queue import Queue
 
     out = tmp_path / "out"
     run = _sweep(sweeps, "sweep_split.yaml", out, "--workers", "1", "--timeout", "1s", "--wait")

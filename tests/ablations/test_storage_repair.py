@@ -1,7 +1,7 @@
 """A torn Optuna journal (a worker killed mid-append) is repaired when a sweep opens it, never by a read.
 
-The journals are written by real Optuna studies and opened through `ablations.storage`; the end-to-end tests run
-a real sweep (tests/ablations/studies/sweep_rows.yaml) and then `ablate status` and `ablate sweep` on a copy of its
+The journals are written by real Optuna studies and opened through `ablations.results.storage`; the end-to-end tests run
+a real sweep (tests/ablations/study/builtin/sweep_rows.yaml) and then `ablate status` and `ablate sweep` on a copy of its
 output directory whose journal was cut.
 """
 
@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from ablate.ablations import cli, ledger
-from ablate.ablations.storage.opening import load_or_create, load_trials, open_existing, open_storage
+from ablate.ablations import cli
+from ablate.ablations.results import ledger
+from ablate.ablations.results.storage.opening import load_or_create, load_trials, open_existing, open_storage
 from ablate.data.errors import AblateError
 
 NAME = "torn"

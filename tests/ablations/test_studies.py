@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from ablate.ablations.config import build_run_config
-from ablate.ablations.presets import PRESETS
-from ablate.ablations.studies import builtin_studies, load_study
+from ablate.ablations.study.config import build_run_config
+from ablate.ablations.study.definition import builtin_studies, load_study
+from ablate.ablations.study.presets import PRESETS
 from ablate.data.errors import AblateError, ConfigError
 from ablate.lightning_modules.module import label_smoothed_nll
 from ablate.lightning_modules.transformer import Transformer
@@ -162,7 +162,7 @@ def test_each_row_trains_with_its_bases_recipe_at_the_presets_it_names(tmp_path)
 
 
 def test_a_report_of_two_recipes_says_which_rows_take_which():
-    from ablate.ablations.results import recipes_note
+    from ablate.ablations.results.load import recipes_note
 
     rows = [
         {"name": "base", "recipe": "modern"},

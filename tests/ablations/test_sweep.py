@@ -3,7 +3,7 @@ offline W&B run; a diverging row is recorded as failed and the sweep goes on; a 
 is refused before anything runs.
 
 The sweeps are real processes (Optuna journal storage, W&B offline, SentencePiece, Lightning on the CPU) on
-tests/ablations/studies/sweep_rows.yaml: rows ok1, nan (loss NaN at step 1) and ok2, in that order.
+tests/ablations/study/builtin/sweep_rows.yaml: rows ok1, nan (loss NaN at step 1) and ok2, in that order.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import torch
 from ablate.ablations import cli
-from ablate.ablations.studies import load_study
+from ablate.ablations.study.definition import load_study
 from ablate.data.errors import AblateError
 
 STUDY = "sweep_rows.yaml"
@@ -98,7 +98,7 @@ def test_trials_carry_row_seed_and_knobs_as_parameters(finished, sweeps):
     """optuna-dashboard's parallel coordinates, slice and importance plots read parameters: every trial has its row,
     seed and the value of every knob a row overrides, on distributions shared by the whole plan."""
     import optuna
-    from ablate.ablations.storage.opening import open_existing
+    from ablate.ablations.results.storage.opening import open_existing
 
     study = optuna.load_study(study_name=OPTUNA_NAME, storage=open_existing("journal:optuna.journal", finished.out))
     assert study.metric_names == ["dev BLEU", "dev PPL"]
@@ -374,7 +374,7 @@ def test_a_trial_whose_record_was_written_is_closed_from_it_not_trained_again(fi
 @pytest.mark.slow
 def test_the_progress_view_shows_each_rows_state_and_dev_bleu(finished, sweeps):
     import optuna
-    from ablate.ablations import progress
+    from ablate.ablations.sweep import progress
 
     assert "[sweep] 2/3 done, 0 running, 0 pending, 1 failed" in finished.first.stderr
     study = optuna.load_study(
@@ -397,7 +397,7 @@ def test_the_progress_view_shows_each_rows_state_and_dev_bleu(finished, sweeps):
 
 def test_a_failed_trials_reason_is_one_plain_line():
     """torch's weights-only error has newlines and terminal colour codes; the record's reason goes into tables."""
-    from ablate.ablations.trial import _reason
+    from ablate.ablations.sweep.trial import _reason
 
     err = RuntimeError("Weights only load failed.\n\n(1) \x1b[1mdo those steps only if you trust\x1b[0m the source")
     assert _reason(err) == "RuntimeError: Weights only load failed. (1) do those steps only if you trust the source"

@@ -7,11 +7,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from ablate.ablations.design import Sequential
-from ablate.ablations.plan import Plan
-from ablate.ablations.presets import PRESETS
-from ablate.ablations.progress import CPU_SIZE_ALPHA, Work, cost_line
-from ablate.ablations.studies import load_study
+from ablate.ablations.statistics.sequential import Sequential
+from ablate.ablations.study.definition import load_study
+from ablate.ablations.study.presets import PRESETS
+from ablate.ablations.sweep.plan import Plan
+from ablate.ablations.sweep.progress import CPU_SIZE_ALPHA, Work, cost_line
 
 STUDIES = Path(__file__).resolve().parent / "studies"
 
@@ -73,8 +73,8 @@ def test_a_preset_without_a_measurement_says_so_instead_of_guessing(tmp_path, mo
 
 
 def test_a_resumed_sweeps_cost_leaves_out_the_trials_already_recorded(tmp_path, monkeypatch, base):
-    from ablate.ablations import ledger
-    from ablate.ablations.record import Record
+    from ablate.ablations.results import ledger
+    from ablate.ablations.results.record import Record
 
     monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=600.0, base_step_s=0.5))
     the_plan = plan(tmp_path)
@@ -90,11 +90,11 @@ def test_a_resumed_sweeps_cost_leaves_out_the_trials_already_recorded(tmp_path, 
 def test_trials_already_recorded_are_closed_when_the_sweep_starts_not_when_a_worker_reaches_them(tmp_path):
     """A study resumed from its records into a fresh storage (the archives in benchmarks/runs): the records' trials
     are finished before any worker runs, so the live counts and the ETA start right ("15 of 73 done", not "0")."""
-    from ablate.ablations import ledger
-    from ablate.ablations.queueing import enqueue
-    from ablate.ablations.record import Record
-    from ablate.ablations.storage.queue import Queue
-    from ablate.ablations.trial import close_recorded
+    from ablate.ablations.results import ledger
+    from ablate.ablations.results.record import Record
+    from ablate.ablations.results.storage.queue import Queue
+    from ablate.ablations.sweep.queueing import enqueue
+    from ablate.ablations.sweep.trial import close_recorded
 
     the_plan = replace(plan(tmp_path), storage=f"journal:{tmp_path / 'optuna.journal'}")
     queue = Queue.open(the_plan.storage, the_plan.name)
@@ -133,9 +133,9 @@ def test_the_base_seeds_are_queued_once_seed_by_seed_longest_first_and_resume_li
     """Every row's seed 0 is queued before any seed 1 (a study stopped half-way has whole seeds to read), the big
     row first within a seed (its 3x steps must not start last), then the base's extra seeds. Queued again, nothing
     is added; a claimed extra seed that was never finished is still the one trial of its key."""
-    from ablate.ablations.queueing import enqueue
-    from ablate.ablations.storage.queue import Queue
-    from ablate.ablations.storage.urls import storage_url
+    from ablate.ablations.results.storage.queue import Queue
+    from ablate.ablations.runtime.urls import storage_url
+    from ablate.ablations.sweep.queueing import enqueue
 
     study = load_study("table3")
     only = ["base", "B1", "big"]
@@ -167,7 +167,7 @@ def test_the_base_seeds_are_queued_once_seed_by_seed_longest_first_and_resume_li
 
 
 def test_the_cost_line_names_what_the_base_s_extra_seeds_cost(tmp_path, monkeypatch, base):
-    from ablate.ablations.progress import Eta
+    from ablate.ablations.sweep.progress import Eta
 
     monkeypatch.setitem(PRESETS, "smoke", replace(PRESETS["smoke"], base_trial_s=3600.0))
     study = load_study("table3")
@@ -223,7 +223,7 @@ def test_a_sweep_of_some_rows_gives_the_base_sqrt_k_of_the_rows_it_runs():
 
 
 def test_a_sequential_studys_cost_runs_from_every_row_at_min_seeds_to_every_row_at_max_seeds():
-    from ablate.ablations.progress import sequential_range
+    from ablate.ablations.sweep.progress import sequential_range
 
     rows = ["base", "B1", "C1", "C4", "D1"]
     low, high = sequential_range({"base": rows[1:]}, 2, 6, dict.fromkeys(rows, 100.0))
@@ -253,7 +253,7 @@ def test_a_rows_subset_says_which_claims_it_leaves_untested_and_what_they_need(c
     """`ablate studies STUDY --rows ...` (and a sweep's header): a claim is tested when every comparison's row and
     reference are in the subset; partly when some are; otherwise untested, with the rows it still needs."""
     from ablate.ablations.cli import main
-    from ablate.ablations.studies import coverage_summary
+    from ablate.ablations.study.definition import coverage_summary
 
     study = load_study("modern")
     coverage = {claim.id: (tested, missing) for claim, tested, missing in study.claim_coverage(["base", "E1"])}
@@ -277,7 +277,7 @@ def test_a_changed_allocation_is_refused_like_a_changed_preset(tmp_path):
     study, and the same sequential design, resume."""
     import json
 
-    from ablate.ablations.design import Sequential
+    from ablate.ablations.statistics.sequential import Sequential
     from ablate.data.errors import AblateError
 
     sequential = replace(plan(tmp_path), allocation=Sequential(2, 3))

@@ -220,7 +220,7 @@ def test_two_workers_opening_a_fresh_postgresql_database_together_both_get_it(po
     """What `.ci/run` gives the test above: a database without Optuna's tables, opened by two workers at once. Each
     round uses a fresh schema (search_path), so the tables are created anew."""
     import sqlalchemy as sa
-    from ablate.ablations.storage.opening import open_storage
+    from ablate.ablations.results.storage.opening import open_storage
 
     engine = sa.create_engine(postgres_url)
     errors: list[str] = []

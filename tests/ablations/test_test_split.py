@@ -83,7 +83,7 @@ def decode_test_split(checkpoint: Path, data: dict, cache: str, monkeypatch) -> 
 
 
 def test_a_finished_sweep_records_the_test_scores_of_the_files_it_wrote(finished_sweep, sweeps, monkeypatch):
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
     from ablate.data.prepare import prepare
 
     out = finished_sweep
@@ -156,8 +156,8 @@ def test_a_worker_killed_during_its_test_decoding_gets_the_test_score_on_the_rer
 def test_a_run_that_died_in_its_final_validation_validates_at_its_last_step_then_decodes_the_test(
     sweeps, tmp_path, monkeypatch
 ):
-    from ablate.ablations.studies import load_study
-    from ablate.ablations.train import train
+    from ablate.ablations.study.definition import load_study
+    from ablate.ablations.training.train import train
 
     monkeypatch.setenv("ABLATE_CACHE", sweeps.env["ABLATE_CACHE"])
     monkeypatch.setenv("WANDB_MODE", "disabled")
@@ -181,8 +181,8 @@ def test_a_run_that_died_in_its_final_validation_validates_at_its_last_step_then
 
 
 def test_with_checkpoint_averaging_the_test_split_is_decoded_by_the_averaged_weights(sweeps, tmp_path, monkeypatch):
-    from ablate.ablations.studies import load_study
-    from ablate.ablations.train import train
+    from ablate.ablations.study.definition import load_study
+    from ablate.ablations.training.train import train
 
     monkeypatch.setenv("WANDB_MODE", "disabled")
     study = load_study(sweeps.study(STUDY_ROWS))
@@ -204,7 +204,7 @@ def test_ablate_translate_decodes_with_a_trials_final_weights_what_its_record_ho
     checkpoints go): `ablate translate OUT --row R` on the test split's sources gives the record's test hypotheses
     and, with --refs, its test BLEU and chrF with their signatures."""
     from ablate.ablations import cli
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
     from ablate.data.prepare import prepare
 
     out = finished_sweep

@@ -9,8 +9,8 @@ import runpy
 from pathlib import Path
 
 import pytest
-from ablate.ablations.config import TrackingConfig, build_run_config
-from ablate.ablations.ledger import write_json_atomic
+from ablate.ablations.results.ledger import write_json_atomic
+from ablate.ablations.study.config import TrackingConfig, build_run_config
 from ablate.ablations.tracking import run_group, run_name, wandb_mode
 
 
@@ -56,7 +56,7 @@ def tiny_run(tmp_path, **tracking):
 
 
 def test_disabled_wandb_trains_and_writes_no_run(tmp_path, monkeypatch):
-    from ablate.ablations.train import train
+    from ablate.ablations.training.train import train
 
     monkeypatch.setenv("WANDB_MODE", "disabled")
     result = train(tiny_run(tmp_path), tmp_path / "run", name="r")
@@ -68,7 +68,7 @@ def test_disabled_wandb_trains_and_writes_no_run(tmp_path, monkeypatch):
 
 
 def test_offline_wandb_run_holds_config_and_metrics(tmp_path, monkeypatch):
-    from ablate.ablations.train import train
+    from ablate.ablations.training.train import train
     from ablate.reports.wandb_log import read_offline_run
 
     monkeypatch.delenv("WANDB_MODE", raising=False)

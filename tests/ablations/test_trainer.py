@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from ablate.ablations.config import build_run_config
-from ablate.ablations.trainer import build_module
+from ablate.ablations.study.config import build_run_config
+from ablate.ablations.training.trainer import build_module
 
 TOKENIZER = SimpleNamespace(vocab_size=100, pad_id=0, bos_id=2, eos_id=3)
 SMALL = {"n_layers": 1, "d_model": 16, "d_ff": 32, "n_heads": 2}

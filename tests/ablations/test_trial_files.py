@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ablate.ablations.trial_files import RESULT_FILE, TrainResult
+from ablate.ablations.training.result import RESULT_FILE, TrainResult
 
 
 def test_a_result_written_reads_back_the_same(tmp_path):

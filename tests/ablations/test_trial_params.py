@@ -4,8 +4,8 @@ storage (an RDB storage refuses a categorical parameter whose choices change: Op
 from __future__ import annotations
 
 import pytest
-from ablate.ablations.storage.queue import Queue
-from ablate.ablations.storage.space import ParamSpace
+from ablate.ablations.results.storage.queue import Queue
+from ablate.ablations.results.storage.space import ParamSpace
 
 
 def enqueue(queue: Queue, values: dict, seeds=(0, 1)) -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ablate.ablations.config import build_run_config
-from ablate.ablations.ranks import TrialSpec
+from ablate.ablations.study.config import build_run_config
+from ablate.ablations.sweep.ranks import TrialSpec
 
 
 def test_a_child_process_finds_the_trial_its_parent_is_training(tmp_path):
@@ -18,7 +18,7 @@ def test_a_child_process_finds_the_trial_its_parent_is_training(tmp_path):
     (out / "trials" / "other__seed0" / TrialSpec.FILE).write_text(
         (out / "trials" / "other__seed0" / TrialSpec.FILE).read_text().replace(f'"pid": {other.pid}', '"pid": 1')
     )
-    code = "import sys; from pathlib import Path; from ablate.ablations.ranks import TrialSpec; "
+    code = "import sys; from pathlib import Path; from ablate.ablations.sweep.ranks import TrialSpec; "
     code += "s = TrialSpec.find_for_parent(Path(sys.argv[1])); print(s.name, s.wandb_id, s.run['train']['max_steps'])"
     found = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, check=True)
     assert found.stdout.split() == ["A1", spec.wandb_id, "7"]

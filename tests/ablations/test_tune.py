@@ -1,6 +1,6 @@
 """`ablate tune`: a search space written in the paper's units follows the preset, the objective is the study's
 (BLEU, PPL or both) and a diverged trial is never the one picked. The end-to-end test runs the real command (TPE on
-a journal storage, Lightning on the CPU, W&B offline) on tests/ablations/studies/tune_rows.yaml."""
+a journal storage, Lightning on the CPU, W&B offline) on tests/ablations/study/builtin/tune_rows.yaml."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ablate.ablations.studies import load_study
-from ablate.ablations.tune import pick_best, search_space
+from ablate.ablations.study.definition import load_study
+from ablate.ablations.sweep.tune import pick_best, search_space
 
 REPO = Path(__file__).resolve().parents[2]
 STUDY = Path(__file__).resolve().parent / "studies" / "tune_rows.yaml"
@@ -89,7 +89,7 @@ def test_pick_best_by_one_objective_or_the_compromise_of_both():
 @pytest.mark.slow
 def test_tune_runs_both_objectives_and_never_picks_a_diverged_trial(tmp_path):
     import optuna
-    from ablate.ablations.storage.opening import open_existing
+    from ablate.ablations.results.storage.opening import open_existing
 
     out = tmp_path / "tune"
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
@@ -143,7 +143,7 @@ def test_a_search_begun_by_an_older_ablate_continues_on_its_bleu_objective(tmp_p
     """Before objectives were named, tune made one unnamed maximised (BLEU) objective. Resuming it with the study's
     `both` is refused in one line that says how to continue; `--objective bleu` continues it."""
     import optuna
-    from ablate.ablations.storage.opening import open_storage
+    from ablate.ablations.results.storage.opening import open_storage
 
     out = tmp_path / "tune"
     out.mkdir()

@@ -26,10 +26,10 @@ def test_the_archives_science_md_names_are_there():
 
 @pytest.mark.parametrize("archive", ARCHIVES, ids=[path.name for path in ARCHIVES])
 def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
-    from ablate.ablations import corpora
-    from ablate.ablations.design import Sequential
-    from ablate.ablations.plan import Plan
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.statistics.sequential import Sequential
+    from ablate.ablations.study.definition import load_study
+    from ablate.ablations.sweep import corpora
+    from ablate.ablations.sweep.plan import Plan
 
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path, filter="data")
@@ -54,7 +54,9 @@ def test_an_archive_resumes_under_today_s_design(archive, tmp_path):
     # its pinned copy where its text depends on the machine, never from this machine's catalogues.
     corpora.check_out(plan, corpora.prepare_rows(plan))
     if corpora.machine_dependent(plan.run_config(plan.rows()[0], 0).data):
-        assert plan.pin is not None, f"{archive.name} does not carry its corpus (corpus/, `ablations.corpora.pin`)"
+        assert plan.pin is not None, (
+            f"{archive.name} does not carry its corpus (corpus/, `ablations.sweep.corpora.pin`)"
+        )
         kept = {row["name"]: row.get("corpus") for row in study["rows"]}
         for path in records:
             record = json.loads(path.read_text())
@@ -77,7 +79,7 @@ def _under_way(out: Path) -> bool:
 def test_a_finished_sequential_archive_read_from_its_records_has_no_row_waiting_on_a_seed(archive, tmp_path):
     """An archive keeps no queue: at the sequential design, the report takes each row's seeds from the records and
     the design's first look (a row no claim tests has one seed), not study.json's min_seeds for every row."""
-    from ablate.ablations.results import load_results
+    from ablate.ablations.results.load import load_results
 
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path, filter="data")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ablate.ablations.studies import PRESET_RECIPE, load_study
+from ablate.ablations.study.definition import PRESET_RECIPE, load_study
 
 GRIDS = Path(__file__).resolve().parents[2] / "benchmarks" / "calibration"
 RECIPE = ("warmup_steps", "lr_factor")

@@ -187,7 +187,7 @@ def test_the_fused_loss_compiled_computes_what_it_does_eagerly():
 def test_cuda_graphs_say_what_they_need_in_one_line():
     """train.cuda_graphs replays the whole compiled model at fixed batch shapes: without train.compile, by layers, or
     without data.buckets, the config is refused with the field to set."""
-    from ablate.ablations.config import build_run_config
+    from ablate.ablations.study.config import build_run_config
     from ablate.data.errors import AblateError
 
     for train in ({"cuda_graphs": True}, {"cuda_graphs": True, "compile": True}):
@@ -201,7 +201,7 @@ def test_cuda_graphs_say_what_they_need_in_one_line():
 
 def test_jagged_attention_refuses_compile_in_one_line():
     """model.kernels jagged runs eagerly: with train.compile the config is refused, naming both fields."""
-    from ablate.ablations.config import build_run_config
+    from ablate.ablations.study.config import build_run_config
     from ablate.data.errors import AblateError
 
     with pytest.raises(AblateError, match="model.kernels jagged runs eagerly.*drop train.compile"):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
-from ablate.ablations.config import build_run_config
-from ablate.ablations.record import Layout
-from ablate.ablations.train import train, write_outputs
+from ablate.ablations.results.record import Layout
+from ablate.ablations.study.config import build_run_config
+from ablate.ablations.training.train import train, write_outputs
 from ablate.data.corpus import generate
 
 

@@ -13,7 +13,7 @@ from ablate.lightning_modules.metrics import METRICS, bleu_metric, chrf_metric, 
 
 def test_the_metrics_module_imports_no_torch_lightning_or_sacrebleu():
     code = (
-        "import sys, ablate.lightning_modules.metrics, ablate.ablations.claims\n"
+        "import sys, ablate.lightning_modules.metrics, ablate.ablations.study.claims\n"
         "print(sorted(m for m in ('torch', 'pytorch_lightning', 'lightning', 'sacrebleu') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -21,7 +21,7 @@ def test_the_metrics_module_imports_no_torch_lightning_or_sacrebleu():
 
 
 def test_claims_name_the_same_metrics():
-    from ablate.ablations.claims import METRICS as claimed
+    from ablate.ablations.study.claims import METRICS as claimed
 
     assert claimed is METRICS
     assert {m: (s.label, s.digits, s.higher_is_better) for m, s in METRICS.items()} == {

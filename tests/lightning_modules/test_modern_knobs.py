@@ -11,9 +11,9 @@ from dataclasses import fields, replace
 import pytest
 import torch
 import yaml
-from ablate.ablations.config import build_run_config
-from ablate.ablations.presets import PRESETS
-from ablate.ablations.studies import load_study
+from ablate.ablations.study.config import build_run_config
+from ablate.ablations.study.definition import load_study
+from ablate.ablations.study.presets import PRESETS
 from ablate.lightning_modules.config import ModelConfig
 from ablate.lightning_modules.modern import NoPositions, NoRotation, RotaryEmbedding
 from ablate.lightning_modules.transformer import Transformer

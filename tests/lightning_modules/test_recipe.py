@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from ablate.ablations.config import build_run_config
-from ablate.ablations.train import accumulation
+from ablate.ablations.study.config import build_run_config
+from ablate.ablations.training.train import accumulation
 from ablate.data.corpus import generate
 from ablate.lightning_modules.module import average_checkpoints, average_state_dicts
 

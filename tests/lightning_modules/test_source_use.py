@@ -1,6 +1,6 @@
 """Did the model learn to translate? Its dev perplexity with every source swapped for another sentence's tells a
 translation model (predicts much worse from the wrong source) from a language model of the target (does not notice),
-the check the report's 'no source use' mark and its withheld verdicts rest on (ablations.convergence)."""
+the check the report's 'no source use' mark and its withheld verdicts rest on (ablations.statistics.convergence)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import random
 from pathlib import Path
 
 import pytest
-from ablate.ablations.config import build_run_config
-from ablate.ablations.convergence import SOURCE_RATIO_MIN
-from ablate.ablations.train import train
+from ablate.ablations.statistics.convergence import SOURCE_RATIO_MIN
+from ablate.ablations.study.config import build_run_config
+from ablate.ablations.training.train import train
 from ablate.data.corpus import generate
 from ablate.lightning_modules.module import source_use
 

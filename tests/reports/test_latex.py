@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ablate.ablations.results import load_results
+from ablate.ablations.results.load import load_results
 from ablate.reports.build import describe_corpus
 from ablate.reports.claims import load_claims
 from ablate.reports.latex import TEX_PACKAGES, to_latex
@@ -33,7 +33,7 @@ def table3_tiny(out: Path, study_name: str = "table3") -> tuple[ReportTable, str
     """Every row of the built-in Table 3 (or `study_name`: 'modern') with the tiny preset's resolved values, two seeds
     each, judged against the study's claims, with test BLEU and chrF on every row (as the test-set evaluation fills
     them). Returns the table and its corpus text."""
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
 
     study = load_study(study_name)
     rows = []

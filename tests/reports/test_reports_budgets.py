@@ -13,9 +13,9 @@ from dataclasses import replace
 
 import pytest
 import reports_fixtures as fx
-from ablate.ablations.results import load_results
-from ablate.ablations.scores import read_lines
-from ablate.ablations.stats import RowTest, SystemScores, compare, pooled_seed_variance
+from ablate.ablations.results.load import load_results
+from ablate.ablations.results.scores import read_lines
+from ablate.ablations.statistics.significance import RowTest, SystemScores, compare, pooled_seed_variance
 from ablate.data.errors import AblateError
 from ablate.reports.build import build_report
 from ablate.reports.cells import display_cells

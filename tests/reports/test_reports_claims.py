@@ -12,10 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import reports_fixtures as fx
-from ablate.ablations.convergence import convergence
-from ablate.ablations.record import Record
-from ablate.ablations.stats import SystemScores, compare, compare_rows, pooled_seed_variance, resample_weights
-from ablate.ablations.variance import holm
+from ablate.ablations.results.record import Record
+from ablate.ablations.statistics.convergence import convergence
+from ablate.ablations.statistics.significance import (
+    SystemScores,
+    compare,
+    compare_rows,
+    pooled_seed_variance,
+    resample_weights,
+)
+from ablate.ablations.statistics.variance import holm
 from ablate.data.errors import AblateError
 from ablate.reports.claims import Comparison, comparison_verdict, judge, load_claims, parse_claims
 
@@ -202,7 +208,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_the_shipped_claims_file_names_table3_rows():
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
 
     study = load_study("table3")
     assert {c.id for c in study.claims} >= {"A-single-head", "B-small-dk", "C-bigger-better", "E-learned-positions"}
@@ -213,7 +219,7 @@ def test_the_shipped_claims_file_names_table3_rows():
 def test_claim_c_compares_rows_c_only_and_the_big_row_has_its_own_claim():
     """Section 6.2: "in rows (C) ... bigger models are better". The big row is not in rows (C) and changes dropout
     and steps as well as size, so it is Table 3's own last claim (26.4 against 25.8), not part of claim C."""
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
 
     study = load_study("table3")
     groups = {row.name: row.group for row in study.rows}
@@ -333,7 +339,7 @@ def test_a_user_study_with_its_own_claims_validates_and_rejects_bad_rows(tmp_pat
     )
     done = _run("studies", str(study), cwd=Path.cwd())
     assert done.returncode == 0, done.stderr
-    from ablate.ablations.studies import load_study
+    from ablate.ablations.study.definition import load_study
 
     assert load_study(study).claims[0].compare[0].metric == "chrf"
     claims.write_text("claims: [{id: h, text: t, compare: [{row: h2, metric: chrf, expect: lower}]}]\n")
@@ -354,7 +360,7 @@ def test_a_user_study_with_its_own_claims_validates_and_rejects_bad_rows(tmp_pat
     ],
 )
 def test_no_worse_is_non_inferiority_in_the_metrics_own_direction(metric, ci, verdict):
-    from ablate.ablations.stats import RowTest
+    from ablate.ablations.statistics.significance import RowTest
 
     test = RowTest(row="R", against="ref", metric=metric, n_row=2, n_against=2, effect=sum(ci) / 2, se=0.3, ci=ci)
     comparison = Comparison(row="R", against="ref", metric=metric, expect="no_worse", margin=1.0)

@@ -10,7 +10,7 @@ import re
 
 import pytest
 from ablate.ablations.cli import main as ablate
-from ablate.ablations.results import load_results
+from ablate.ablations.results.load import load_results
 from ablate.reports.build import build_report, describe_corpus
 from ablate.reports.csvfile import to_csv
 from ablate.reports.htmlpage import to_html
@@ -252,7 +252,7 @@ def test_a_format_without_plots_draws_none_and_the_same_inputs_draw_them_once(tm
     files, untouched), and a changed record draws them again."""
     import time
 
-    from ablate.ablations.record import Record
+    from ablate.ablations.results.record import Record
     from ablate.reports.build import PLOTS_DRAWN
 
     out = make_study(tmp_path / "s", rows=TABLE3_ROWS[:3], seeds=(0, 1), storage=None)

@@ -6,7 +6,7 @@ import json
 import statistics
 
 import pytest
-from ablate.ablations.results import load_results
+from ablate.ablations.results.load import load_results
 from ablate.reports.table import build_table
 from reports_fixtures import TABLE3_ROWS, make_study
 

@@ -1,4 +1,4 @@
-"""The reports' scoring (`ablations.scores`): a study's references preprocessed once for every system, each
+"""The reports' scoring (`ablations.results.scores`): a study's references preprocessed once for every system, each
 system's sentence statistics kept on disk by the texts' contents, and scoring ahead of the table with progress. The
 statistics must stay what sacreBLEU gives each system alone."""
 
@@ -11,8 +11,8 @@ def test_systems_sharing_a_reference_file_each_score_as_sacrebleu_scores_them_al
     """The reports preprocess a study's references once and score every system against that copy: each system's
     per-sentence statistics and corpus score must stay what sacreBLEU gives it with the references passed in."""
     import numpy as np
-    from ablate.ablations.record import Record
-    from ablate.ablations.scores import system_scores
+    from ablate.ablations.results.record import Record
+    from ablate.ablations.results.scores import system_scores
     from sacrebleu.metrics import BLEU, CHRF
 
     refs = ["the cat sat on a mat", "hello here", "a b c d e", ""]
@@ -32,8 +32,8 @@ def test_systems_sharing_a_reference_file_each_score_as_sacrebleu_scores_them_al
 def test_sentence_statistics_are_kept_on_disk_by_content_and_never_read_for_other_text(tmp_path, monkeypatch):
     """A report run again reads each system's statistics from $ABLATE_CACHE/scores; an entry is named by the texts'
     contents, so a rewritten hypotheses file is scored afresh, and a torn entry is scored again and replaced."""
-    from ablate.ablations import scores as metrics
-    from ablate.ablations.record import Record
+    from ablate.ablations.results import scores as metrics
+    from ablate.ablations.results.record import Record
     from sacrebleu.metrics import BLEU
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
@@ -57,8 +57,8 @@ def test_sentence_statistics_are_kept_on_disk_by_content_and_never_read_for_othe
 
 
 def test_scoring_ahead_says_how_far_it_is_and_leaves_every_system_scored(tmp_path, monkeypatch):
-    from ablate.ablations import scores as metrics
-    from ablate.ablations.record import Record
+    from ablate.ablations.results import scores as metrics
+    from ablate.ablations.results.record import Record
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     (tmp_path / "refs.txt").write_text("the cat sat on a mat\nhello here\n", encoding="utf-8")
@@ -79,8 +79,8 @@ def test_systems_not_cached_are_scored_in_worker_processes_to_the_same_statistic
     """A first report of a study scores its systems on every core (each worker process writes its statistics to the
     cache): the same per-sentence statistics as scoring them one by one in this process."""
     import numpy as np
-    from ablate.ablations import scores as metrics
-    from ablate.ablations.record import Record
+    from ablate.ablations.results import scores as metrics
+    from ablate.ablations.results.record import Record
 
     (tmp_path / "refs.txt").write_text("".join(f"the cat {i} sat on a mat\n" for i in range(50)), encoding="utf-8")
     records = []

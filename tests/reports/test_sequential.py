@@ -4,8 +4,8 @@ and nulls, ordinary rows and one with ten times the variance, every look. Second
 from __future__ import annotations
 
 import pytest
-from ablate.ablations.design import confseq_level, look_level, look_seeds, spent
-from ablate.ablations.stats import ALPHA
+from ablate.ablations.statistics.sequential import confseq_level, look_level, look_seeds, spent
+from ablate.ablations.statistics.significance import ALPHA
 from ablate.reports.sequential import simulate
 
 NULL = [0.0] * 20

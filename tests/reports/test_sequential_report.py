@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import reports_fixtures as fx
-from ablate.ablations.results import load_results
+from ablate.ablations.results.load import load_results
 from ablate.reports.sequential import report_table
 from ablate.reports.table import build_table
 

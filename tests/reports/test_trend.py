@@ -8,7 +8,7 @@ import math
 import pytest
 import reports_fixtures as fx
 from ablate.ablations.cli import main as ablate
-from ablate.ablations.results import load_results
+from ablate.ablations.results.load import load_results
 from ablate.reports.htmlpage import trend_to_html
 from ablate.reports.latex import trend_to_latex
 from ablate.reports.plots import plot_trend
@@ -193,7 +193,7 @@ def test_a_comparison_whose_rows_no_rung_ran_is_left_out_and_named(rungs):
         {"row": "A1", "metric": "bleu", "expect": "lower"}, {"row": "B1", "metric": "ppl", "expect": "higher"}]},
         {"id": "E-pos", "text": "Learned positions are the same", "compare": [
             {"row": "E1", "metric": "bleu", "expect": "same", "margin": 1.0}]}]  # fmt: skip
-    from ablate.ablations.claims import parse_claims
+    from ablate.ablations.study.claims import parse_claims
 
     claims = parse_claims(extra, "test")
     tables = [report_table(load_results(d, use_optuna=False), n_samples=200, claims=claims) for d in rungs[1:]]

@@ -1,4 +1,4 @@
-"""The seed variances behind every interval (`ablations.variance`): moderated, robust to an outlying row, and checked
+"""The seed variances behind every interval (`ablations.statistics.variance`): moderated, robust to an outlying row, and checked
 by simulation for the coverage and error rate the verdicts rely on."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from ablate.ablations.stats import (
+from ablate.ablations.statistics.significance import (
     SeedNoise,
     SystemScores,
     compare,
@@ -15,7 +15,7 @@ from ablate.ablations.stats import (
     pooled_seed_variance,
     seed_correlation,
 )
-from ablate.ablations.variance import fit_prior, moderate
+from ablate.ablations.statistics.variance import fit_prior, moderate
 
 # Seed pairs of 19 ordinary rows (BLEU, seed SD about 0.9 as at the tiny preset) and C4's, as measured at T.
 ORDINARY = [[63.6, 62.2], [48.9, 47.8], [51.5, 51.3], [43.6, 45.4], [50.1, 51.0], [55.2, 54.1], [47.7, 48.9],
@@ -149,7 +149,7 @@ def test_the_seed_correlation_finds_a_shared_seed_effect_and_none_where_there_is
 
 
 def test_the_seeds_needed_are_the_fewest_that_reach_80_percent_power():
-    from ablate.ablations.stats import RowTest, seeds_needed
+    from ablate.ablations.statistics.significance import RowTest, seeds_needed
     from scipy import stats
 
     test = RowTest(row="B1", against="base", metric="bleu", n_row=2, n_against=9, effect=-0.3, se=1.0,
@@ -166,7 +166,7 @@ def test_the_seeds_needed_are_the_fewest_that_reach_80_percent_power():
 
 
 def test_the_cheapest_design_grows_the_dev_set_only_when_seeds_cannot_get_under_the_sentence_noise():
-    from ablate.ablations.stats import MAX_SEEDS, RowTest, design_needed, seeds_needed
+    from ablate.ablations.statistics.significance import MAX_SEEDS, RowTest, design_needed, seeds_needed
     from scipy import stats
 
     test = RowTest(row="B1", against="base", metric="bleu", n_row=2, n_against=9, effect=-0.3, se=1.0,
@@ -185,7 +185,7 @@ def test_the_cheapest_design_grows_the_dev_set_only_when_seeds_cannot_get_under_
 
 def test_the_seed_correlation_is_measured_while_some_rows_still_lack_a_seed():
     """A study still running (two rows with one seed so far) measures it on the rows that have both seeds."""
-    from ablate.ablations.stats import seed_correlation
+    from ablate.ablations.statistics.significance import seed_correlation
 
     rng = np.random.default_rng(3)
     shared = {s: rng.normal(0, 1) for s in (0, 1)}
