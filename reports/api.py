@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate.ablations.results.load import StudyResults, load_results
-from ablate.ablations.results.record import Record, budget_label
+from ablate.ablations.results.record import Record
+from ablate.ablations.statistics.verdicts import budget_label
 from ablate.data.errors import AblateError
 
 if TYPE_CHECKING:

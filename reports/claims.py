@@ -7,19 +7,20 @@ The verdicts themselves (the rules, at every budget) are `ablations.statistics.v
 
 from __future__ import annotations
 
-from ablate.ablations.results.record import budget_label
-from ablate.ablations.statistics.significance import METRICS
+from ablate.ablations.statistics.claims import Claim, Comparison
 from ablate.ablations.statistics.verdicts import (
     BudgetVerdict,
     ClaimVerdict,
     ComparisonVerdict,
     Tests,
     Verdict,
+    budget_label,
     claim_verdict,
     comparison_verdict,
     judge,
 )
-from ablate.ablations.study.claims import Claim, Comparison, claims_to_data, load_claims, parse_claims
+from ablate.ablations.study.claims import claims_to_data, load_claims, parse_claims
+from ablate.lightning_modules.metrics import METRICS
 
 
 def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:

@@ -28,7 +28,6 @@ from ablate.ablations.results.record import Record
 from ablate.ablations.results.scores import read_lines, system_scores
 from ablate.ablations.statistics.convergence import Convergence, row_convergence
 from ablate.ablations.statistics.significance import (
-    METRICS,
     N_SAMPLES,
     RowTest,
     SystemScores,
@@ -38,6 +37,7 @@ from ablate.ablations.statistics.significance import (
     resample_weights,
 )
 from ablate.data.errors import AblateError
+from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.table import IGNORED_DIFFERENCES, Stat
 
 SPARKS = "▁▂▃▄▅▆▇█"

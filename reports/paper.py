@@ -30,7 +30,7 @@ class PaperRow:
 
 def load_paper_table() -> dict[str, PaperRow]:
     """Row name -> the paper's numbers for it (rows of table3.yaml that have a `paper` entry)."""
-    text = resources.files("ablate.ablations").joinpath("studies/table3.yaml").read_text(encoding="utf-8")
+    text = resources.files("ablate.ablations.study").joinpath("builtin/table3.yaml").read_text(encoding="utf-8")
     rows = yaml.safe_load(text)["rows"]
     return {
         r["name"]: PaperRow(

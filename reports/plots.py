@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ablate.ablations.results.load import StudyResults
-from ablate.ablations.results.record import Record, budget_label
-from ablate.ablations.statistics.significance import METRICS
+from ablate.ablations.results.record import Record
+from ablate.ablations.statistics.verdicts import budget_label
+from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.claims import ClaimVerdict, ComparisonVerdict
 from ablate.reports.table import ReportRow, ReportTable
 from ablate.reports.trend import PLOT_CAPTION, ComparisonTrend, SizeTrend, comparison_label

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ablate.ablations.results import evidence
 from ablate.ablations.results.load import load_results
-from ablate.ablations.statistics.sequential import Design, Look, RowLook, comparison_key, controls_of, walk
+from ablate.ablations.statistics.sequential import ErrorControl, Look, RowLook, comparison_key, controls_of, walk
 from ablate.ablations.statistics.significance import N_SAMPLES
-from ablate.reports.sequential import DESIGNS
+from ablate.reports.sequential import ERROR_CONTROLS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,7 +32,7 @@ class Replay:
     """'claim/row/metric' -> (sequential verdict, full design's verdict)."""
     min_seeds: int
     max_seeds: int
-    design: Design = "spending"
+    error: ErrorControl = "spending"
 
 
 def replay(
@@ -40,7 +41,7 @@ def replay(
     min_seeds: int = 2,
     max_seeds: int | None = None,
     n_samples: int = N_SAMPLES,
-    design: Design = "spending",
+    error: ErrorControl = "spending",
 ) -> Replay:
     """Replay the finished study in `out` (see the module docstring); max_seeds defaults to the seeds its rows have."""
     from ablate.reports.table import build_table
@@ -57,8 +58,8 @@ def replay(
     controls = controls_of(pairs, base, rows)
     max_seeds = max_seeds or max(len(have.get(r, [])) for r in rows if r not in controls)
     walked = walk(
-        results, {r: have[r] for r in rows}, controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design,
-        n_samples=n_samples, archive=True,
+        evidence.looks(results, n_samples), {r: have[r] for r in rows}, controls, min_seeds=min_seeds,
+        max_seeds=max_seeds, error=error, archive=True,
     )  # fmt: skip
     looks, seeds = list(walked.looks), walked.seeds
     trials = tuple((r, s) for r in rows for s in have.get(r, [])[: seeds[r]])
@@ -73,7 +74,7 @@ def replay(
         verdicts=verdicts,
         min_seeds=min_seeds,
         max_seeds=max_seeds,
-        design=design,
+        error=error,
     )
 
 
@@ -98,7 +99,7 @@ def _verdicts(looks: list[Look], full_claims) -> dict[str, tuple[str, str]]:
 
 def summary(result: Replay) -> str:
     """The replay as text: the looks, each row's trials and why it stopped, the cost, and the verdicts that differ."""
-    how = DESIGNS[result.design]
+    how = ERROR_CONTROLS[result.error]
     lines = [f"sequential design: min_seeds {result.min_seeds}, max_seeds {result.max_seeds}, {how}"]
     for i, look in enumerate(result.looks, start=1):
         states = {k: [r for r, s in look.rows.items() if s.state == k] for k in ("decided", "open", "out_of_reach")}

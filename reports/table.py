@@ -15,30 +15,24 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from ablate.ablations.results.evidence import Evidence, source_ratios, study_claims, study_verdicts
 from ablate.ablations.results.load import RowSpec, StudyResults, TrialStatus
 from ablate.ablations.results.record import FULL, Record
 from ablate.ablations.results.scores import chrf_signature, system_scores
+from ablate.ablations.statistics.claims import Claim
 from ablate.ablations.statistics.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence
 from ablate.ablations.statistics.significance import (
+    ALPHA,
     DEV_FACTORS,
     MAX_SEEDS,
-    METRICS,
     N_SAMPLES,
     RowTest,
     SeedCorrelation,
     design_needed,
     seed_correlation,
-    significance_mark,
 )
-from ablate.ablations.statistics.verdicts import (
-    ClaimVerdict,
-    Evidence,
-    Tests,
-    source_ratios,
-    study_claims,
-    study_verdicts,
-)
-from ablate.ablations.study.claims import Claim
+from ablate.ablations.statistics.verdicts import ClaimVerdict, Tests
+from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.claims import paper_ratio
 from ablate.reports.paper import PaperRow, load_paper_table
 
@@ -509,6 +503,18 @@ def _with_advice(cv: ClaimVerdict, table: ReportTable) -> ClaimVerdict:
             seeds = f"a dev set {factor}x as large (seeds alone cannot get under its sentence noise) and {seeds}"
         parts.append(replace(comp, advice=f"to see the paper's {comp.paper_delta:+.2f} at 80% power: {seeds}"))
     return replace(cv, comparisons=tuple(parts))
+
+
+MARKS = ((0.01, "‡"), (ALPHA, "†"))
+"""(threshold on the Holm-corrected p, mark), strictest first: ‡ p(Holm) < 0.01, † p(Holm) < ALPHA."""
+
+
+def significance_mark(test: RowTest | None) -> str:
+    """'‡' or '†' (`MARKS`) when the test finds the row different from its reference, '' otherwise: the same test
+    that judges the claims, so a mark and a verdict never disagree on what is significant."""
+    if test is None or test.p_holm is None:
+        return ""
+    return next((mark for threshold, mark in MARKS if test.p_holm < threshold), "")
 
 
 def _mark(tests: list[RowTest | None]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from ablate.ablations.statistics.significance import METRICS
+from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.cells import SWEEP_COLUMNS, SWEEP_NUMERIC, sweep_lines
 from ablate.reports.legend import sweep_header, sweep_legend
 from ablate.reports.writers import Context, writer

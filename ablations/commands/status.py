@@ -118,6 +118,7 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
 
     stored = Sequential.from_json(spec.get("allocation"))
     if stored is not None:
+        from ablate.ablations.results import evidence
         from ablate.ablations.results.load import read_finished
         from ablate.ablations.results.scores import score_ahead
         from ablate.ablations.sweep.queueing import describe_decision
@@ -131,7 +132,7 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
         rows = list(rows_of(controls))
         ran = {row for (row, _), s in (results.status.items() if results else ()) if s.record is not None}
         rows += sorted(ran - set(rows))
-        decision = allocation.decide(results, rows, controls)
+        decision = evidence.decide(allocation, results, rows, controls)
         ended = f"{states.count('complete')} complete, {len(states) - states.count('complete')} failed"
         lines.append(
             f"sequential design, {allocation.min_seeds} to {allocation.max_seeds} seeds a row; after "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from ablate.ablations.statistics.verdicts import budget_label
 from ablate.data.errors import AblateError
 from ablate.data.fingerprint import CorpusFingerprint
 
@@ -31,16 +32,6 @@ SEPARATOR = "__seed"
 def key_of(row: str, seed: int) -> str:
     """The key of a row x seed: the stem of its record and hypotheses files and the name of its trial directory."""
     return f"{row}{SEPARATOR}{seed}"
-
-
-def budget_label(fraction: float) -> str:
-    """A shorter budget (train.budgets) as a fraction of T, the way progress lines, W&B keys and reports name it:
-    'T', 'T/2', '3T/4'. (A record's files name it by its steps: hyps/<key>.b<steps>.txt.)"""
-    from fractions import Fraction
-
-    share = Fraction(fraction).limit_denominator(64)
-    head = "T" if share.numerator == 1 else f"{share.numerator}T"
-    return head if share.denominator == 1 else f"{head}/{share.denominator}"
 
 
 def now() -> str:
@@ -425,5 +416,5 @@ def declared_seeds(meta: dict[str, Any], rows: list[str] | None = None) -> dict[
 
 
 __all__ = [
-    "Budget", "Layout", "Record", "budget_label", "declared_seeds", "key_of", "read_json", "read_study_json",
+    "Budget", "Layout", "Record", "declared_seeds", "key_of", "read_json", "read_study_json",
 ]  # fmt: skip

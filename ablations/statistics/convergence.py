@@ -20,10 +20,9 @@ says nothing about the paper's claim, and no verdict rests on it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
-
-from ablate.ablations.results.record import Record
+from typing import Any, Literal, Protocol
 
 PLATEAU_BLEU = 1.0
 """Largest BLEU change between the last two validations of a trial at its plateau."""
@@ -46,6 +45,22 @@ def trainable_threshold(base_ratio: float) -> float:
     x113 (the built-in corpus at T/2), x2 where it reaches x2.8 (gettext:de). A row below it at a budget has not left
     the language-model plateau there, however well the base did: 'not trainable at this preset'."""
     return max(SOURCE_RATIO_MIN, base_ratio**0.5)
+
+
+class Trial(Protocol):
+    """What these rules read of a finished trial (`ablations.results.record.Record` is one): its state, the reason it
+    failed, its config, its dev metrics and its curves."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+    @property
+    def metrics(self) -> dict[str, Any]: ...
+    @property
+    def curves(self) -> dict[str, list[dict[str, Any]]]: ...
 
 
 State = Literal["plateau", "rising", "falling", "diverged", "unknown"]
@@ -77,7 +92,7 @@ def _bleu(point: dict) -> float | None:
     return float(value) if value is not None else None
 
 
-def convergence(record: Record) -> Convergence:
+def convergence(record: Trial) -> Convergence:
     """Where one finished trial stands (see the module docstring)."""
     if record.state == "failed" and (record.reason or "").startswith("diverged"):
         return Convergence(state="diverged", detail=record.reason or "")
@@ -106,7 +121,7 @@ def convergence(record: Record) -> Convergence:
     return Convergence(state="plateau", delta=delta, detail=f"BLEU {delta:+.2f} over {steps}")
 
 
-def row_convergence(records: list[Record]) -> Convergence | None:
+def row_convergence(records: Sequence[Trial]) -> Convergence | None:
     """The row's state: its worst trial's (diverged > falling > rising > unknown > plateau), None without trials."""
     if not records:
         return None
@@ -115,7 +130,7 @@ def row_convergence(records: list[Record]) -> Convergence | None:
     return min(states, key=lambda c: (rank[c.state], -abs(c.delta or 0.0)))
 
 
-def source_ratio(records: list[Record]) -> float | None:
+def source_ratio(records: Sequence[Trial]) -> float | None:
     """The lowest source_ppl_ratio over the complete records that have one (their budget's), None if none has."""
     ratios = [float(r.metrics["source_ppl_ratio"]) for r in records if r.metrics.get("source_ppl_ratio") is not None]
     return min(ratios) if ratios else None

@@ -1,52 +1,33 @@
-"""The sequential design, in one place: seeds only where a comparison is still open, with the family-wise error kept
-under looks.
+"""The sequential design: seeds only where a comparison is still open, with the family-wise error kept under looks.
 
-A fixed design trains every row the same seeds; most of them settle nothing (a 26-BLEU effect is decided at two
-seeds, a 0.4-BLEU one not at fifty). The sequential design starts every row at `min_seeds`, looks, and gives one
-more seed only to a row with an **open** comparison: one not yet decided at the error rate spent so far, and within
-reach of `max_seeds` by the power model of `ablations.statistics.significance.seeds_needed`. A comparison is **decided** when every
-budget gives it a verdict (reproduced or contradicted, the same or not: a budget-sensitive one is settled too), and
-**out of reach** when more seeds up to `max_seeds` would not settle it (or the row is at `max_seeds`). Controls (the
-base) keep Dunnett's sqrt(k) share of the open rows' seeds.
+The sequential design starts every row at `min_seeds`, looks, and gives one more seed only to a row with an **open**
+comparison: one not yet decided at the error spent so far, and within reach of `max_seeds` by the power model of
+`ablations.statistics.significance.seeds_needed`. A comparison is **decided** when every budget gives it a verdict
+(reproduced or contradicted, the same or not: a budget-sensitive one is settled too), and **out of reach** when more
+seeds up to `max_seeds` would not settle it (or the row is at `max_seeds`). Controls (the base) keep Dunnett's
+sqrt(k) share of the open rows' seeds.
 
-Error control. A test that looks after every seed and stops when it likes is not a fixed-sample test. Look j, at
-which the open rows have n_j seeds, tests at level a_j = A(n_j / max_seeds) - A(n_{j-1} / max_seeds), with A the
-Lan-DeMets spending function of O'Brien-Fleming's shape, A(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t)) (Lan and DeMets,
-1983). Holm over the rows within a look keeps that look's family-wise error at a_j; the looks' a_j sum to alpha,
-so by the union bound the family-wise error over all looks is at most alpha whatever the looks' correlation (no
-boundary recursion, which the moderated, Welch-corrected t of `ablations.statistics.significance` would not fit).
+How the looks keep the error (`ErrorControl`): look j, at which the open rows have n_j seeds, tests at level
+a_j = A(n_j / max_seeds) - A(n_{j-1} / max_seeds), with A the Lan-DeMets spending function of O'Brien-Fleming's shape
+(Lan and DeMets, 1983); Holm over the rows within a look keeps that look's family-wise error at a_j, and the a_j sum
+to alpha (the union bound, whatever the looks' correlation). `confseq` tests at the pointwise level of a normal-mixture
+confidence sequence instead (Howard et al., 2021). Why spending is the default, and what each was measured to cost
+and keep: docs/SCIENCE.md, "The sequential design".
 
-Why spending and not an anytime-valid confidence sequence (Howard et al., 2021; `confseq_level`, the normal-mixture
-boundary tuned to max_seeds): measured with `reports.sequential.simulate` (1000 replicates, 20 rows against a base,
-seed SD 1, one row with tenfold variance; min_seeds 2, max_seeds 6; docs/SCIENCE.md, section 14), both cost
-the same (52 of 147 trials with no effect, 64 with planted ones), but spending decides 55% of the planted effects
-and the confidence sequence 43%: valid at every n at once, it tests at 5e-7 at two seeds. Both
-keep the ordinary rows' family-wise error far under 5% (1.3% and 0.2%; the fixed design at 6 seeds 4.4%, at 3
-seeds 5.5%) and cover them 96-97%. The price: a row with ten times the study's variance, which two seeds cannot
-show (section 9), gets a wrong verdict in 13% of replicates under spending, 4% under the confidence sequence, 14%
-under today's fixed design at 3 seeds and 4.5% at 6. On the archived studies (`ablate replay`, min_seeds 2)
-spending keeps every verdict of the full design at 69% (Table 3) and 47% (gettext:de) of its core-hours; the
-confidence sequence at 77% and 55%, and loses gettext:de's D1.
-
-What lives here, and who calls it: which rows a control is tested against (`controls_of`) and the sqrt(k) share a
-control gets (`dunnett`, also the fixed design's `Study.control_seed_counts`); the policy that says how many seeds
-each row should have after a look (`policy`); the error each look spends (`level`); the looks over a study's
-finished trials (`walk`) with each row's state at a look (`row_states`, from the claims' verdicts of
-`ablations.statistics.verdicts`); what a sweep runs now (`decide`, through `Sequential`, study.json's `allocation`). The sweep
-(`ablations.sweep.plan.Plan.look`), `ablate status`, the report (`reports.sequential.apply_design`) and `ablate replay`
-all call these; none keeps a rule of its own. Functions of the finished trials: no file is read here.
+Functions of numbers only: `walk` takes the looks over a study's seeds, judging each look with the callable it is
+handed (the results store's `ablations.results.evidence.looks` gathers that evidence from a study folder); no file is
+read here. The sweep, `ablate status`, the report and `ablate replay` all call these.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ablate.ablations.statistics.significance import ALPHA, N_SAMPLES, RowTest, seeds_needed
-from ablate.ablations.statistics.verdicts import comparison_verdict, study_verdicts
+from ablate.ablations.statistics.significance import ALPHA, RowTest, seeds_needed
+from ablate.ablations.statistics.verdicts import ClaimVerdict, ComparisonVerdict, comparison_verdict
 
 State = Literal["decided", "open", "out_of_reach", "failed"]
 """Where a row stands after a look: every comparison decided, one still open (it gets a seed), none open and one
@@ -55,8 +36,9 @@ STATES: tuple[State, ...] = ("decided", "open", "out_of_reach", "failed")
 FAILED: State = "failed"
 
 
-Design = Literal["spending", "confseq"]
-"""How the looks keep the error: alpha spending (`look_level`) or a confidence sequence (`confseq_level`)."""
+ErrorControl = Literal["spending", "confseq"]
+"""How the looks keep the error: alpha spending (`look_level`) or a confidence sequence (`confseq_level`). (Whether
+a study is sequential at all, or fixed, is its *design*: study.json's `allocation`.)"""
 
 
 def dunnett(k: int, n: int) -> int:
@@ -176,9 +158,9 @@ def confseq_level(seeds: int, max_seeds: int, alpha: float = ALPHA) -> float:
     return float(2 * stats.norm.sf(z))
 
 
-def level(design: Design, seeds: int, previous: int, max_seeds: int) -> float:
-    """The level a look at `seeds` seeds tests at, the one before at `previous`: what the design spends there."""
-    return look_level(seeds, previous, max_seeds) if design == "spending" else confseq_level(seeds, max_seeds)
+def level(error: ErrorControl, seeds: int, previous: int, max_seeds: int) -> float:
+    """The level a look at `seeds` seeds tests at, the one before at `previous`: what `error` spends there."""
+    return look_level(seeds, previous, max_seeds) if error == "spending" else confseq_level(seeds, max_seeds)
 
 
 @dataclass(frozen=True)
@@ -205,17 +187,7 @@ class Sequential:
 
     min_seeds: int
     max_seeds: int
-    design: Design = "spending"
-    judge: Callable[..., Decision] | None = None
-    """What decides a look instead of `decide` (a test's chosen looks), called as judge(results, rows, controls,
-    min_seeds=, max_seeds=, design=) -> Decision; None: `decide`."""
-
-    def decide(self, results, rows: Sequence[str], controls: Mapping[str, Sequence[str]]) -> Decision:
-        """The looks over `results` (`ablations.results.load.read_finished`: the records alone, None before study.json),
-        taken again from the first: see `walk`."""
-        judge = self.judge or decide
-        return judge(results, list(rows), controls, min_seeds=self.min_seeds, max_seeds=self.max_seeds,
-                     design=self.design)  # fmt: skip
+    error: ErrorControl = "spending"
 
     def most_seeds(self, compared: int) -> int:
         """The most seeds a control of `compared` rows can be asked for (its sqrt(k) share of max_seeds)."""
@@ -227,7 +199,7 @@ class Sequential:
             "design": "sequential",
             "min_seeds": self.min_seeds,
             "max_seeds": self.max_seeds,
-            "error": self.design,
+            "error": self.error,
             "controls": dict(controls),
         }
 
@@ -270,15 +242,19 @@ def at_level(test: RowTest, level: float) -> RowTest:
     return replace(test, ci=(test.effect - t * test.se, test.effect + t * test.se), p_holm=p_holm)
 
 
-def comparison_state(comparison, budgets, level: float, max_seeds: int, seeds: int = 2) -> tuple[State, str, str]:
-    """A comparison at one look (`budgets`: its `ablations.statistics.verdicts.BudgetVerdict`s): (state, why, verdict). Decided
-    when every budget gives a verdict at `level`, out of reach when a budget's undecided test would need more than
-    `max_seeds` (`ablations.statistics.significance.seeds_needed`, at the effect seen; never at one seed of the row, whose effect is
-    one draw), else open."""
+def comparison_state(cv: ComparisonVerdict, level: float, max_seeds: int, seeds: int = 2) -> tuple[State, str, str]:
+    """A comparison at one look (its verdict at each budget, `cv.budgets`): (state, why, verdict). Decided when every
+    budget gives a verdict at `level`, out of reach when a budget's undecided test would need more than `max_seeds`
+    (`ablations.statistics.significance.seeds_needed`, at the effect seen; never at one seed of the row, whose effect
+    is one draw), else open."""
+    comparison, budgets = cv.comparison, cv.budgets
     if any(b.excluded for b in budgets):
         why = "; ".join(w for b in budgets for w in b.excluded)
         return "out_of_reach", f"no verdict whatever its seeds: {why}", "inconclusive"
-    verdicts = [comparison_verdict(comparison, at_level(b.test, level)) if b.test else "untested" for b in budgets]
+    verdicts = [
+        comparison_verdict(comparison, at_level(b.test, level), cv.higher_is_better) if b.test else "untested"
+        for b in budgets
+    ]
     if all(v in ("reproduced", "contradicted") for v in verdicts):
         verdict = verdicts[0] if len(set(verdicts)) == 1 else "inconclusive"
         return "decided", "/".join(verdicts) + f" at level {level:.4f}", verdict
@@ -307,13 +283,15 @@ def _distance(comparison, test: RowTest) -> float:
     return abs(effect)
 
 
-def row_states(claims, level: float, seeds: Mapping[str, int], max_seeds: int) -> dict[str, RowLook]:
+def row_states(
+    claims: Sequence[ClaimVerdict], level: float, seeds: Mapping[str, int], max_seeds: int
+) -> dict[str, RowLook]:
     """Each row a claim names, from the report's claim verdicts at this look: open if any of its comparisons is
     open (and it is below `max_seeds`), else out of reach if any is, else decided."""
     found: dict[str, list[tuple[str, tuple[State, str, str]]]] = {}
     for claim in claims:
         for cv in claim.comparisons:
-            look = comparison_state(cv.comparison, cv.budgets, level, max_seeds, seeds.get(cv.comparison.row, 0))
+            look = comparison_state(cv, level, max_seeds, seeds.get(cv.comparison.row, 0))
             found.setdefault(cv.comparison.row, []).append((comparison_key(cv.comparison), look))
     out = {}
     for row, comps in found.items():
@@ -378,26 +356,33 @@ def look_seeds(
     return max((seeds[r] for r in tested if states.get(r, "open") == "open"), default=previous)
 
 
+Judged = Callable[[Mapping[str, tuple[int, ...]]], Sequence[ClaimVerdict]]
+"""The evidence a look judges: row -> the seeds it reads (each row's first n) -> the claims' verdicts on those trials
+at ALPHA (empty where the study has nothing to judge yet). The results store gathers it from a study folder
+(`ablations.results.evidence.looks`); a simulation hands in its own."""
+
+
 def walk(
-    results,
+    judged: Judged,
     have: Mapping[str, Sequence[int]],
     controls: Mapping[str, Sequence[str]],
     *,
     min_seeds: int,
     max_seeds: int,
-    design: Design = "spending",
-    n_samples: int | None = None,
+    error: ErrorControl = "spending",
     archive: bool = False,
 ) -> Walk:
-    """Take the design's looks over `results` (`ablations.results.load.StudyResults`): `have` is each row's finished seeds
-    in the order the design uses them (seed order, failed seeds left out), `controls` the control rows and the
-    rows compared with each. Look after look, the policy (`policy`) asks for seeds; while every
-    row has them, the look tests each open row on its first seeds at the level the design spends there.
+    """Take the design's looks over a study's finished seeds: `have` is each row's finished seeds in the order the
+    design uses them (seed order, failed seeds left out), `controls` the control rows and the rows compared with
+    each, `judged` the claims' verdicts on any choice of those seeds. Look after look, the policy (`policy`) asks for
+    seeds; while every row has them, the look tests each open row on its first seeds at the level `error` spends
+    there.
 
     Live (`archive=False`) the walk stops at the first look whose seeds are not all finished, and `target` says
-    which: the trials a sweep queues next. A function of the finished trials alone (the bootstrap's resamples are
-    fixed), so every worker that reads the same trials takes the same decisions, and a look lost to a kill is taken
-    again, the same, by the next reader. Over an archive (`ablate replay`) a row whose seeds run out stops there."""
+    which: the trials a sweep queues next. A function of the finished trials alone (when `judged` is: the
+    bootstrap's resamples are fixed), so every worker that reads the same trials takes the same decisions, and a look
+    lost to a kill is taken again, the same, by the next reader. Over an archive (`ablate replay`) a row whose seeds
+    run out stops there."""
     rows = list(have)
     seeds: dict[str, int] = dict.fromkeys(rows, 0)
     states: dict[str, State] = {}
@@ -414,14 +399,10 @@ def walk(
         seeds = target
         controlled = {r for compared in controls.values() for r in compared} or set(rows)
         n = look_seeds(seeds, states, controls, previous)
-        at = level(design, n, previous, max_seeds)
+        at = level(error, n, previous, max_seeds)
         previous = n
-        chosen = tuple(sorted((r, s) for r, n in seeds.items() for s in list(have.get(r, []))[:n]))
-        key = (str(getattr(results, "out_dir", "")), chosen, at, max_seeds, n_samples)
-        if key not in _LOOKS:  # a finished trial never changes: a worker takes each look's tests once
-            evidence = study_verdicts(_subset(results, have, seeds), n_samples=n_samples or N_SAMPLES)
-            _LOOKS[key] = row_states(evidence.claims if evidence else [], at, seeds, max_seeds)
-        found = {r: look for r, look in _LOOKS[key].items() if r in seeds}
+        chosen = {r: tuple(list(have.get(r, []))[:n]) for r, n in seeds.items()}
+        found = {r: look for r, look in row_states(judged(chosen), at, seeds, max_seeds).items() if r in seeds}
         for r in rows:
             if r in controls and r not in controlled or states.get(r, "open") != "open":
                 if looks and r in looks[-1].rows:  # stopped at an earlier look: as it stood then
@@ -435,57 +416,11 @@ def walk(
         looks.append(Look(seeds=dict(seeds), level=at, rows=found))
 
 
-_LOOKS: dict[tuple, dict[str, RowLook]] = {}
-"""The tests of each look taken in this process, by the trials it read: `walk` takes the looks again from the first
-after every trial, and only the newest is new."""
-
-
-def _subset(results, have: Mapping[str, Sequence[int]], seeds: Mapping[str, int]):
-    """The study with only each row's first `seeds[row]` finished seeds of `have`."""
-    chosen = {(r, s) for r, n in seeds.items() for s in list(have.get(r, []))[:n]}
-    return replace(results, status={k: v for k, v in results.status.items() if k in chosen})
-
-
-def finished_seeds(results, rows: Sequence[str]) -> tuple[dict[str, list[int]], Callable[[str, int], list[int]]]:
-    """Each row's seeds as the design uses them, in seed order: the prefix of them that ended (`have`), and
-    `usable(row, n)`, the row's first n seeds. A failed seed keeps its place: it ended, a look reads the row's
-    complete seeds among those it has, and it is never replaced by the next seed, so that failures use up the row's
-    max_seeds instead of queueing seeds without end."""
-    ended: dict[str, set[int]] = {r: set() for r in rows}
-    for (row, seed), status in results.status.items() if results is not None else ():
-        if row in ended and status.record is not None:
-            ended[row].add(seed)
-
-    def usable(row: str, n: int) -> list[int]:
-        return list(range(n))
-
-    have = {r: list(itertools.takewhile(ended[r].__contains__, itertools.count())) for r in rows}
-    return have, usable
-
-
-def failed_rows(results, rows: Sequence[str], first: Mapping[str, int]) -> dict[str, str]:
-    """Rows whose trials all failed, each with why: at least its first look's seeds (`first`, at most two) ended and
-    none completed. Its first failure's one-line cause is the row's; a row tested only against failed controls
-    stops with them."""
-    ended: dict[str, list[tuple[int, str]]] = {r: [] for r in rows}
-    complete = set()
-    for (row, seed), status in sorted(results.status.items()) if results is not None else ():
-        if row in ended and status.record is not None:
-            if status.record.state == "complete":
-                complete.add(row)
-            else:
-                ended[row].append((seed, status.record.reason or status.record.state))
-    dead = {}
-    for row, failures in ended.items():
-        if row not in complete and failures and len(failures) >= min(first.get(row, 1), 2):
-            seed, reason = failures[0]
-            dead[row] = f"its {len(failures)} trial(s) failed (seed {seed}: {reason})"
-    return dead
-
-
-def _without_failed(rows, controls, dead: dict[str, str]) -> tuple[list[str], dict[str, list[str]], dict[str, str]]:
-    """The rows and controls a walk judges once the failed rows are out; a row whose every control failed is out
-    too (`dead` gains it, with why)."""
+def without_failed(
+    rows: Sequence[str], controls: Mapping[str, Sequence[str]], dead: Mapping[str, str]
+) -> tuple[list[str], dict[str, list[str]], dict[str, str]]:
+    """The rows and controls a walk judges once the failed rows (`dead`: row -> why) are out; a row whose every
+    control failed is out too (the returned `dead` gains it, with why)."""
     dead = dict(dead)
     for row in rows:
         against = [c for c, compared in controls.items() if row in compared]
@@ -495,57 +430,23 @@ def _without_failed(rows, controls, dead: dict[str, str]) -> tuple[list[str], di
     return [r for r in rows if r not in dead], live, dead
 
 
-def decide(
-    results,
-    rows: Sequence[str],
-    controls: Mapping[str, Sequence[str]],
-    *,
-    min_seeds: int,
-    max_seeds: int,
-    design: Design = "spending",
-    n_samples: int | None = None,
-) -> Decision:
-    """What a sequential sweep runs now (`Sequential.decide`): the walk over the finished trials of `results` (the
-    records alone; None before study.json), each row's seeds in seed order (a failed one keeps its place), and the
-    seeds the policy asks for at the look it waits on. A row whose trials all failed (`failed_rows`) is out of the
-    walk: it keeps the seeds it ran, and its state is 'failed'."""
-    have, usable = finished_seeds(results, rows)
-    first = first_look(rows, controls, min_seeds=min_seeds, max_seeds=max_seeds)
-    live, live_controls, dead = _without_failed(rows, controls, failed_rows(results, rows, first))
-    have_live = {r: have[r] for r in live}
-    walked = walk(
-        results, have_live, live_controls, min_seeds=min_seeds, max_seeds=max_seeds, design=design, n_samples=n_samples
-    )
-    stopped = walked.stopped()
-    states: dict[str, State] = {row: look.state for row, look in stopped.items()}
-    states.update(dict.fromkeys(dead, FAILED))
-    return Decision(
-        seeds={row: usable(row, n) for row, n in walked.target.items()} | {r: have[r] for r in dead},
-        states=states,
-        why={row: look.why for row, look in stopped.items()} | dead,
-        looks=len(walked.looks),
-        finished=walked.finished,
-        controls=tuple(c for c in live_controls if c not in stopped),
-    )
-
-
 __all__ = [
+    "FAILED",
+    "STATES",
     "Decision",
-    "Design",
+    "ErrorControl",
+    "Judged",
     "Look",
     "RowLook",
-    "STATES",
     "Sequential",
     "State",
     "Walk",
+    "at_level",
     "comparison_key",
     "comparison_state",
     "confseq_level",
     "controls_of",
-    "decide",
     "dunnett",
-    "failed_rows",
-    "finished_seeds",
     "first_look",
     "level",
     "look_level",
@@ -556,4 +457,5 @@ __all__ = [
     "seed_range",
     "spent",
     "walk",
+    "without_failed",
 ]

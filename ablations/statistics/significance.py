@@ -22,7 +22,7 @@ and Holm-corrected (Holm, 1979) over every row tested
 against the same reference on the same metric. This follows Bouthillier et al. (2021), "Accounting for variance in
 machine learning benchmarks": randomise the seeds and the test sample, and count both.
 
-The same test marks the table (`significance_mark`) and judges the claims, so a mark and a verdict never disagree on
+The same test marks the table (`reports.table.significance_mark`) and judges the claims, so a mark and a verdict never disagree on
 what is significant. Its power is stated as the minimum detectable effect (`RowTest.mde`): what it finds four times
 in five.
 """
@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from ablate.ablations.statistics.variance import Moderated, holm, moderate
-from ablate.lightning_modules.metrics import METRICS
 
 ALPHA = 0.05
 """Significance level of every test and 1 - coverage of every interval."""
@@ -47,8 +46,6 @@ BOOTSTRAP_SEED = 12345
 """The resampled sentence indices are fixed, so a report is reproducible (sacreBLEU's default seed)."""
 POWER = 0.8
 """The power at which the minimum detectable effect is stated (the usual 80%)."""
-MARKS = ((0.01, "‡"), (ALPHA, "†"))
-"""(threshold on the Holm-corrected p, mark), strictest first: ‡ p(Holm) < 0.01, † p(Holm) < ALPHA."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -400,13 +397,6 @@ def _noise(noise: dict[str, Moderated], row: str, ref: str) -> SeedNoise:
     return SeedNoise(mine.var, mine.df, theirs.var, theirs.df)
 
 
-def significance_mark(test: RowTest | None) -> str:
-    """'‡' or '†' (`MARKS`) when the test finds the row different from its reference, '' otherwise."""
-    if test is None or test.p_holm is None:
-        return ""
-    return next((mark for threshold, mark in MARKS if test.p_holm < threshold), "")
-
-
 def _with(test: RowTest, **changes) -> RowTest:
     from dataclasses import replace
 
@@ -415,8 +405,6 @@ def _with(test: RowTest, **changes) -> RowTest:
 
 __all__ = [
     "ALPHA",
-    "MARKS",
-    "METRICS",
     "N_SAMPLES",
     "POWER",
     "RowTest",
@@ -432,5 +420,4 @@ __all__ = [
     "seed_correlation",
     "seeds_needed",
     "design_needed",
-    "significance_mark",
 ]

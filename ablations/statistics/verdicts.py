@@ -24,16 +24,23 @@ effect of its test: an effect too small for the study, or a study too noisy to s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
-from ablate.ablations.results.record import budget_label
-from ablate.ablations.results.scores import system_scores
-from ablate.ablations.statistics.convergence import SOURCE_RATIO_MIN, row_convergence, source_ratio, trainable_threshold
-from ablate.ablations.statistics.significance import ALPHA, METRICS, N_SAMPLES, RowTest, compare_rows
-from ablate.ablations.study.claims import Claim, Comparison, parse_claims
+from ablate.ablations.statistics.claims import Claim, Comparison, Metric
+from ablate.ablations.statistics.significance import ALPHA, RowTest
 
 Verdict = Literal["reproduced", "contradicted", "inconclusive", "untested"]
+
+
+def budget_label(fraction: float) -> str:
+    """A training budget (train.budgets) as a fraction of T, the way verdicts, progress lines, W&B keys and reports
+    name it: 'T', 'T/2', '3T/4'. (A record's files name it by its steps: hyps/<key>.b<steps>.txt.)"""
+    share = Fraction(fraction).limit_denominator(64)
+    head = "T" if share.numerator == 1 else f"{share.numerator}T"
+    return head if share.denominator == 1 else f"{head}/{share.denominator}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +68,9 @@ class ComparisonVerdict:
     reason: str = ""
     """Why the verdict is inconclusive (no verdict for a row or the study, budget-sensitive, an effect below what
     the test detects, ...); '' when it is not, or when nothing was tested."""
+    higher_is_better: bool
+    """The metric's direction (its `Metric`), kept so that a look can judge the comparison again at its own level
+    (`ablations.statistics.sequential.comparison_state`)."""
     advice: str = ""
     """For a comparison too noisy to see the paper's own difference: the seeds it would need at 80% power and what
     they would cost (`reports.table`, from the rows' measured trial times); '' otherwise."""
@@ -90,8 +100,9 @@ class ClaimVerdict:
 # --- verdicts -----------------------------------------------------------------------------------------------------
 
 
-def comparison_verdict(comparison: Comparison, test: RowTest | None) -> Verdict:
-    """The verdict of one comparison from its test at one budget (see the module docstring)."""
+def comparison_verdict(comparison: Comparison, test: RowTest | None, higher_is_better: bool) -> Verdict:
+    """The verdict of one comparison from its test at one budget (see the module docstring); `higher_is_better`,
+    the metric's direction, says which end of the interval is worse for `no_worse`."""
     if test is None or test.effect is None:
         return "untested"
     if comparison.expect == "same":
@@ -104,7 +115,7 @@ def comparison_verdict(comparison: Comparison, test: RowTest | None) -> Verdict:
         return "inconclusive"
     if comparison.expect == "no_worse":  # non-inferiority: the interval's worse end inside the margin
         margin = comparison.margin or 0.0
-        worse, better = _worse_and_better_ends(comparison, test)
+        worse, better = _worse_and_better_ends(test, higher_is_better)
         if worse > -margin:
             return "reproduced"
         if better <= -margin:
@@ -116,10 +127,10 @@ def comparison_verdict(comparison: Comparison, test: RowTest | None) -> Verdict:
     return "reproduced" if agrees else "contradicted"
 
 
-def _worse_and_better_ends(comparison: Comparison, test: RowTest) -> tuple[float, float]:
+def _worse_and_better_ends(test: RowTest, higher_is_better: bool) -> tuple[float, float]:
     """The interval's ends in the direction of better (PPL flipped): (worse end, better end); 0 is no difference."""
     lo, hi = test.ci
-    return (lo, hi) if METRICS[comparison.metric].higher_is_better else (-hi, -lo)
+    return (lo, hi) if higher_is_better else (-hi, -lo)
 
 
 def claim_verdict(verdicts: list[Verdict]) -> Verdict:
@@ -142,12 +153,14 @@ def judge(
     base: str | None,
     paper: dict[str, dict[str, float | None]] | None = None,
     *,
+    metrics: Mapping[str, Metric],
     excluded: dict[float, dict[str, str]] | None = None,
     withheld: str | None = None,
 ) -> list[ClaimVerdict]:
-    """Verdicts for claims from the row tests at each budget (fraction of T -> tests). `excluded`: fraction -> row
-    -> why that row gives no verdict at that budget ('diverged', 'not trainable at this preset (...)');
-    `withheld`: why the study gives no verdict at all (study.json's pipeline_check), else None."""
+    """Verdicts for claims from the row tests at each budget (fraction of T -> tests). `metrics`: each metric a
+    claim names (its direction, label and decimals); `excluded`: fraction -> row -> why that row gives no verdict at
+    that budget ('diverged', 'not trainable at this preset (...)'); `withheld`: why the study gives no verdict at all
+    (study.json's pipeline_check), else None."""
     paper = paper or {}
     excluded = excluded or {}
     out = []
@@ -155,16 +168,22 @@ def judge(
         parts = []
         for comp in claim.compare:
             against = comp.against or base or ""
+            metric = metrics[comp.metric]
             budgets = tuple(
-                _at_budget(comp, against, fraction, tests[fraction], excluded.get(fraction, {}))
+                _at_budget(comp, against, fraction, tests[fraction], excluded.get(fraction, {}), metric)
                 for fraction in sorted(tests)
             )
             mine, theirs = paper.get(comp.row, {}).get(comp.metric), paper.get(against, {}).get(comp.metric)
             paper_delta = mine - theirs if mine is not None and theirs is not None else None
-            verdict, reason = _across_budgets(comp, budgets, paper_delta, withheld)
+            verdict, reason = _across_budgets(comp, budgets, paper_delta, withheld, metric)
             parts.append(
                 ComparisonVerdict(
-                    comparison=comp, verdict=verdict, budgets=budgets, paper_delta=paper_delta, reason=reason
+                    comparison=comp,
+                    verdict=verdict,
+                    budgets=budgets,
+                    paper_delta=paper_delta,
+                    reason=reason,
+                    higher_is_better=metric.higher_is_better,
                 )
             )
         out.append(
@@ -174,11 +193,11 @@ def judge(
 
 
 def _at_budget(
-    comp: Comparison, against: str, fraction: float, tests: Tests, excluded: dict[str, str]
+    comp: Comparison, against: str, fraction: float, tests: Tests, excluded: dict[str, str], metric: Metric
 ) -> BudgetVerdict:
     """The comparison at one budget: its test's verdict, unless a row of it gives none there."""
     test = tests.get((comp.row, against, comp.metric))
-    verdict = comparison_verdict(comp, test)
+    verdict = comparison_verdict(comp, test, metric.higher_is_better)
     why = tuple(f"{name} {excluded[name]}" for name in dict.fromkeys((comp.row, against)) if name in excluded)
     if test is not None and test.effect is not None and test.se_seeds is None:
         # Sentence noise alone would judge a single training run as if it were the row: no verdict without seeds.
@@ -189,7 +208,11 @@ def _at_budget(
 
 
 def _across_budgets(
-    comp: Comparison, budgets: tuple[BudgetVerdict, ...], paper_delta: float | None, withheld: str | None
+    comp: Comparison,
+    budgets: tuple[BudgetVerdict, ...],
+    paper_delta: float | None,
+    withheld: str | None,
+    metric: Metric,
 ) -> tuple[Verdict, str]:
     """The comparison's verdict over every budget, and why it is inconclusive: decisive only when every budget
     says the same."""
@@ -207,15 +230,14 @@ def _across_budgets(
     if verdicts & {"reproduced", "contradicted"}:
         by = ", ".join(f"{b.verdict} at {budget_label(b.fraction)}" for b in budgets)
         return "inconclusive", f"budget-sensitive: {by}"
-    return "inconclusive", _undetected(comp, budgets[-1].test, paper_delta)
+    return "inconclusive", _undetected(comp, budgets[-1].test, paper_delta, metric)
 
 
-def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | None) -> str:
+def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | None, spec: Metric) -> str:
     """Why a test at the full budget found nothing, told with its minimum detectable effect."""
     mde = test.mde if test is not None else None
     if test is None or test.effect is None or mde is None:
         return ""
-    spec = METRICS[comp.metric]
     detectable = f"{mde:.{spec.digits}f} {spec.label}"
     if comp.expect in ("same", "no_worse"):
         margin = f"±{comp.margin:g}" if comp.expect == "same" else f"of {comp.margin:g} (no worse)"
@@ -229,145 +251,14 @@ def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | Non
     return f"not significant after Holm's correction (detectable: {detectable})"
 
 
-# --- a study's verdicts, from its results ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Evidence:
-    """A study's claims judged on its results (`study_verdicts`), and what the verdicts rest on."""
-
-    tests: dict[float, Tests]
-    """Budget (fraction of T) -> every row against the base on every metric, and each (row, reference) pair a
-    claim names with `against`."""
-    excluded: dict[float, dict[str, str]]
-    """Budget -> row -> why the row gives no verdict there (diverged, or not trainable at this preset)."""
-    untrainable: dict[str, dict[float, str]]
-    """Row -> budget -> the measured cause, where this preset did not train the row (below `trainable_threshold`
-    of the base's source use)."""
-    nothing_learned: str | None
-    """Set when the base itself did not learn to translate: then no claim gets a verdict."""
-    withheld: str | None
-    """Why no claim gets a verdict (study.json's pipeline_check, else `nothing_learned`), else None."""
-    claims: list[ClaimVerdict]
-    """A verdict for each claim."""
-
-
-def study_verdicts(
-    results,
-    claims: list[Claim] | None = None,
-    *,
-    n_samples: int = N_SAMPLES,
-    paper: dict[str, dict[str, float | None]] | None = None,
-) -> Evidence | None:
-    """The claims (`claims`, else those study.json carries) judged on `results` (`ablations.results.load.StudyResults`)
-    at every budget, as the report and the sequential design's looks both read them; `paper`: the paper's numbers by
-    row, for each comparison's paper difference. None when the study has no base row with a complete trial."""
-    base = results.base
-    if base is None or not results.records(base.name):
-        return None
-    names = [spec.name for spec in results.rows]
-    ratios = {name: source_ratios(results, name) for name in names}
-    withheld = results.meta.get("pipeline_check") or None
-    nothing_learned = _nothing_learned(base.name, ratios[base.name])
-    untrainable = {} if nothing_learned else _untrainable(base.name, ratios)
-    judged = claims if claims is not None else study_claims(results)
-    claimed = [(c.row, c.against) for claim in judged for c in claim.compare if c.against]
-    tests = {f: _row_tests(results.at_budget(f), names, base.name, n_samples, claimed) for f in results.fractions}
-    excluded = _excluded(results, untrainable)
-    withheld = withheld or nothing_learned
-    verdicts = judge(judged, tests, base.name, paper, excluded=excluded, withheld=withheld)
-    return Evidence(tests=tests, excluded=excluded, untrainable=untrainable, nothing_learned=nothing_learned,
-                    withheld=withheld, claims=verdicts)  # fmt: skip
-
-
-def study_claims(results) -> list[Claim]:
-    """The claims study.json carries (checked when the sweep started), as Claim objects."""
-    raw = results.meta.get("claims")
-    if not raw:
-        return []
-    return parse_claims(raw, str(results.out_dir / "study.json"))
-
-
-def _row_tests(results, names: list[str], base: str, n_samples: int, claimed: list[tuple[str, str]]) -> Tests:
-    """Every row against the base on every metric, and each (row, reference) pair a claim names with `against`
-    (the modern study's components against the `paper` row), counting seed and sentence noise; Holm-corrected per
-    metric over the pairs that share a reference (`stats.compare_rows`)."""
-    pairs = [(name, base) for name in names if name != base]
-    known = set(names)
-    pairs += [p for p in dict.fromkeys(claimed) if p not in pairs and p[0] != p[1] and set(p) <= known]
-    tests: Tests = {}
-    for metric in METRICS:
-        systems = {
-            name: [s for s in (system_scores(rec, metric) for rec in results.records(name)) if s is not None]
-            for name in names
-        }
-        tests.update(compare_rows(systems, pairs, metric, n_samples=n_samples))
-    return tests
-
-
-def source_ratios(results, name: str) -> dict[float, float]:
-    """Budget -> the row's lowest source_ppl_ratio over its complete seeds, where the records give one."""
-    ratios = {f: source_ratio(results.at_budget(f).records(name)) for f in results.fractions}
-    return {f: ratio for f, ratio in ratios.items() if ratio is not None}
-
-
-def _nothing_learned(base: str, ratios: dict[float, float]) -> str | None:
-    """Why no verdict at all when the base is below SOURCE_RATIO_MIN at some budget: the study learnt nothing."""
-    bad = {f: ratio for f, ratio in ratios.items() if ratio < SOURCE_RATIO_MIN}
-    if not bad:
-        return None
-    where = ", ".join(f"×{ratio:.1f} at {budget_label(f)}" for f, ratio in sorted(bad.items()))
-    return (
-        f"nothing here learnt to translate: the base '{base}' predicts its targets about as well from "
-        f"another sentence's source (dev PPL {where} with swapped sources; a translator is far above "
-        f"{SOURCE_RATIO_MIN:g}), so no claim gets a verdict. Try more steps (train.max_steps), more data, or a "
-        "longer warmup (train.warmup_steps), calibrated on the base row alone"
-    )
-
-
-def _untrainable(base: str, ratios: dict[str, dict[float, float]]) -> dict[str, dict[float, str]]:
-    """Row -> budget -> why this preset did not train the row there: its source use below `trainable_threshold` of
-    the base's (it never left the language-model plateau), with the measured cause."""
-    out: dict[str, dict[float, str]] = {}
-    for name, by_budget in ratios.items():
-        if name == base:
-            continue
-        for fraction, ratio in sorted(by_budget.items()):
-            base_ratio = ratios[base].get(fraction)
-            if base_ratio is None or ratio >= (threshold := trainable_threshold(base_ratio)):
-                continue
-            out.setdefault(name, {})[fraction] = (
-                f"stayed on the language-model plateau at {budget_label(fraction)}: dev PPL ×{ratio:.1f} with "
-                f"swapped sources against the base's ×{base_ratio:.1f} (trained: ×{threshold:.1f} or more)"
-            )
-    return out
-
-
-def _excluded(results, untrainable: dict[str, dict[float, str]]) -> dict[float, dict[str, str]]:
-    """Budget -> row -> why the row gives no verdict there: it diverged (every budget), or this preset did not train
-    it at that budget (`untrainable`)."""
-    out: dict[float, dict[str, str]] = {f: {} for f in results.fractions}
-    for spec in results.rows:
-        convergence = row_convergence(results.records(spec.name, state=None))
-        if convergence is not None and convergence.state == "diverged":
-            for fraction in results.fractions:
-                out[fraction][spec.name] = "diverged"
-        for fraction, cause in untrainable.get(spec.name, {}).items():
-            out.setdefault(fraction, {}).setdefault(spec.name, f"not trainable at this preset ({cause})")
-    return out
-
-
 __all__ = [
     "BudgetVerdict",
     "ClaimVerdict",
     "ComparisonVerdict",
-    "Evidence",
     "Tests",
     "Verdict",
+    "budget_label",
     "claim_verdict",
     "comparison_verdict",
     "judge",
-    "source_ratios",
-    "study_claims",
-    "study_verdicts",
 ]

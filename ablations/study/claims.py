@@ -3,50 +3,22 @@
 A claims file lists claims; each claim is one or more comparisons of a row against a reference row (the base by
 default) on one metric, with the direction the claim expects (`higher`, `lower`), an equivalence margin (`same`), or a
 non-inferiority margin (`no_worse`: not worse than the reference by more than the margin, better by any amount).
-Studies carry their claims (`ablations.study.definition`) into study.json; `reports.claims` judges them on the results.
+The types are the statistics' (`ablations.statistics.claims`); studies carry their claims (`ablations.study.definition`)
+into study.json, and `ablations.statistics.verdicts` judges them on the results.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
+from ablate.ablations.statistics.claims import EXPECTS, MARGINED, Claim, Comparison
 from ablate.data.errors import AblateError
-from ablate.lightning_modules.metrics import METRICS, MetricSpec  # noqa: F401 - the metrics a claim can name
+from ablate.lightning_modules.metrics import METRICS
 
-Expect = Literal["higher", "lower", "same", "no_worse"]
-EXPECTS = ("higher", "lower", "same", "no_worse")
-MARGINED = ("same", "no_worse")
-"""The expectations judged against a margin rather than a sign."""
 CLAIM_KEYS = {"id", "text", "section", "compare"}
 COMPARE_KEYS = {"row", "metric", "expect", "against", "margin"}
-
-
-@dataclass(frozen=True, kw_only=True)
-class Comparison:
-    """One testable statement: `row`'s `metric` is higher / lower than `against`'s, the same within `margin`, or no
-    worse than it by more than `margin` (the metric's own direction says which way is worse)."""
-
-    row: str
-    metric: str
-    """'bleu', 'chrf' or 'ppl' (`METRICS`)."""
-    expect: Expect
-    against: str | None = None
-    """Reference row; None: the study's base."""
-    margin: float | None = None
-    """Equivalence or non-inferiority margin in the metric's units (expect: same or no_worse only)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Claim:
-    """A claim of the paper (or of the user) and the comparisons that test it."""
-
-    id: str
-    text: str
-    section: str = ""
-    compare: tuple[Comparison, ...]
 
 
 def load_claims(path: str | Path, rows: list[str] | None = None, base: str | None = None) -> list[Claim]:

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from ablate.ablations.statistics.claims import Claim
 from ablate.ablations.statistics.sequential import dunnett
-from ablate.ablations.study.claims import Claim, load_claims, parse_claims
+from ablate.ablations.study.claims import load_claims, parse_claims
 from ablate.ablations.study.config import SECTIONS, RunConfig, build_run_config, check_sections
 from ablate.ablations.study.presets import PRESETS, Preset, get_preset
 from ablate.data.errors import AblateError, did_you_mean

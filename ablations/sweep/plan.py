@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ablate.ablations.results import evidence
+from ablate.ablations.results.evidence import Decide
 from ablate.ablations.results.load import design_changes, read_finished
 from ablate.ablations.results.record import SEPARATOR, Layout, now, read_study_json
 from ablate.ablations.results.storage.space import ParamSpace
@@ -62,6 +64,9 @@ class Plan:
     its finished trials (`decision`), not from `seeds`. None: the fixed design."""
     decision: Decision | None = None
     """The last look's decision (`look`); taken from OUT's records on first use."""
+    decide: Decide = evidence.decide
+    """What takes the looks (`ablations.results.evidence.decide`, the statistics over OUT's records); a test may hand
+    in looks of its own choosing, with the same signature."""
 
     def rows(self) -> list[Row]:
         return list(self.study.rows)
@@ -105,7 +110,7 @@ class Plan:
         nothing: the next one is it."""
         assert self.allocation is not None, "a fixed design has no looks"
         judged = self.judged()  # OUT read once a look
-        self.decision = self.allocation.decide(read_finished(self.out), judged, self._controls_of(judged))
+        self.decision = self.decide(self.allocation, read_finished(self.out), judged, self._controls_of(judged))
         return self.decision
 
     def timed_out(self) -> bool:
@@ -255,7 +260,7 @@ class Plan:
             return
         if was is not None and now is not None:
             old, new = was[0], now
-            if (old.min_seeds, old.max_seeds, old.design) == (new.min_seeds, new.max_seeds, new.design):
+            if (old.min_seeds, old.max_seeds, old.error) == (new.min_seeds, new.max_seeds, new.error):
                 return
             said = f"min_seeds {old.min_seeds}, max_seeds {old.max_seeds} (now {new.min_seeds}, {new.max_seeds})"
             keep = f"--min_seeds {old.min_seeds} --max_seeds {old.max_seeds}"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 from ablate.ablations.results.ledger import write_atomic
-from ablate.ablations.results.record import budget_label
+from ablate.ablations.statistics.verdicts import budget_label
 from ablate.ablations.study.config import RunConfig
 from ablate.ablations.training import checkpoints
 from ablate.ablations.training.recorder import Recorder

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from ablate.ablations.results.record import budget_label
 from ablate.ablations.runtime import environment
+from ablate.ablations.statistics.verdicts import budget_label
 from ablate.ablations.training.result import TrainResult
 from ablate.lightning_modules import card
 from ablate.lightning_modules.module import TranslationModule

@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     print(
         summary(
             replay(
-                out_dir, min_seeds=args.min_seeds, max_seeds=args.max_seeds, n_samples=args.samples, design=args.design
+                out_dir, min_seeds=args.min_seeds, max_seeds=args.max_seeds, n_samples=args.samples, error=args.design
             )
         )
     )

@@ -9,7 +9,6 @@ before anything is queued (a marker file in OUT keeps it to the first time)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import sys
@@ -18,8 +17,10 @@ from pathlib import Path
 OPEN_UNTIL = {"C1": 3}
 
 
-def judge(results, rows, controls, *, min_seeds, max_seeds, design):
+def judge(allocation, results, rows, controls):
     from ablate.ablations.statistics.sequential import Decision, policy
+
+    min_seeds, max_seeds = allocation.min_seeds, allocation.max_seeds
 
     done = {key: s.record for key, s in (results.status.items() if results is not None else ())}
     finished = {r: sorted(seed for (row, seed), rec in done.items() if row == r and rec is not None and
@@ -52,7 +53,7 @@ def main(argv: list[str]) -> int:
 
     plan = make_plan(parse(build_parser(), argv))
     assert plan.allocation is not None
-    plan.allocation = dataclasses.replace(plan.allocation, judge=judge)
+    plan.decide = judge
     from ablate.ablations.sweep.runner import print_next_steps
 
     coordinate(plan, 1)

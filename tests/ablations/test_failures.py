@@ -12,7 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
-from ablate.ablations.statistics.sequential import decide
+from ablate.ablations.results.evidence import decide
+from ablate.ablations.statistics.sequential import Sequential
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,13 +24,13 @@ def _failed(reason: str = "RuntimeError: planted") -> NS:
 
 def test_a_failed_seed_keeps_its_place_and_a_row_whose_trials_all_failed_stops():
     status: dict = {}
-    first = decide(NS(status=status, out_dir="x"), ["A2"], {}, min_seeds=2, max_seeds=3)
+    first = decide(Sequential(2, 3), NS(status=status, out_dir="x"), ["A2"], {})
     assert first.seeds == {"A2": [0, 1]} and not first.finished
     status[("A2", 0)] = _failed("MisconfigurationException: No supported gpu backend found!")
-    waiting = decide(NS(status=status, out_dir="x"), ["A2"], {}, min_seeds=2, max_seeds=3)
+    waiting = decide(Sequential(2, 3), NS(status=status, out_dir="x"), ["A2"], {})
     assert waiting.seeds == {"A2": [0, 1]}, "a failed seed is never replaced by the next one"
     status[("A2", 1)] = _failed()
-    stopped = decide(NS(status=status, out_dir="x"), ["A2"], {}, min_seeds=2, max_seeds=3)
+    stopped = decide(Sequential(2, 3), NS(status=status, out_dir="x"), ["A2"], {})
     assert stopped.seeds == {"A2": [0, 1]} and stopped.finished
     assert stopped.states == {"A2": "failed"}
     assert (
@@ -41,7 +42,7 @@ def test_a_failed_seed_keeps_its_place_and_a_row_whose_trials_all_failed_stops()
 def test_rows_compared_only_with_a_failed_control_stop_with_it():
     status = {("base", s): _failed() for s in range(3)}
     controls = {"base": ["A1", "B1"]}
-    decision = decide(NS(status=status, out_dir="x"), ["base", "A1", "B1"], controls, min_seeds=2, max_seeds=3)
+    decision = decide(Sequential(2, 3), NS(status=status, out_dir="x"), ["base", "A1", "B1"], controls)
     assert decision.states == {"base": "failed", "A1": "failed", "B1": "failed"} and decision.finished
     assert decision.why["A1"] == "its control base failed"
 

@@ -21,7 +21,7 @@ def test_the_metrics_module_imports_no_torch_lightning_or_sacrebleu():
 
 
 def test_claims_name_the_same_metrics():
-    from ablate.ablations.study.claims import METRICS as claimed
+    from ablate.lightning_modules.metrics import METRICS as claimed
 
     assert claimed is METRICS
     assert {m: (s.label, s.digits, s.higher_is_better) for m, s in METRICS.items()} == {

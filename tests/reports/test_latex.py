@@ -26,7 +26,7 @@ needs_tex = pytest.mark.skipif(
     PDFLATEX is None,
     reason="pdflatex not installed (Debian: apt-get install texlive-latex-base texlive-latex-recommended)",
 )
-CLAIMS = Path(__file__).resolve().parents[2] / "ablations" / "studies" / "table3.claims.yaml"
+CLAIMS = Path(__file__).resolve().parents[2] / "ablations" / "study" / "builtin" / "table3.claims.yaml"
 
 
 def table3_tiny(out: Path, study_name: str = "table3") -> tuple[ReportTable, str | None]:

@@ -17,6 +17,7 @@ from ablate.ablations.results.load import load_results
 from ablate.ablations.results.scores import read_lines
 from ablate.ablations.statistics.significance import RowTest, SystemScores, compare, pooled_seed_variance
 from ablate.data.errors import AblateError
+from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.build import build_report
 from ablate.reports.cells import display_cells
 from ablate.reports.claims import comparison_text, judge, parse_claims
@@ -271,7 +272,7 @@ def _judged(expect: str, mine: list[float], paper: float | None, margin: float |
     compare_to = {"row": "R", "metric": "bleu", "expect": expect} | ({"margin": margin} if margin else {})
     chosen = parse_claims({"claims": [{"id": "c", "text": "t", "compare": [compare_to]}]}, "test")
     numbers = {"R": {"bleu": 25.0 + paper}, "base": {"bleu": 25.0}} if paper is not None else {}
-    return judge(chosen, {1.0: {("R", "base", "bleu"): test}}, "base", numbers)[0].comparisons[0]
+    return judge(chosen, {1.0: {("R", "base", "bleu"): test}}, "base", numbers, metrics=METRICS)[0].comparisons[0]
 
 
 def _s(value: float) -> SystemScores:

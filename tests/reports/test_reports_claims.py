@@ -23,6 +23,7 @@ from ablate.ablations.statistics.significance import (
 )
 from ablate.ablations.statistics.variance import holm
 from ablate.data.errors import AblateError
+from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.claims import Comparison, comparison_verdict, judge, load_claims, parse_claims
 
 
@@ -66,10 +67,10 @@ def test_clear_win_clear_loss_and_noise():
     )
     for test in (win, loss, same):
         object.__setattr__(test, "p_holm", test.p)
-    assert comparison_verdict(higher, win) == "reproduced"
-    assert comparison_verdict(higher, loss) == "contradicted"
-    assert comparison_verdict(lower, loss) == "reproduced"
-    assert comparison_verdict(higher, same) == "inconclusive"
+    assert comparison_verdict(higher, win, METRICS[higher.metric].higher_is_better) == "reproduced"
+    assert comparison_verdict(higher, loss, METRICS[higher.metric].higher_is_better) == "contradicted"
+    assert comparison_verdict(lower, loss, METRICS[lower.metric].higher_is_better) == "reproduced"
+    assert comparison_verdict(higher, same, METRICS[higher.metric].higher_is_better) == "inconclusive"
 
 
 def test_seed_noise_widens_the_interval():
@@ -113,9 +114,9 @@ def test_equivalence_inside_and_outside_the_margin():
     close = compare("E1", "base", "bleu", systems([25.1, 25.2]), systems([25.0, 25.2]), noise, None)
     far = compare("E1", "base", "bleu", systems([28.0, 28.2]), systems([25.0, 25.2]), noise, None)
     noisy = compare("E1", "base", "bleu", systems([25.5, 25.6]), systems([25.0, 25.2]), seed_var([20, 30]), None)
-    assert comparison_verdict(same, close) == "reproduced" and close.p_tost(1.0) < 0.05
-    assert comparison_verdict(same, far) == "contradicted"
-    assert comparison_verdict(same, noisy) == "inconclusive"  # no significant difference is not equivalence
+    assert comparison_verdict(same, close, METRICS[same.metric].higher_is_better) == "reproduced" and close.p_tost(1.0) < 0.05
+    assert comparison_verdict(same, far, METRICS[same.metric].higher_is_better) == "contradicted"
+    assert comparison_verdict(same, noisy, METRICS[same.metric].higher_is_better) == "inconclusive"  # no significant difference is not equivalence
 
 
 def test_test_rows_applies_holm_over_rows_against_the_base():
@@ -134,8 +135,8 @@ def test_an_excluded_row_gets_no_verdict():
     )
     scores = {"base": systems([25.0, 25.2]), "A": systems([30.0, 30.2])}
     tests = {1.0: compare_rows(scores, [("A", "base")], "bleu")}
-    assert judge(claim, tests, "base")[0].verdict == "reproduced"
-    verdict = judge(claim, tests, "base", excluded={1.0: {"A": "diverged"}})[0]
+    assert judge(claim, tests, "base", metrics=METRICS)[0].verdict == "reproduced"
+    verdict = judge(claim, tests, "base", metrics=METRICS, excluded={1.0: {"A": "diverged"}})[0]
     (comparison,) = verdict.comparisons
     assert verdict.verdict == "inconclusive" and comparison.reason == "no verdict: A diverged"
     assert comparison.budgets[0].excluded == ("A diverged",) and comparison.test.p_holm < 0.05
@@ -364,10 +365,10 @@ def test_no_worse_is_non_inferiority_in_the_metrics_own_direction(metric, ci, ve
 
     test = RowTest(row="R", against="ref", metric=metric, n_row=2, n_against=2, effect=sum(ci) / 2, se=0.3, ci=ci)
     comparison = Comparison(row="R", against="ref", metric=metric, expect="no_worse", margin=1.0)
-    assert comparison_verdict(comparison, test) == verdict
+    assert comparison_verdict(comparison, test, METRICS[comparison.metric].higher_is_better) == verdict
     same = Comparison(row="R", against="ref", metric=metric, expect="same", margin=1.0)
     if ci == (4.4, 6.1):
-        assert comparison_verdict(same, test) == "contradicted"  # the equivalence it used to be stated as
+        assert comparison_verdict(same, test, METRICS[same.metric].higher_is_better) == "contradicted"  # the equivalence it used to be stated as
 
 
 def test_no_worse_needs_a_margin(tmp_path):

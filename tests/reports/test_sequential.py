@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from ablate.ablations.statistics.sequential import confseq_level, look_level, look_seeds, spent
 from ablate.ablations.statistics.significance import ALPHA
-from ablate.reports.sequential import simulate
+from ablate.ablations.statistics.simulation import simulate
 
 NULL = [0.0] * 20
 PLANTED = [-3, -2, -1, 0, 0, 1, 2, 3, 26, -13, -5, 4, 0, 0, -1.5, 1.5, 0.5, -0.5, 0, 8]  # BLEU, seed SD 1

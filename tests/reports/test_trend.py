@@ -9,11 +9,12 @@ import pytest
 import reports_fixtures as fx
 from ablate.ablations.cli import main as ablate
 from ablate.ablations.results.load import load_results
+from ablate.ablations.statistics.trend import classify
 from ablate.reports.htmlpage import trend_to_html
 from ablate.reports.latex import trend_to_latex
 from ablate.reports.plots import plot_trend
 from ablate.reports.sequential import report_table
-from ablate.reports.trend import classify, rung_line, size_trend, summary_line
+from ablate.reports.trend import rung_line, size_trend, summary_line
 from ablate.reports.writers import Context, get_writer
 
 CLAIMS = [
