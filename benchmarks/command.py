@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 import sys
 
-from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
+from ablate.ablations.commands.options import (
+    command_parser,
+    overrides,
+    own_options,
+    parse,
+    print_config,
+    wants_help,
+)
 
 SECTIONS = ("model", "train", "data")
 """The row's settings a bench run may override (--data.buckets 8, --train.fused_loss true, ...)."""
@@ -38,8 +45,8 @@ def main(argv: list[str]) -> int:
 
     args = parse(build_parser(), argv)
     if args.print_config:
-        return print_config(options(args))
-    values = {k: v for k, v in options(args).items() if k not in ("vs", "json")}
+        return print_config(own_options(args))
+    values = {k: v for k, v in own_options(args).items() if k not in ("vs", "json")}
     peers = tuple(p.strip() for p in args.vs.split(",") if p.strip() and p.strip() != "none")
     bench = BenchConfig(**values, peers=peers, settings=overrides(args, SECTIONS))
     result = run_bench(bench, progress=lambda message: print(f"ablate bench: {message}", file=sys.stderr, flush=True))

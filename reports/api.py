@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablate.ablations.results.load import StudyResults, load_results
-from ablate.ablations.results.record import Record
-from ablate.ablations.statistics.verdicts import budget_label
+from ablate.ablations.results import Record, StudyResults, load_results
+from ablate.ablations.statistics import budget_label
 from ablate.data.errors import AblateError
 
 if TYPE_CHECKING:
@@ -135,8 +134,8 @@ class Study:
     def optuna(self) -> Any:
         """The study's Optuna study, opened read-only (`optuna.Study`: `trials_dataframe()`, the dashboard's API)."""
         import optuna
-        from ablate.ablations.results.storage.opening import open_existing
-        from ablate.ablations.runtime.urls import chosen_url
+        from ablate.ablations.results import open_existing
+        from ablate.ablations.runtime import chosen_url
 
         url = chosen_url(self.storage, self.out, self.results.meta.get("storage"))
         if not url:
@@ -149,13 +148,13 @@ class Study:
         """`frame` joined with Optuna's trials_dataframe() for the trial that speaks for each row x seed."""
         if not self.use_optuna:
             return frame
-        from ablate.ablations.results import ledger
+        from ablate.ablations.results import resolve
 
         try:
             study = self.optuna()
         except Exception:  # noqa: BLE001 - no storage here (a copied OUT): the records alone, as the report does
             return frame
-        speaking = {trial.number: key for key, trial in ledger.resolve(study.get_trials(deepcopy=False)).items()}
+        speaking = {trial.number: key for key, trial in resolve(study.get_trials(deepcopy=False)).items()}
         optuna_frame = study.trials_dataframe(attrs=OPTUNA_COLUMNS)
         if optuna_frame.empty:  # a study with no trials yet
             return frame
@@ -170,7 +169,7 @@ class Study:
         """The report's table (`reports.table.ReportTable`): every row's cells over seeds, the significance marks,
         the study's precision and a verdict per claim, as `ablate report` builds it (the same
         `ablations.statistics.significance.N_SAMPLES` resamples)."""
-        from ablate.ablations.statistics.significance import N_SAMPLES
+        from ablate.ablations.statistics import N_SAMPLES
         from ablate.reports.claims import load_claims
         from ablate.reports.sequential import report_table
 

@@ -11,10 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ablate.ablations.results.ledger import write_json_atomic, write_text_atomic
-from ablate.ablations.results.load import StudyResults, load_results
-from ablate.ablations.results.record import Layout
-from ablate.ablations.statistics.significance import N_SAMPLES
+from ablate.ablations.results import Layout, StudyResults, load_results, write_json_atomic, write_text_atomic
+from ablate.ablations.statistics import N_SAMPLES
 from ablate.reports.cells import check_columns
 from ablate.reports.claims import load_claims
 from ablate.reports.sequential import report_table
@@ -42,7 +40,7 @@ def rows_dir(names: Sequence[str]) -> str:
 
 def _row_names(rows: str | Sequence[str] | None, results: StudyResults) -> list[str] | None:
     """--rows checked against the study's rows (`ablations.study.definition.parse_rows`); None: every row."""
-    from ablate.ablations.study.definition import parse_rows  # here: the study files' module brings the model's config
+    from ablate.ablations.study import parse_rows
 
     return parse_rows(rows, [spec.name for spec in results.rows])
 

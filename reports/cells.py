@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ablate.ablations.results.record import FULL
-from ablate.ablations.statistics.significance import RowTest
-from ablate.ablations.statistics.verdicts import budget_label
+from ablate.ablations.results import FULL
+from ablate.ablations.statistics import RowTest, budget_label
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.claims import p_text

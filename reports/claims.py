@@ -7,10 +7,11 @@ The verdicts themselves (the rules, at every budget) are `ablations.statistics.v
 
 from __future__ import annotations
 
-from ablate.ablations.statistics.claims import Claim, Comparison
-from ablate.ablations.statistics.verdicts import (
+from ablate.ablations.statistics import (
     BudgetVerdict,
+    Claim,
     ClaimVerdict,
+    Comparison,
     ComparisonVerdict,
     Tests,
     Verdict,
@@ -19,7 +20,7 @@ from ablate.ablations.statistics.verdicts import (
     comparison_verdict,
     judge,
 )
-from ablate.ablations.study.claims import claims_to_data, load_claims, parse_claims
+from ablate.ablations.study import claims_to_data, load_claims, parse_claims
 from ablate.lightning_modules.metrics import METRICS
 
 

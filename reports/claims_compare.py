@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ablate.ablations.statistics.verdicts import budget_label
+from ablate.ablations.statistics import budget_label
 from ablate.reports.claims import ClaimVerdict
 from ablate.reports.table import ReportTable
 from ablate.reports.trend import Effect, effect_of, study_labels

@@ -23,18 +23,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations.results.load import StudyResults
-from ablate.ablations.results.record import Record
-from ablate.ablations.results.scores import read_lines, system_scores
-from ablate.ablations.statistics.convergence import Convergence, row_convergence
-from ablate.ablations.statistics.significance import (
+from ablate.ablations.results import Record, StudyResults, read_lines, system_scores
+from ablate.ablations.statistics import (
     N_SAMPLES,
+    Convergence,
     RowTest,
     SystemScores,
     compare,
     compare_rows,
     holm,
     resample_weights,
+    row_convergence,
 )
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.metrics import METRICS

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ablate.ablations.statistics.convergence import PLATEAU_BLEU, PLATEAU_PPL, SOURCE_RATIO_MIN
-from ablate.ablations.statistics.significance import ALPHA, POWER
-from ablate.ablations.statistics.verdicts import budget_label
+from ablate.ablations.statistics import ALPHA, PLATEAU_BLEU, PLATEAU_PPL, POWER, SOURCE_RATIO_MIN, budget_label
 from ablate.reports.cells import field_text, has_test, readers_text, table_devices
 from ablate.reports.claims import ClaimVerdict
 from ablate.reports.compare import short_value

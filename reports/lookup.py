@@ -6,8 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ablate.ablations.results.load import StudyResults, ledger, load_results
-from ablate.ablations.results.record import Record, read_study_json
+from ablate.ablations.results import (
+    Record,
+    StudyResults,
+    load_results,
+    read_study_json,
+    record_path,
+    record_paths,
+    recorded_rows,
+)
 from ablate.data.errors import AblateError
 
 
@@ -26,12 +33,12 @@ def resolve_run(spec: str, out_dir: str | Path | None = None) -> Record:
     if seed_text and not seed_text.isdigit():
         raise AblateError(f"'{spec}': the seed after '@' must be an integer, e.g. {row}@0")
     if seed_text:
-        candidates = [ledger.record_path(out, row, int(seed_text))]
+        candidates = [record_path(out, row, int(seed_text))]
     else:
-        candidates = ledger.record_paths(out, row)
+        candidates = record_paths(out, row)
     records = [Record.read(p, out) for p in candidates if p.is_file()]
     if not records:
-        known = ledger.recorded_rows(out)
+        known = recorded_rows(out)
         declared = [r["name"] for r in meta["rows"]]
         what = "that seed has no record yet" if row in declared or row in known else "no such row"
         raise AblateError(

@@ -16,9 +16,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.ablations.results.load import StudyResults
-from ablate.ablations.results.record import Record
-from ablate.ablations.statistics.verdicts import budget_label
+from ablate.ablations.results import Record, StudyResults
+from ablate.ablations.statistics import budget_label
 from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.claims import ClaimVerdict, ComparisonVerdict
 from ablate.reports.table import ReportRow, ReportTable

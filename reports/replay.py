@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.ablations.results import evidence
-from ablate.ablations.results.load import load_results
-from ablate.ablations.statistics.sequential import ErrorControl, Look, RowLook, comparison_key, controls_of, walk
-from ablate.ablations.statistics.significance import N_SAMPLES
+from ablate.ablations.results import load_results
+from ablate.ablations.results import looks as evidence_looks
+from ablate.ablations.statistics import N_SAMPLES, ErrorControl, Look, RowLook, comparison_key, controls_of, walk
 from ablate.reports.sequential import ERROR_CONTROLS
 
 
@@ -58,7 +57,7 @@ def replay(
     controls = controls_of(pairs, base, rows)
     max_seeds = max_seeds or max(len(have.get(r, [])) for r in rows if r not in controls)
     walked = walk(
-        evidence.looks(results, n_samples), {r: have[r] for r in rows}, controls, min_seeds=min_seeds,
+        evidence_looks(results, n_samples), {r: have[r] for r in rows}, controls, min_seeds=min_seeds,
         max_seeds=max_seeds, error=error, archive=True,
     )  # fmt: skip
     looks, seeds = list(walked.looks), walked.seeds

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ablate.ablations.results import evidence
-from ablate.ablations.statistics.sequential import ErrorControl, Sequential, Walk, comparison_key, rows_of, walk
+from ablate.ablations.results import finished_seeds, looks
+from ablate.ablations.statistics import ErrorControl, Sequential, Walk, comparison_key, rows_of, walk
 
 ERROR_CONTROLS: dict[str, str] = {
     "spending": "O'Brien-Fleming alpha spending (Lan-DeMets) over the looks, Holm over the rows at each look",
@@ -23,8 +23,8 @@ ERROR_CONTROLS: dict[str, str] = {
 def report_table(results, *, n_samples: int | None = None, claims=None):
     """`reports.table.build_table`, with a sequential study's verdicts and method note (`apply_design`): what
     `ablate report` and the Python API show."""
-    from ablate.ablations.results.scores import score_ahead
-    from ablate.ablations.statistics.significance import N_SAMPLES
+    from ablate.ablations.results import score_ahead
+    from ablate.ablations.statistics import N_SAMPLES
     from ablate.reports.table import build_table
 
     score_ahead(
@@ -53,9 +53,9 @@ def apply_design(table, results, n_samples: int | None = None) -> None:
     assert stored is not None, "a study run at the sequential design"
     allocation, controls = stored
     rows = rows_of(controls)
-    have, _ = evidence.finished_seeds(results, rows)
+    have, _ = finished_seeds(results, rows)
     error, max_seeds = allocation.error, allocation.max_seeds
-    judged = evidence.looks(results, n_samples)
+    judged = looks(results, n_samples)
     walked = walk(judged, have, controls, min_seeds=allocation.min_seeds, max_seeds=max_seeds, error=error)
     stopped = walked.stopped()
     for i, claim in enumerate(table.claims):

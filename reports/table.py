@@ -15,23 +15,35 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ablate.ablations.results.evidence import Evidence, source_ratios, study_claims, study_verdicts
-from ablate.ablations.results.load import RowSpec, StudyResults, TrialStatus
-from ablate.ablations.results.record import FULL, Record
-from ablate.ablations.results.scores import chrf_signature, system_scores
-from ablate.ablations.statistics.claims import Claim
-from ablate.ablations.statistics.convergence import SOURCE_RATIO_MIN, Convergence, row_convergence
-from ablate.ablations.statistics.significance import (
+from ablate.ablations.results import (
+    FULL,
+    Evidence,
+    Record,
+    RowSpec,
+    StudyResults,
+    TrialStatus,
+    chrf_signature,
+    source_ratios,
+    study_claims,
+    study_verdicts,
+    system_scores,
+)
+from ablate.ablations.statistics import (
     ALPHA,
     DEV_FACTORS,
     MAX_SEEDS,
     N_SAMPLES,
+    SOURCE_RATIO_MIN,
+    Claim,
+    ClaimVerdict,
+    Convergence,
     RowTest,
     SeedCorrelation,
+    Tests,
     design_needed,
+    row_convergence,
     seed_correlation,
 )
-from ablate.ablations.statistics.verdicts import ClaimVerdict, Tests
 from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.claims import paper_ratio
 from ablate.reports.paper import PaperRow, load_paper_table

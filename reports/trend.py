@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ablate.ablations.statistics.trend import Trend, classify, ratio_text
-from ablate.ablations.statistics.verdicts import budget_label
+from ablate.ablations.statistics import Trend, budget_label, classify, ratio_text
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.claims import ComparisonVerdict, paper_ratio

@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ablate.ablations.results.record import FULL
-from ablate.ablations.statistics.significance import RowTest
-from ablate.ablations.statistics.verdicts import budget_label
+from ablate.ablations.results import FULL
+from ablate.ablations.statistics import RowTest, budget_label
 from ablate.lightning_modules.metrics import METRICS
 from ablate.reports.cells import has_test, value_text
 from ablate.reports.compare import short_value

@@ -28,6 +28,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = {"data": 0, "lightning_modules": 1, "ablations": 2, "reports": 3, "benchmarks": 3}
 TRAINING_LIBRARIES = ("torch", "pytorch_lightning", "lightning")
+FACES = {
+    "ablate.ablations.results": "the results store: records, ledger, a study folder read back, scores, evidence",
+    "ablate.ablations.statistics": "the statistics: tests, verdicts, the sequential design, trends (numbers only)",
+    "ablate.ablations.study": "a study's definition: rows, presets, config sections, claims read from YAML",
+    "ablate.ablations.runtime": "what every process shares: its environment, interrupts, storage URLs",
+    "ablate.ablations.commands": "the parser every command shares",
+    "ablate.ablations.tracking": "the W&B run of a training (a loose module: the report logs beside it)",
+}
+"""The only modules of ablations/ that reports/ may import: each subpackage's `__init__`, its public face."""
 REGISTRIES = {
     "ablations/cli.py": "the CLI entry: every command by module name (`COMMANDS`), the top, where any layer is reached",
     "ablations/launchers/__init__.py": "plug-ins: every module of the launchers package, by package path",
@@ -130,6 +139,18 @@ def upward_imports(imports: list[Import]) -> list[str]:
     return bad
 
 
+def beyond_the_faces(imports: list[Import]) -> list[str]:
+    """Every import of reports/ into ablations/ that is not one of `FACES` (a module inside a subpackage)."""
+    return [
+        f"{imp.where}: {imp.source} imports {imp.target}, inside a package: import its face"
+        for imp in imports
+        if room(imp.source) == "reports"
+        and imp.target.startswith("ablate.ablations.")
+        and imp.target not in FACES
+        and not imp.by_name
+    ]
+
+
 def circles(imports: list[Import]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
     graph: dict[str, set[str]] = {}
@@ -214,7 +235,7 @@ def test_the_reader_sees_the_imports(imports):
         "ablate.ablations.results.ledger",
         True,
     ) in edges  # `from ablate.ablations import x`
-    assert ("ablate.reports.api", "ablate.ablations.results.storage.opening", False) in edges  # inside a function
+    assert ("ablate.reports.api", "ablate.ablations.results", False) in edges  # inside a function
     assert ("ablate.lightning_modules.transformer", "torch", True) in edges
 
 
@@ -226,6 +247,20 @@ def test_no_module_imports_upward(imports):
 def test_only_the_registries_import_by_name():
     bad = imports_by_name()
     assert not bad, "imports by name (a string) outside REGISTRIES:\n" + "\n".join(bad)
+
+
+def test_reports_import_only_the_public_faces(imports):
+    bad = beyond_the_faces(imports)
+    assert not bad, "reports reach inside ablations' packages:\n" + "\n".join(bad)
+
+
+def test_a_planted_import_beyond_a_face_fails_the_check():
+    inside = Import("ablate.reports.table", "ablate.ablations.results.ledger", "reports/table.py:1", True)
+    face = Import("ablate.reports.table", "ablate.ablations.results", "reports/table.py:2", True)
+    assert beyond_the_faces([inside, face]) == [
+        "reports/table.py:1: ablate.reports.table imports ablate.ablations.results.ledger, inside a package: "
+        "import its face"
+    ]
 
 
 def test_no_modules_import_in_a_circle(imports):

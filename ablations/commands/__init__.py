@@ -1,1 +1,24 @@
-"""One module per `ablate` subcommand, each with `main(argv) -> int`."""
+"""The `ablate` commands, one module each (`ablations.cli` finds them by name), and the parser they share
+(`options`: every command built from the config sections, `--section.field` and `--config` the same way)."""
+
+from __future__ import annotations
+
+from ablate.ablations.commands.options import (  # noqa: F401 - the public face
+    command_parser,
+    overrides,
+    own_options,
+    parse,
+    print_config,
+    respell,
+    wants_help,
+)
+
+__all__ = [
+    "command_parser",
+    "own_options",
+    "overrides",
+    "parse",
+    "print_config",
+    "respell",
+    "wants_help",
+]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.ablations.commands.options import command_parser, own_options, parse, print_config
 
 
 def main(argv: list[str]) -> int:
@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     )
     args = parse(parser, argv)
     if args.print_config:
-        return print_config(options(args))
+        return print_config(own_options(args))
     from ablate.ablations.sweep.archive import JOURNAL, main_layout_check, pack, rebuild_storage
 
     out = Path(args.out)

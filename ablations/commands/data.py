@@ -12,7 +12,14 @@ import json
 import time
 from pathlib import Path
 
-from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
+from ablate.ablations.commands.options import (
+    command_parser,
+    overrides,
+    own_options,
+    parse,
+    print_config,
+    wants_help,
+)
 from ablate.data.config import DataConfig
 from ablate.data.errors import AblateError
 
@@ -41,7 +48,7 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(documented=wants_help(argv)), argv)
     data = overrides(args, ["data"]).get("data", {})
     if args.print_config:
-        return print_config({**options(args), "data": data})
+        return print_config({**own_options(args), "data": data})
     if (args.action == "export") != (args.dir is not None):
         raise AblateError("ablate data: export takes one DIR (ablate data export DIR --data.corpus ...); prepare none")
     cfg = DataConfig(**data)

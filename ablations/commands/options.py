@@ -187,7 +187,7 @@ def changed(layer: dict[str, dict[str, Any]], reference: dict[str, dict[str, Any
     return {s: fields for s, fields in diff.items() if fields}
 
 
-def options(ns) -> dict[str, Any]:
+def own_options(ns) -> dict[str, Any]:
     """The command's own options (not the sections), for --print_config and for passing on."""
     from ablate.ablations.study.config import SECTIONS
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
+from ablate.ablations.commands.options import (
+    command_parser,
+    overrides,
+    own_options,
+    parse,
+    print_config,
+    wants_help,
+)
 from ablate.ablations.study.config import SECTIONS
 from ablate.ablations.study.presets import PRESETS
 
@@ -52,7 +59,7 @@ def main(argv: list[str]) -> int:
     args = parse(parser, argv)
     extra = overrides(args)  # e.g. --data.vocab_size 37000 (the shared vocabulary; default: the preset's)
     if args.print_config:
-        return print_config({**options(args), **extra})
+        return print_config({**own_options(args), **extra})
     rows = parameter_table(args.study, args.preset, extra=extra)
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.ablations.commands.options import command_parser, own_options, parse, print_config
 from ablate.data.errors import AblateError
 
 
@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parse(parser, argv)
     if args.print_config:
-        return print_config(options(args))
+        return print_config(own_options(args))
     if args.watch < 0:
         raise AblateError(f"--watch {args.watch:g}: give the seconds between refreshes (0: print once)")
     from ablate.ablations.results.record import declared_seeds, read_study_json

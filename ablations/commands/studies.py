@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from argparse import SUPPRESS
 
-from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.ablations.commands.options import command_parser, own_options, parse, print_config
 from ablate.ablations.study.presets import PRESETS
 from ablate.data.errors import AblateError
 
@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     )
     args = parse(parser, argv)
     if args.print_config:
-        return print_config(options(args))
+        return print_config(own_options(args))
     from ablate.ablations.study.definition import builtin_studies, coverage_summary, load_study, parse_rows
 
     if getattr(args, "files", None):

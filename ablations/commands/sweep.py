@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Literal
 
 from ablate.ablations import launchers
-from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
+from ablate.ablations.commands.options import (
+    command_parser,
+    overrides,
+    own_options,
+    parse,
+    print_config,
+    wants_help,
+)
 from ablate.ablations.study.config import SECTIONS
 from ablate.ablations.study.presets import get_preset
 from ablate.data.errors import AblateError
@@ -199,7 +206,7 @@ def main(argv: list[str]) -> int:
     ns = parse(build_parser(documented=wants_help(argv)), argv)
     plan = make_plan(ns)
     if ns.print_config:
-        return print_config({**options(ns), "worker": None, **plan.extra})
+        return print_config({**own_options(ns), "worker": None, **plan.extra})
     relaunched = ranks.ddp_rank(plan.out)
     if relaunched is not None:
         return relaunched

@@ -16,8 +16,8 @@ from ablate.ablations.commands.options import (
     changed,
     command_parser,
     config_files,
-    options,
     overrides,
+    own_options,
     parse,
     print_config,
     wants_help,
@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
     plan = resolve(parser, argv, ns)
     if ns.print_config:  # every field resolved: passed back with --config, it reruns exactly this
         start = {"study": plan.study_arg, "row": plan.row.name, "preset": plan.preset, "seed": plan.run.train.seed}
-        return print_config({**options(ns), **start, "out": str(plan.out), **plan.run.to_dict()})
+        return print_config({**own_options(ns), **start, "out": str(plan.out), **plan.run.to_dict()})
     if not (ns.replace or ns.resume):
         _check_not_finished(plan.out)
     return _train(plan, as_json=ns.json, resume=ns.resume)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.ablations.commands.options import command_parser, own_options, parse, print_config
 from ablate.data.errors import AblateError
 
 
@@ -33,7 +33,7 @@ def build_parser():
 def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
-        return print_config(options(args))
+        return print_config(own_options(args))
     if args.batch_size < 1 or (args.beam is not None and args.beam < 1):
         raise AblateError(f"--batch_size and --beam must be at least 1, got {args.batch_size} and {args.beam}")
     path = model_file(Path(args.model), args.row, args.seed)

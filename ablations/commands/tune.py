@@ -12,7 +12,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ablate.ablations.commands.options import command_parser, options, overrides, parse, print_config, wants_help
+from ablate.ablations.commands.options import (
+    command_parser,
+    overrides,
+    own_options,
+    parse,
+    print_config,
+    wants_help,
+)
 from ablate.ablations.study.config import SECTIONS
 from ablate.ablations.study.presets import PRESETS
 from ablate.data.errors import AblateError
@@ -45,7 +52,7 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(documented=wants_help(argv)), argv)
     extra = overrides(args)
     if args.print_config:
-        return print_config({**options(args), **extra})
+        return print_config({**own_options(args), **extra})
     from ablate.ablations.runtime.urls import storage_url
     from ablate.ablations.study.definition import load_study
     from ablate.ablations.sweep.tune import TuneJob, describe_space, run_tune, search_space

@@ -309,4 +309,7 @@ __all__ = [
     "trial_state",
     "resolve",
     "closed_unrun",
+    "recorded_rows",
+    "closed_by_design",
+    "superseded",
 ]

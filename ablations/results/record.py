@@ -416,5 +416,14 @@ def declared_seeds(meta: dict[str, Any], rows: list[str] | None = None) -> dict[
 
 
 __all__ = [
-    "Budget", "Layout", "Record", "declared_seeds", "key_of", "read_json", "read_study_json",
+    "Budget",
+    "Layout",
+    "Record",
+    "declared_seeds",
+    "key_of",
+    "read_json",
+    "read_study_json",
+    "FULL",
+    "SEPARATOR",
+    "now",
 ]  # fmt: skip

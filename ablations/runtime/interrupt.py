@@ -206,4 +206,11 @@ def _free(path: Path | None) -> str:
     return ""
 
 
-__all__ = ["Interrupted", "requested", "graceful", "disk_error", "path_error"]
+__all__ = [
+    "Interrupted",
+    "requested",
+    "graceful",
+    "disk_error",
+    "path_error",
+    "check_folder",
+]

@@ -1,0 +1,201 @@
+"""The study's statistics, as functions of numbers: numpy and scipy, nothing else.
+
+They take per-system scores (`SystemScores`), trials' curves (`convergence`), claims (`Claim`) and the evidence a look
+judges (`walk`'s `Judged`), and return tests (`compare_rows`), verdicts (`judge`), the sequential design's looks
+(`walk`, `policy`), trends over sizes (`classify`) and simulations (`simulate`). No file is read and no state is kept
+here: the results store gathers the evidence from a study folder (`ablations.results.evidence`), and the reports turn
+the numbers into words and marks. tests/ablations/statistics/test_purity.py holds it to that.
+
+- `claims`: a claim and its comparisons, the types the verdicts read;
+- `significance`: a row against a reference, counting seed and sentence noise (bootstrap, Welch t, Holm), and the
+  power advice;
+- `variance`: each row's seed variance, moderated toward the study's (empirical Bayes);
+- `verdicts`: a verdict for each claim at every budget;
+- `sequential`: the sequential design (its policy, its looks, the error each spends);
+- `convergence`: whether a trial reached its plateau, diverged, or learnt to translate at all;
+- `trend`: whether an effect approaches the paper's as the model grows;
+- `simulation`: the sequential design against the fixed one, on synthetic scores."""
+
+from __future__ import annotations
+
+from ablate.ablations.statistics.claims import (  # noqa: F401 - the public face
+    EXPECTS,
+    MARGINED,
+    Claim,
+    Comparison,
+    Expect,
+    Metric,
+)
+from ablate.ablations.statistics.convergence import (  # noqa: F401 - the public face
+    PLATEAU_BLEU,
+    PLATEAU_PPL,
+    SOURCE_RATIO_MIN,
+    Convergence,
+    convergence,
+    row_convergence,
+    source_ratio,
+    trainable_threshold,
+)
+from ablate.ablations.statistics.sequential import (  # noqa: F401 - the public face
+    FAILED,
+    STATES,
+    Decision,
+    ErrorControl,
+    Judged,
+    Look,
+    RowLook,
+    Sequential,
+    Walk,
+    at_level,
+    comparison_key,
+    comparison_state,
+    confseq_level,
+    controls_of,
+    dunnett,
+    first_look,
+    level,
+    look_level,
+    look_seeds,
+    policy,
+    row_states,
+    rows_of,
+    seed_range,
+    spent,
+    walk,
+    without_failed,
+)
+from ablate.ablations.statistics.significance import (  # noqa: F401 - the public face
+    ALPHA,
+    BOOTSTRAP_SEED,
+    DEV_FACTORS,
+    MAX_SEEDS,
+    N_SAMPLES,
+    POWER,
+    RowTest,
+    SeedCorrelation,
+    SeedNoise,
+    SystemScores,
+    bootstrap_all,
+    bootstrap_scores,
+    compare,
+    compare_rows,
+    design_needed,
+    holm,
+    pooled_seed_variance,
+    resample_weights,
+    seed_correlation,
+    seeds_needed,
+)
+from ablate.ablations.statistics.simulation import (  # noqa: F401 - the public face
+    SimulationResult,
+    simulate,
+)
+from ablate.ablations.statistics.trend import (  # noqa: F401 - the public face
+    PAPER_FLOOR,
+    Trend,
+    classify,
+    ratio_text,
+)
+from ablate.ablations.statistics.variance import (  # noqa: F401 - the public face
+    HETEROGENEITY_ALPHA,
+    OUTLIER_ALPHA,
+    Moderated,
+    Prior,
+    fit_prior,
+    moderate,
+)
+from ablate.ablations.statistics.verdicts import (  # noqa: F401 - the public face
+    BudgetVerdict,
+    ClaimVerdict,
+    ComparisonVerdict,
+    Tests,
+    Verdict,
+    budget_label,
+    claim_verdict,
+    comparison_verdict,
+    judge,
+)
+
+__all__ = [
+    "ALPHA",
+    "BOOTSTRAP_SEED",
+    "DEV_FACTORS",
+    "EXPECTS",
+    "FAILED",
+    "HETEROGENEITY_ALPHA",
+    "MARGINED",
+    "MAX_SEEDS",
+    "N_SAMPLES",
+    "OUTLIER_ALPHA",
+    "PAPER_FLOOR",
+    "PLATEAU_BLEU",
+    "PLATEAU_PPL",
+    "POWER",
+    "SOURCE_RATIO_MIN",
+    "STATES",
+    "BudgetVerdict",
+    "Claim",
+    "ClaimVerdict",
+    "Comparison",
+    "ComparisonVerdict",
+    "Convergence",
+    "Decision",
+    "ErrorControl",
+    "Expect",
+    "Judged",
+    "Look",
+    "Metric",
+    "Moderated",
+    "Prior",
+    "RowLook",
+    "RowTest",
+    "SeedCorrelation",
+    "SeedNoise",
+    "Sequential",
+    "SimulationResult",
+    "SystemScores",
+    "Tests",
+    "Trend",
+    "Verdict",
+    "Walk",
+    "at_level",
+    "bootstrap_all",
+    "bootstrap_scores",
+    "budget_label",
+    "claim_verdict",
+    "classify",
+    "compare",
+    "compare_rows",
+    "comparison_key",
+    "comparison_state",
+    "comparison_verdict",
+    "confseq_level",
+    "controls_of",
+    "convergence",
+    "design_needed",
+    "dunnett",
+    "first_look",
+    "fit_prior",
+    "holm",
+    "judge",
+    "level",
+    "look_level",
+    "look_seeds",
+    "moderate",
+    "policy",
+    "pooled_seed_variance",
+    "ratio_text",
+    "resample_weights",
+    "row_convergence",
+    "row_states",
+    "rows_of",
+    "seed_correlation",
+    "seed_range",
+    "seeds_needed",
+    "simulate",
+    "source_ratio",
+    "spent",
+    "trainable_threshold",
+    "walk",
+    "without_failed",
+]

@@ -420,4 +420,8 @@ __all__ = [
     "seed_correlation",
     "seeds_needed",
     "design_needed",
+    "DEV_FACTORS",
+    "MAX_SEEDS",
+    "BOOTSTRAP_SEED",
+    "bootstrap_scores",
 ]

@@ -164,5 +164,4 @@ def _sim_tests(
     return out
 
 
-
 __all__ = ["SimulationResult", "simulate"]

@@ -41,12 +41,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.ablations.commands import command_parser, own_options, parse, print_config
 from ablate.data.errors import AblateError
 
 
 def build_parser():
-    from ablate.ablations.statistics.significance import N_SAMPLES
+    from ablate.ablations.statistics import N_SAMPLES
     from ablate.reports.writers import format_names, formats_help
 
     parser = command_parser("ablate compare", __doc__)
@@ -91,11 +91,11 @@ def build_parser():
 def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
-        return print_config(options(args))
+        return print_config(own_options(args))
     if args.more:
         if not args.claims:
             raise AblateError("more than two directories go with --claims: the claims' trend over model size")
-        from ablate.ablations.results.load import resolve_out_dir
+        from ablate.ablations.results import resolve_out_dir
 
         specs = (args.run_a, args.run_b, *args.more)
         return _compare_claims(args, [resolve_out_dir(s, runs_dir=args.runs_dir) for s in specs])
@@ -125,7 +125,7 @@ def _old_out(args) -> str | None:
 
 def _directories(args) -> tuple[Path, Path] | None:
     """The two results directories A and B name, or None when they name runs (record files, or rows of --study)."""
-    from ablate.ablations.results.load import resolve_out_dir
+    from ablate.ablations.results import resolve_out_dir
 
     specs = (args.run_a, args.run_b)
     if any(Path(s).suffix == ".json" or Path(s).is_file() for s in specs):
@@ -174,7 +174,7 @@ def _no_plot(args) -> None:
 
 def _write(what, writer, out: Path | None, name: str, title: str, ctx=None) -> int:
     """Print `what` in `writer`'s format, or write it to `out` (a file, or a directory: `name` + the suffix there)."""
-    from ablate.ablations.results.ledger import write_text_atomic
+    from ablate.ablations.results import write_text_atomic
     from ablate.reports.writers import Context
 
     if out is None:
@@ -193,7 +193,7 @@ def _write(what, writer, out: Path | None, name: str, title: str, ctx=None) -> i
 def _compare_claims(args, dirs: list[Path]) -> int:
     """Each study judged as its report judges it (`reports.sequential.report_table`); two of one size side by side,
     claim by claim, else the trend over their sizes."""
-    from ablate.ablations.results.load import load_results
+    from ablate.ablations.results import load_results
     from ablate.reports.claims_compare import compare_claims
     from ablate.reports.sequential import report_table
     from ablate.reports.trend import distinct_sizes, require_sizes
@@ -257,8 +257,7 @@ def _common_parent(dirs: list[Path]) -> Path:
 
 def _compare_runs(args, notice: str | None = None) -> int:
     """Two runs as text: printed, or written to --out (a file, or a directory: '<A>-vs-<B>.txt' there)."""
-    from ablate.ablations.results.ledger import write_text_atomic
-    from ablate.ablations.results.load import resolve_out_dir
+    from ablate.ablations.results import resolve_out_dir, write_text_atomic
     from ablate.reports.compare import compare_runs
     from ablate.reports.lookup import resolve_run
     from ablate.reports.plots import plot_comparison

@@ -9,12 +9,12 @@ core-hours against the full design's, and the comparisons whose verdict differs.
 
 from __future__ import annotations
 
-from ablate.ablations.commands.options import command_parser, options, parse, print_config
+from ablate.ablations.commands import command_parser, own_options, parse, print_config
 from ablate.data.errors import AblateError
 
 
 def build_parser():
-    from ablate.ablations.statistics.significance import N_SAMPLES
+    from ablate.ablations.statistics import N_SAMPLES
 
     parser = command_parser("ablate replay", __doc__)
     parser.add_argument("study_or_out", metavar="OUT", help="results directory, or a study name under --runs_dir")
@@ -33,8 +33,8 @@ def build_parser():
 def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
-        return print_config(options(args))
-    from ablate.ablations.results.load import resolve_out_dir
+        return print_config(own_options(args))
+    from ablate.ablations.results import resolve_out_dir
     from ablate.reports.replay import replay, summary
 
     if args.min_seeds < 1:

@@ -114,9 +114,14 @@ def test_equivalence_inside_and_outside_the_margin():
     close = compare("E1", "base", "bleu", systems([25.1, 25.2]), systems([25.0, 25.2]), noise, None)
     far = compare("E1", "base", "bleu", systems([28.0, 28.2]), systems([25.0, 25.2]), noise, None)
     noisy = compare("E1", "base", "bleu", systems([25.5, 25.6]), systems([25.0, 25.2]), seed_var([20, 30]), None)
-    assert comparison_verdict(same, close, METRICS[same.metric].higher_is_better) == "reproduced" and close.p_tost(1.0) < 0.05
+    assert (
+        comparison_verdict(same, close, METRICS[same.metric].higher_is_better) == "reproduced"
+        and close.p_tost(1.0) < 0.05
+    )
     assert comparison_verdict(same, far, METRICS[same.metric].higher_is_better) == "contradicted"
-    assert comparison_verdict(same, noisy, METRICS[same.metric].higher_is_better) == "inconclusive"  # no significant difference is not equivalence
+    assert (
+        comparison_verdict(same, noisy, METRICS[same.metric].higher_is_better) == "inconclusive"
+    )  # no significant difference is not equivalence
 
 
 def test_test_rows_applies_holm_over_rows_against_the_base():
@@ -368,7 +373,9 @@ def test_no_worse_is_non_inferiority_in_the_metrics_own_direction(metric, ci, ve
     assert comparison_verdict(comparison, test, METRICS[comparison.metric].higher_is_better) == verdict
     same = Comparison(row="R", against="ref", metric=metric, expect="same", margin=1.0)
     if ci == (4.4, 6.1):
-        assert comparison_verdict(same, test, METRICS[same.metric].higher_is_better) == "contradicted"  # the equivalence it used to be stated as
+        assert (
+            comparison_verdict(same, test, METRICS[same.metric].higher_is_better) == "contradicted"
+        )  # the equivalence it used to be stated as
 
 
 def test_no_worse_needs_a_margin(tmp_path):
