@@ -35,9 +35,20 @@ _STATES: dict[str, State] = {
 }
 _PRIORITY: tuple[State, ...] = ("failed", "pruned", "complete", "pending", "running")
 """Among the trials of one key that are not superseded, which speaks for it: the highest here, then the latest."""
+
+ClosedAs = Literal["duplicate", "retried", "unwanted"]
+"""Why a trial was closed by design, not by a failure of its own: a `duplicate` of a live trial of the same row x
+seed (two coordinators enqueued it), `retried` (its worker died or stopped it, and it was queued again), or
+`unwanted` (the sequential design's looks no longer ask for it: closed unrun). Kept in the trial's `CLOSED_AS` user
+attribute, beside the `reason` that says it in words; code branches on this field, never on the words."""
+CLOSED_AS = "closed_as"
+"""The trial user attribute that holds its `ClosedAs`."""
+CLOSED_UNRUN: tuple[ClosedAs, ...] = ("duplicate", "unwanted")
+"""The closings in which the trial never ran: not failures (a progress line does not report them as such)."""
 DUPLICATE_REASON = "duplicate of an earlier trial of the same row"
 RETRIED_REASON = "worker died (no heartbeat): retried"
 UNWANTED_REASON = "not asked for by the sequential design's looks: closed unrun"
+"""The words shown beside each closing (the `reason` attribute), for readers."""
 
 
 # ------------------------------------------------------------------------------------------------------------ keys
@@ -255,22 +266,32 @@ def trial_state(trial: Any) -> State:
     return _STATES.get(trial.state.name, "pending")
 
 
-def superseded(trial: Any) -> bool:
-    """A trial that another one replaces by design: failed as dead and retried, closed as a duplicate, or closed
-    unrun because the design's looks no longer asked for it (queued again if a later look does)."""
+def closed_as(trial: Any) -> ClosedAs | None:
+    """Why the trial was closed by design (`ClosedAs`), or None: closed by a failure or an outcome of its own, or not
+    closed. Storages written before the field existed are read from what they wrote then, and resolve as they did: a
+    `retried` flag, a reason that begins 'duplicate', or the unwanted trials' exact reason."""
     attrs = trial.user_attrs
-    return bool(attrs.get("retried")) or closed_by_design(attrs.get("reason"))
+    if (kind := attrs.get(CLOSED_AS)) in ("duplicate", "retried", "unwanted"):
+        return kind
+    reason = str(attrs.get("reason") or "")
+    if attrs.get("retried"):
+        return "retried"
+    if reason.startswith("duplicate"):
+        return "duplicate"
+    return "unwanted" if reason == UNWANTED_REASON else None
 
 
-def closed_by_design(reason: str | None) -> bool:
-    """A reason that says the trial was closed as a duplicate or unrun, not that it failed."""
-    return str(reason or "").startswith("duplicate") or reason == UNWANTED_REASON
+def superseded(trial: Any) -> bool:
+    """A trial that another one replaces by design (`closed_as` any): failed as dead and retried, closed as a
+    duplicate, or closed unrun because the design's looks no longer asked for it (queued again if a later look
+    does)."""
+    return closed_as(trial) is not None
 
 
 def closed_unrun(trial: Any) -> bool:
     """A trial closed without running because the sequential design's looks no longer asked for it: not part of the
     study (a status or progress table leaves its key out unless another trial speaks for it)."""
-    return trial.user_attrs.get("reason") == UNWANTED_REASON
+    return closed_as(trial) == "unwanted"
 
 
 def resolve(trials: Iterable[Any]) -> dict[tuple[str, int], Any]:
@@ -310,6 +331,9 @@ __all__ = [
     "resolve",
     "closed_unrun",
     "recorded_rows",
-    "closed_by_design",
+    "ClosedAs",
+    "CLOSED_AS",
+    "CLOSED_UNRUN",
+    "closed_as",
     "superseded",
 ]

@@ -25,6 +25,8 @@ class RowStatus:
     max_steps: int | None = None
     wall_s: float | None = None
     reason: str | None = None
+    closed_as: str | None = None
+    """Why a failed one was closed by design (`ablations.results.ledger.ClosedAs`), None for a failure of its own."""
     host: str | None = None
     job: str | None = None
     """The scheduler's job that ran (or runs) the trial, with its state when known: '123_0 RUNNING'."""
@@ -82,6 +84,7 @@ def collect(trials: list[Any], keys: list[tuple[str, int]]) -> list[RowStatus]:
                 max_steps=progress.get("max_steps"),
                 wall_s=wall,
                 reason=attrs.get("reason") if state == "failed" else None,
+                closed_as=ledger.closed_as(trial) if state == "failed" else None,
                 host=attrs.get("host"),
                 job=attrs.get("job") or attrs.get("slurm_job"),  # slurm_job: a study swept by an older ablate
                 scheduler=attrs.get("scheduler") or ("slurm" if attrs.get("slurm_job") else None),
@@ -436,7 +439,7 @@ def summary_line(
 def latest_failure(rows: list[RowStatus], width: int = 100) -> str:
     """'; last failure A2 seed 3: <cause>' for the trial that failed last (trials closed unrun or as duplicates
     are not failures), '' when none failed."""
-    failed = [r for r in rows if r.state == "failed" and r.reason and not ledger.closed_by_design(r.reason)]
+    failed = [r for r in rows if r.state == "failed" and r.reason and r.closed_as not in ledger.CLOSED_UNRUN]
     if not failed:
         return ""
     last = max(failed, key=lambda r: ((r.started_at or 0) + (r.wall_s or 0), r.row, r.seed))

@@ -74,6 +74,7 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
     row_name, seed = key
     if is_duplicate(queue, trial):
         queue.set_attr(trial, "reason", ledger.DUPLICATE_REASON)
+        queue.set_attr(trial, ledger.CLOSED_AS, "duplicate")
         queue.study.tell(trial.number, state=TrialState.PRUNED)
         return "duplicate"
     record = ledger.read_record(plan.out, row_name, seed)
@@ -82,6 +83,7 @@ def run_one(plan: Plan, queue: Queue, trial) -> str:
         return record.state
     if record is None and not wanted(plan, queue, key):
         queue.set_attr(trial, "reason", ledger.UNWANTED_REASON)
+        queue.set_attr(trial, ledger.CLOSED_AS, "unwanted")
         queue.study.tell(trial.number, state=TrialState.PRUNED)
         return "unwanted"
     row = plan.study.row(row_name)

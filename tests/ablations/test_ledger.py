@@ -132,6 +132,29 @@ def test_one_rule_says_which_trial_speaks_for_a_key(trials, speaks):
     assert ledger.resolve(trials)[("A1", 0)].number == speaks
 
 
+@pytest.mark.parametrize(
+    ("attrs", "closed"),
+    [
+        ({"closed_as": "duplicate", "reason": "any words at all"}, "duplicate"),  # the field, whatever the words say
+        ({"closed_as": "unwanted", "reason": "reworded"}, "unwanted"),
+        ({"closed_as": "retried", "reason": "reworded"}, "retried"),
+        ({"reason": "duplicate of an earlier trial of the same row"}, "duplicate"),  # a storage from before the field
+        ({"reason": ledger.UNWANTED_REASON}, "unwanted"),
+        ({"retried": True, "reason": "worker died (no heartbeat): retried"}, "retried"),
+        ({"reason": "diverged at step 300"}, None),  # a failure of its own
+        ({}, None),
+    ],
+)
+def test_a_closing_by_design_is_a_field_and_old_storages_read_as_before(attrs, closed):
+    """Code branches on `closed_as`, never on the reason's words; a storage written before the field resolves as it
+    did (its retried flag, its reasons)."""
+    t = trial(1, "PRUNED" if closed in ("duplicate", "unwanted") else "FAIL", **attrs)
+    assert ledger.closed_as(t) == closed
+    assert ledger.superseded(t) is (closed is not None)
+    assert ledger.closed_unrun(t) is (closed == "unwanted")
+    assert ledger.resolve([trial(0, "FAIL"), t])[("A1", 0)].number == (0 if closed else 1)
+
+
 def test_tuning_trials_have_no_key():
     assert ledger.resolve([FakeTrial(0, "COMPLETE", {"host": "x"})]) == {}
     assert ledger.trial_state(trial(0, "WAITING")) == "pending"

@@ -1,7 +1,15 @@
 """The trial queue on a storage, and the liveness that re-runs a dead worker's trial.
 
-Rows are enqueued as WAITING trials; a worker claims one through the storage's atomic WAITING -> RUNNING
-transition; a dead worker's trial is failed and re-enqueued. Optuna's public API has no claim that does not also
+A trial moves through one state machine, enforced here and nowhere else:
+
+    queued (WAITING) --claim--> claimed and running (RUNNING) --tell--> told (COMPLETE, FAIL or PRUNED)
+                                                               --retry--> FAIL, closed_as 'retried', queued again
+
+Rows are enqueued as WAITING trials (`enqueue`); a worker claims one through the storage's atomic WAITING -> RUNNING
+transition (`claim`, `claim_trial`: the storage arbitrates between workers, so no two run it); the worker that runs it
+tells Optuna how it ended (`complete`, or the trial's `tell` for a failure or a closing by design, with its
+`ledger.ClosedAs`), only after its record is written. A dead worker's trial (`recover_dead`) and one its worker
+stopped are failed as 'retried' and queued again (`retry`); a told trial never moves again (Optuna refuses it). Optuna's public API has no claim that does not also
 create a new trial when none waits (`Study.ask`), so the claim uses the storage's public `set_trial_state_values`,
 on trial ids looked up by public storage calls (`Queue.trial_id`): no private attribute of Optuna is read anywhere.
 A trial's values are named objectives, dev BLEU (maximize) and dev PPL (minimize); the dev BLEU of every validation
@@ -175,7 +183,7 @@ class Queue:
         return self.storage.get_trial(trial_id)
 
     def retry(self, trial: Any, reason: str = ledger.RETRIED_REASON) -> bool:
-        """Fail a RUNNING trial as superseded (`reason`, 'retried') and, for a sweep trial, queue it again; its
+        """Fail a RUNNING trial as superseded (closed as 'retried', with `reason` in words) and, for a sweep trial, queue it again; its
         retry resumes from the trial's checkpoint. For a dead worker's trial (`recover_dead`) and for one its worker
         stopped (Ctrl-C, preemption, a full disk). False if another worker finished or failed it first."""
         from optuna.trial import TrialState
@@ -183,7 +191,8 @@ class Queue:
         trial_id = self.trial_id(trial)
         try:
             self.storage.set_trial_user_attr(trial_id, "reason", reason)
-            self.storage.set_trial_user_attr(trial_id, "retried", True)
+            self.storage.set_trial_user_attr(trial_id, ledger.CLOSED_AS, "retried")
+            self.storage.set_trial_user_attr(trial_id, "retried", True)  # what an older ablate reads
             if not self.storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
                 return False
         except Exception:  # another worker finished or failed it first
