@@ -15,6 +15,8 @@ import time
 import uuid
 from pathlib import Path
 
+from ablate.data.atomic import write_atomic
+
 MANIFEST = "manifest.json"
 _STALE_TMP_S = 24 * 3600
 
@@ -52,17 +54,6 @@ def file_digest(path: Path, memo_dir: Path) -> str:
 
 def _tmp_name(path: Path) -> Path:
     return path.with_name(f"{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write bytes to `path` so that a reader sees either nothing or the whole file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_name(path)
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 class AtomicDir:

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 from ablate.data import sources, tokenizer
+from ablate.data.atomic import write_atomic
 from ablate.data.batching import length_order, padding_overhead, plan_batches, plan_buckets
-from ablate.data.cache import MANIFEST, AtomicDir, cache_root, content_digest, make_key, read_manifest, write_atomic
+from ablate.data.cache import MANIFEST, AtomicDir, cache_root, content_digest, make_key, read_manifest
 from ablate.data.config import DataConfig
 from ablate.data.errors import AblateError, ConfigError
 from ablate.data.export import Exported, check_new, read_exported, write_export

@@ -1,5 +1,5 @@
 """Reports: finished results read into tables, verdicts, plots and pages. `load(OUT)` opens a study from Python."""
 
-from ablate.reports.api import Study, load
+from ablate.reports.api import LoadedStudy, load
 
-__all__ = ["Study", "load"]
+__all__ = ["LoadedStudy", "load"]

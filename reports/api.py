@@ -36,16 +36,16 @@ OPTUNA_COLUMNS = ("number", "datetime_start", "datetime_complete", "duration")
 """What `to_pandas` takes from Optuna's `trials_dataframe()`, as 'optuna.<name>' columns."""
 
 
-def load(out: str | Path, *, storage: str | None = None, use_optuna: bool = True) -> Study:
+def load(out: str | Path, *, storage: str | None = None, use_optuna: bool = True) -> LoadedStudy:
     """The study in the results directory `out` (the OUT of `ablate sweep`), finished or still running.
 
     `storage` overrides $ABLATE_STORAGE and study.json's Optuna storage, which tells pending from running trials;
     with `use_optuna=False`, or when it cannot be opened, states come from the records alone."""
-    return Study(load_results(out, use_optuna=use_optuna, storage=storage), storage=storage, use_optuna=use_optuna)
+    return LoadedStudy(load_results(out, use_optuna=use_optuna, storage=storage), storage=storage, use_optuna=use_optuna)
 
 
 @dataclass
-class Study:
+class LoadedStudy:
     """One study's results, read once: `trials`, `to_pandas`, `curves`, `table`, `verdicts`, `markdown`."""
 
     results: StudyResults
@@ -220,4 +220,4 @@ def _pandas():
     return pd
 
 
-__all__ = ["Study", "load"]
+__all__ = ["LoadedStudy", "load"]

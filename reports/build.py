@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ablate.ablations.results import Layout, StudyResults, load_results, write_json_atomic, write_text_atomic
+from ablate.ablations.results import Layout, StudyResults, load_results
 from ablate.ablations.statistics import N_SAMPLES
+from ablate.data.atomic import write_json_atomic, write_text_atomic
 from ablate.reports.cells import check_columns
 from ablate.reports.claims import load_claims
 from ablate.reports.sequential import report_table

@@ -26,8 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations.results import read_study_json, write_text_atomic
+from ablate.ablations.results import read_study_json
 from ablate.ablations.tracking import run_group
+from ablate.data.atomic import write_text_atomic
 from ablate.data.errors import AblateError
 from ablate.reports.plots import Plot
 from ablate.reports.table import ReportTable

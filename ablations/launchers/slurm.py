@@ -332,7 +332,7 @@ def _submit_array(ex, job: SweepJob, count: int):
 
 
 def _remember(folder: Path, ids: list[str], count: int) -> None:
-    from ablate.ablations.results.ledger import write_json_atomic
+    from ablate.data.atomic import write_json_atomic
 
     path = folder / JOBS_FILE
     known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"submissions": []}

@@ -53,10 +53,7 @@ from ablate.ablations.results.ledger import (  # noqa: F401 - the public face
     trial_state,
     unpack,
     unpack_shared,
-    write_atomic,
-    write_json_atomic,
     write_record,
-    write_text_atomic,
 )
 from ablate.ablations.results.load import (  # noqa: F401 - the public face
     NOT_DESIGN,
@@ -173,8 +170,5 @@ __all__ = [
     "trial_state",
     "unpack",
     "unpack_shared",
-    "write_atomic",
-    "write_json_atomic",
     "write_record",
-    "write_text_atomic",
 ]

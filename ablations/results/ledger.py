@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import base64
 import gzip
-import json
-import os
-import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
 from ablate.ablations.results.record import SEPARATOR, Layout, Record
+from ablate.data.atomic import write_atomic, write_json_atomic
 
 State = Literal["complete", "failed", "pruned", "pending", "running"]
 
@@ -75,57 +73,6 @@ def recorded_rows(out: Path) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- writing, reading
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON so that readers see the old file or the new one, never half of one."""
-    write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=False, default=str))
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _umask()
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write text so that readers see the old file or the new one, never half of one."""
-    data = text.encode("utf-8")
-    write_atomic(path, lambda fh: fh.write(data))
-
-
-def write_atomic(path: Path, write: Callable[[BinaryIO], Any]) -> None:
-    """Call `write` on a temp file in the target's directory, fsync it and rename it over `path`: a crash or a full
-    disk mid-write leaves the old file whole (and no temp file behind). Checkpoints use it too (torch.save as
-    `write`), which is why it takes a writer rather than bytes: a checkpoint is not copied in memory first."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes it private; the file gets what open() would have given
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        cause = _os_error(err)
-        if cause is not None and cause.filename is None:  # name the file: "No space left" alone says too little
-            raise OSError(cause.errno, cause.strerror, str(path)) from err
-        raise
-
-
-def _os_error(err: BaseException | None) -> OSError | None:
-    """The OSError in an exception's chain (torch.save reports a failed write as a RuntimeError on top of one)."""
-    for _ in range(8):
-        if err is None or isinstance(err, OSError):
-            return err
-        err = err.__cause__ or err.__context__
-    return None
-
-
 def write_record(out: Path, record: Record) -> Record:
     """Write a trial's record to OUT/records/<key>.json; returns it with its path."""
     path = Layout(out).record(record.row, record.seed)
@@ -317,9 +264,6 @@ __all__ = [
     "write_record",
     "read_record",
     "read_records",
-    "write_json_atomic",
-    "write_text_atomic",
-    "write_atomic",
     "pack",
     "unpack",
     "pack_shared",

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 from ablate.ablations.results.record import Record
 from ablate.ablations.statistics.significance import SystemScores
-from ablate.data.cache import cache_root, file_digest, make_key, write_atomic
+from ablate.data.atomic import write_atomic
+from ablate.data.cache import cache_root, file_digest, make_key
 from ablate.lightning_modules.metrics import NLL_CAP, bleu_metric, chrf_metric, chrf_signature, perplexity
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from ablate.ablations.results.ledger import write_atomic
 from ablate.ablations.results.record import Layout, read_study_json
+from ablate.data.atomic import write_atomic
 from ablate.data.errors import AblateError
 
 JOURNAL = "optuna.journal"

@@ -16,6 +16,7 @@ from ablate.ablations.results.record import Layout
 from ablate.ablations.results.storage.queue import Queue
 from ablate.ablations.statistics.sequential import STATES, Decision
 from ablate.ablations.sweep.plan import Plan
+from ablate.data.atomic import write_json_atomic
 
 LIVE_STATES = ("WAITING", "RUNNING", "COMPLETE")
 
@@ -105,7 +106,7 @@ def current_keys(plan: Plan, trials) -> list[tuple[str, int]]:
 def sync_records(plan: Plan, queue: Queue) -> int:
     """Write every finished trial's record that is missing from OUT (run by a worker on another machine) from the
     copy in the storage, and study.json. Returns how many records were written."""
-    ledger.write_json_atomic(Layout(plan.out).study_file, plan.describe())
+    write_json_atomic(Layout(plan.out).study_file, plan.describe())
     ledger.unpack_shared(queue.shared_files(), plan.out)
     packed = (ledger.stored_copy(t) for t in queue.trials() if ledger.trial_key(t) is not None)
     return sum(ledger.unpack(record, plan.out) for record in packed if record)

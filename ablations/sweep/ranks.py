@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablate.ablations.results import ledger
 from ablate.ablations.results.record import Layout
 from ablate.ablations.runtime import environment
+from ablate.data.atomic import write_json_atomic, write_text_atomic
 
 if TYPE_CHECKING:
     from ablate.ablations.sweep.plan import Plan
@@ -54,13 +54,13 @@ class TrialSpec:
 
         id_file = trial_dir / "wandb_id"
         if not id_file.exists():
-            ledger.write_text_atomic(id_file, uuid.uuid4().hex[:12])
+            write_text_atomic(id_file, uuid.uuid4().hex[:12])
         wandb_id = id_file.read_text(encoding="utf-8").strip()
         here = environment.here()
         job = here.job_run if here.ranks_share_job else None
         spec = cls(run.to_dict(), str(trial_dir), name, group, wandb_id, socket.gethostname(), os.getpid(), job,
                    time.time())  # fmt: skip
-        ledger.write_json_atomic(trial_dir / cls.FILE, dataclasses.asdict(spec))
+        write_json_atomic(trial_dir / cls.FILE, dataclasses.asdict(spec))
         return spec
 
     @classmethod

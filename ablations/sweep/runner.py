@@ -25,6 +25,7 @@ from ablate.ablations.sweep import corpora
 from ablate.ablations.sweep.plan import Plan
 from ablate.ablations.sweep.queueing import enqueue, look, sync_records
 from ablate.ablations.sweep.trial import close_recorded
+from ablate.data.atomic import write_text_atomic
 from ablate.data.errors import AblateError
 
 
@@ -83,7 +84,7 @@ def prepare_data(plan: Plan) -> Queue:
     corpora.remember(plan, queue)
     refs = Layout(plan.out).references("valid")
     if not refs.exists():
-        ledger.write_text_atomic(refs, "\n".join(next(iter(prepared.values())).references("valid")) + "\n")
+        write_text_atomic(refs, "\n".join(next(iter(prepared.values())).references("valid")) + "\n")
     return queue
 
 

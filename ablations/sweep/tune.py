@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations.results.ledger import write_json_atomic
 from ablate.ablations.results.storage.opening import OBJECTIVES, named_study, open_storage, study_metrics
 from ablate.ablations.results.storage.queue import Queue, recover_dead
 from ablate.ablations.study.definition import SearchDim, Study
 from ablate.ablations.study.presets import get_preset
+from ablate.data.atomic import write_json_atomic
 from ablate.data.errors import AblateError
 
 

@@ -13,13 +13,13 @@ import signal
 import time
 
 from ablate.ablations.launchers import mps
-from ablate.ablations.results import ledger
 from ablate.ablations.results.storage.queue import Queue, recover_dead
 from ablate.ablations.runtime import environment, interrupt
 from ablate.ablations.sweep import corpora, ranks
 from ablate.ablations.sweep.plan import Plan
 from ablate.ablations.sweep.queueing import look_and_enqueue
 from ablate.ablations.sweep.trial import run_one
+from ablate.data.atomic import write_text_atomic
 
 
 def work(plan: Plan, *, poll_s: float = 2.0, max_trials: int | None = None, on_trial_end=None) -> dict[str, int]:
@@ -82,7 +82,7 @@ def work_here(plan: Plan) -> int:
         work(plan)
     finally:
         if here.ranks_share_job:  # the followers stop when this appears
-            ledger.write_text_atomic(ranks.done_file(plan.out), str(time.time()))
+            write_text_atomic(ranks.done_file(plan.out), str(time.time()))
     return 0
 
 

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-from ablate.ablations.results.ledger import write_atomic
 from ablate.ablations.statistics.verdicts import budget_label
 from ablate.ablations.study.config import RunConfig
 from ablate.ablations.training import checkpoints
 from ablate.ablations.training.recorder import Recorder
 from ablate.ablations.training.result import TrainResult
 from ablate.ablations.training.trainer import build_module, decode_test, finished_result, fit, make_trainer
+from ablate.data.atomic import write_atomic
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.config import budget_steps, fork_step
 from lightning_fabric.utilities.rank_zero import rank_zero_only

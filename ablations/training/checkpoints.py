@@ -27,8 +27,8 @@ import ablate.lightning_modules.module  # noqa: F401 - registers the config clas
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from ablate.ablations.results.ledger import write_atomic
 from ablate.ablations.runtime import interrupt
+from ablate.data.atomic import write_atomic
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.trainer.states import TrainerFn

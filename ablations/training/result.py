@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ablate.ablations.results.ledger import write_json_atomic, write_text_atomic
 from ablate.ablations.results.record import Budget, Layout, Record, key_of
+from ablate.data.atomic import write_json_atomic, write_text_atomic
 
 RESULT_FILE = "result.json"
 

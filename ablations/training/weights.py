@@ -18,7 +18,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from ablate.ablations.results.ledger import write_atomic
+from ablate.data.atomic import write_atomic
 from ablate.data.errors import AblateError
 from ablate.data.tokenizer import Tokenizer
 from ablate.lightning_modules.config import ModelConfig, TrainConfig

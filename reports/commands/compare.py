@@ -174,7 +174,7 @@ def _no_plot(args) -> None:
 
 def _write(what, writer, out: Path | None, name: str, title: str, ctx=None) -> int:
     """Print `what` in `writer`'s format, or write it to `out` (a file, or a directory: `name` + the suffix there)."""
-    from ablate.ablations.results import write_text_atomic
+    from ablate.data.atomic import write_text_atomic
     from ablate.reports.writers import Context
 
     if out is None:
@@ -257,7 +257,8 @@ def _common_parent(dirs: list[Path]) -> Path:
 
 def _compare_runs(args, notice: str | None = None) -> int:
     """Two runs as text: printed, or written to --out (a file, or a directory: '<A>-vs-<B>.txt' there)."""
-    from ablate.ablations.results import resolve_out_dir, write_text_atomic
+    from ablate.ablations.results import resolve_out_dir
+    from ablate.data.atomic import write_text_atomic
     from ablate.reports.compare import compare_runs
     from ablate.reports.lookup import resolve_run
     from ablate.reports.plots import plot_comparison

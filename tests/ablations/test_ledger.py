@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 from ablate.ablations.results import ledger
 from ablate.ablations.results.record import Budget, Layout, Record, key_of
+from ablate.data.atomic import write_text_atomic
 
 
 @dataclass
@@ -57,14 +58,14 @@ def test_the_copy_in_optuna_rebuilds_a_missing_record_and_its_files(tmp_path):
         "test_references": ("refs/test.txt", "three\n"),
     }
     for path, text in files.values():
-        ledger.write_text_atomic(here / path, text)
+        write_text_atomic(here / path, text)
     paths = {k: here / p for k, (p, _) in files.items()}
     record = Record(row="A1", group="A", seed=0, curves={"train": list(range(1000))}, **paths)
     packed, shared = ledger.pack(record, here), ledger.pack_shared(record, here)
     assert len(packed["curves"]["train"]) <= 201 and packed["curves"]["train"][-1] == 999
     assert set(packed["files_gz"]) == {"hypotheses", "test_hypotheses"}  # the references travel once per study
     assert set(shared) == {"refs/valid.txt", "refs/test.txt"}
-    ledger.write_text_atomic(there / "refs" / "valid.txt", "kept\n")  # written by this machine's own trials
+    write_text_atomic(there / "refs" / "valid.txt", "kept\n")  # written by this machine's own trials
     ledger.unpack_shared(shared, there)
     assert ledger.unpack(packed, there) is True
     assert {k: (there / p).read_text() for k, (p, _) in files.items()} == {
@@ -87,15 +88,15 @@ def test_the_copy_in_optuna_carries_each_budgets_files_too(tmp_path):
     }
     texts = {"hypotheses": "halb\n", "sentence_nll": "1.5\t3\n", "test_hypotheses": "test\n"}
     for key, text in texts.items():
-        ledger.write_text_atomic(here / budget[key], text)
-    ledger.write_text_atomic(here / "hyps" / "A1__seed0.txt", "ganz\n")
+        write_text_atomic(here / budget[key], text)
+    write_text_atomic(here / "hyps" / "A1__seed0.txt", "ganz\n")
     layout = Layout(here)
     typed = Budget(**{k: layout.resolve(v) if k in texts else v for k, v in budget.items()})
     record = Record(row="A1", group="A", seed=0, hypotheses=here / "hyps" / "A1__seed0.txt", budgets=(typed,))
 
     packed = ledger.pack(record, here)
     assert set(packed["budgets"][0]["files_gz"]) == set(texts)
-    ledger.write_text_atomic(there / budget["test_hypotheses"], "kept\n")
+    write_text_atomic(there / budget["test_hypotheses"], "kept\n")
     assert ledger.unpack(packed, there) is True
 
     assert {key: (there / budget[key]).read_text() for key in texts} == {**texts, "test_hypotheses": "kept\n"}

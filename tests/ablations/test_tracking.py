@@ -9,9 +9,9 @@ import runpy
 from pathlib import Path
 
 import pytest
-from ablate.ablations.results.ledger import write_json_atomic
 from ablate.ablations.study.config import TrackingConfig, build_run_config
 from ablate.ablations.tracking import run_group, run_name, wandb_mode
+from ablate.data.atomic import write_json_atomic
 
 
 @pytest.mark.parametrize(
