@@ -1,6 +1,6 @@
 #!/bin/bash
 # From-scratch single-node Slurm 22.05 cluster (+ optional slurmdbd/MariaDB so that `sacct` works) on Debian bookworm, as root.
-# For the `slurm` tests (tests/ablations/test_slurm.py); .ci/run calls it. Copied from the team's measured recipe
+# For the `slurm` tests (tests/ablations/launchers/test_slurm.py); .ci/run calls it. Copied from the team's measured recipe
 # (shared/recipes/slurm-single-node.sh): preemption sends USR2 before the kill, requeue takes seconds, not minutes.
 # Idempotent: a cluster that already answers `sinfo` is left as it is.
 set -euo pipefail

@@ -15,8 +15,8 @@ import yaml
 from ablate.ablations.study.definition import load_study
 from ablate.ablations.sweep.tune import pick_best, search_space
 
-REPO = Path(__file__).resolve().parents[2]
-STUDY = Path(__file__).resolve().parent / "studies" / "tune_rows.yaml"
+REPO = Path(__file__).resolve().parents[3]
+STUDY = Path(__file__).resolve().parents[1] / "studies" / "tune_rows.yaml"
 
 
 def dims(study: str, preset: str) -> dict[str, tuple[float, float]]:

@@ -13,7 +13,7 @@ from ablate.ablations.study.presets import PRESETS
 from ablate.ablations.sweep.plan import Plan
 from ablate.ablations.sweep.progress import CPU_SIZE_ALPHA, Work, cost_line
 
-STUDIES = Path(__file__).resolve().parent / "studies"
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
 
 
 def plan(tmp_path, preset: str = "smoke") -> Plan:

@@ -64,7 +64,7 @@ def load_browser():
     test without a system Chromium."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "reports" / "browser.py"
+    path = Path(__file__).resolve().parents[2] / "reports" / "browser.py"
     spec = importlib.util.spec_from_file_location("browser_for_dashboard", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ablate.ablations.cli import main
 
-ARCHIVE = Path(__file__).resolve().parents[2] / "benchmarks" / "runs" / "table3-tiny-gettext.tar.xz"
+ARCHIVE = Path(__file__).resolve().parents[3] / "benchmarks" / "runs" / "table3-tiny-gettext.tar.xz"
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, STUDIES
+REPO = Path(__file__).resolve().parents[3]
+STUDIES = REPO / "tests" / "ablations" / "studies"
 
-HELPER = Path(__file__).resolve().parent / "sequential_judge.py"
+HELPER = Path(__file__).resolve().parents[1] / "sequential_judge.py"
 STUDY = STUDIES / "sweep_sequential.yaml"
 NAME = "sweep-seq-smoke"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ablate.ablations.cli import main as ablate
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "reports"))
 import reports_fixtures  # noqa: E402  (a sibling folder's helpers: --import-mode=importlib)
 
 ROWS = reports_fixtures.TABLE3_ROWS[:3]  # base, A1, A3

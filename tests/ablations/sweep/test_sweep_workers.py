@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 KILL_STUDY, KILL_NAME, LONG_STEPS = "sweep_kill.yaml", "sweep-kill-smoke", 60
 SPLIT_STUDY, SPLIT_NAME = "sweep_split.yaml", "sweep-split-smoke"

@@ -15,7 +15,7 @@ import pytest
 from ablate.ablations.results.evidence import decide
 from ablate.ablations.statistics.sequential import Sequential
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _failed(reason: str = "RuntimeError: planted") -> NS:

@@ -238,6 +238,6 @@ def sweeps_cli(sweeps, *args: str, env: dict[str, str] | None = None):
 
     return subprocess.run(
         [sys.executable, "-m", "ablate.ablations.cli", *args],
-        cwd=Path(__file__).resolve().parents[2], env={**sweeps.env, **(env or {})}, capture_output=True, text=True,
+        cwd=Path(__file__).resolve().parents[3], env={**sweeps.env, **(env or {})}, capture_output=True, text=True,
         timeout=300, check=False,
     )  # fmt: skip

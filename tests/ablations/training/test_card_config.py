@@ -15,7 +15,7 @@ import pytest
 import torch
 from ablate.ablations.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CARD_ARGS = ("--data.buckets", "8", "--train.fused_loss", "true")
 """What the paper preset (the card's) turns on besides the `auto`s: fixed batch shapes and the fused loss."""
 QUICK = ("--train.max_steps", "12", "--train.val_every", "6", "--train.budgets", "[]", "--train.test_eval", "false")

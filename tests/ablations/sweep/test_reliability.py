@@ -59,7 +59,7 @@ def test_a_full_disk_mid_save_stops_the_sweep_in_one_line_and_the_rerun_finishes
 
     full = subprocess.run(
         sweeps.command(STUDY, out, "--train.max_steps", "40", "--seeds", "2"),
-        cwd=Path(__file__).resolve().parents[2], env=sweeps.env, capture_output=True, text=True, timeout=300,
+        cwd=Path(__file__).resolve().parents[3], env=sweeps.env, capture_output=True, text=True, timeout=300,
         preexec_fn=_limit_file_size,
     )  # fmt: skip
 
@@ -149,7 +149,7 @@ def _step(path: Path) -> int:
 def _train(sweeps, out: Path, *args: str, **popen) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "ablate.ablations.cli", "train", "--study", str(sweeps.study(STUDY)), "--row", "long",
            "--preset", "smoke", "--out", str(out), "--train.keep_checkpoints", "last", *args]  # fmt: skip
-    return subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], env=sweeps.env, text=True,
+    return subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[3], env=sweeps.env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)  # fmt: skip
 
 
@@ -284,7 +284,7 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path):
         "    time.sleep(30)\n"
         "print('not stopped', flush=True)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[3], capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert done.returncode == 130, done.stderr
     assert done.stdout == "first handled\n"

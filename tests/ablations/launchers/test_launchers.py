@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from ablate.ablations import cli, launchers
 
-STUDIES = Path(__file__).resolve().parent / "studies"
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,7 @@ from ablate.data.errors import AblateError, ConfigError
 from ablate.lightning_modules.module import label_smoothed_nll
 from ablate.lightning_modules.transformer import Transformer
 
-PAPER_CSV = Path(__file__).parent / "paper_table3.csv"  # an independent transcription of the paper's Table 3
+PAPER_CSV = Path(__file__).parents[1] / "paper_table3.csv"  # an independent transcription of the paper's Table 3
 TABLE3 = load_study("table3")
 ROWS = [r.name for r in TABLE3.rows]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ablate.ablations import cli
 
-LANDED = Path(__file__).resolve().parents[1] / "reports" / "data" / "landed-smoke"
+LANDED = Path(__file__).resolve().parents[2] / "reports" / "data" / "landed-smoke"
 
 
 @pytest.mark.parametrize("under", [False, True], ids=["is-a-file", "under-a-file"])

@@ -57,7 +57,7 @@ def _train(sweeps, out: Path, steps: int, *args: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "ablate.ablations.cli", "train", "--study", str(sweeps.study(STUDY)), "--row", "long",
            "--preset", "smoke", "--out", str(out), "--train.max_steps", str(steps), "--train.cooldown_frac", "0.2",
            "--train.val_every", "8", *args]  # fmt: skip
-    return subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], env=sweeps.env, text=True,
+    return subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[3], env=sweeps.env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 

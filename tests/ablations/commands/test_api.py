@@ -15,7 +15,7 @@ from ablate.ablations.results.record import Layout, Record
 from ablate.ablations.study.definition import load_study
 from ablate.reports import load
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LANDED = REPO / "tests" / "reports" / "data" / "landed-smoke"
 """Four trials (base and B1, seeds 0 and 1) of `ablate sweep table3 --preset smoke`, as written by the version before
 the typed record (commit 6affaf8), with their hypotheses and references."""
