@@ -130,8 +130,15 @@ def bleu_vs_params_figure(table: ReportTable):
         y=[bleu[r.name].mean for r in rows],
         ax=ax,
         arrowprops={"arrowstyle": "-", "color": "#888", "lw": 0.5},
+        # A number of iterations, not adjustText's default of one second: the labels must not depend on how busy the
+        # machine is, or the same study draws two plots (and two HTML pages).
+        iter_lim=ITER_LIM,
     )
     return fig
+
+
+ITER_LIM = 1000
+"""adjustText's iterations for the BLEU-vs-parameters labels: it stops earlier once no label overlaps."""
 
 
 def _curve(points: list[dict], key: str) -> tuple[list[float], list[float]]:

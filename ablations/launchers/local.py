@@ -16,11 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-from ablate.ablations.launchers import Launch, mps
+from ablate.ablations.launchers import Launch
 from ablate.ablations.results import ledger
 from ablate.ablations.results.record import Layout
 from ablate.ablations.results.storage.queue import Queue, recover_dead
-from ablate.ablations.runtime import environment, interrupt
+from ablate.ablations.runtime import environment, interrupt, mps
 from ablate.ablations.runtime.urls import ENV_VAR, redact
 from ablate.ablations.study.config import HardwareConfig
 from ablate.ablations.study.definition import coverage_summary

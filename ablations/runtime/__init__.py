@@ -1,6 +1,6 @@
 """What every process of ablate shares, whatever its job: where it runs (`environment`: its job, rank and
 cores, in ablate's own variables), how it stops (`interrupt`: Ctrl-C, signals, a full disk, said in one line), how it
-writes a file whole (`atomic`), and which storage it connects to without ever showing a password (`urls`)."""
+shares a GPU among its workers (`mps`), and which storage it connects to without ever showing a password (`urls`)."""
 
 from __future__ import annotations
 

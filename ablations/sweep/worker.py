@@ -12,9 +12,8 @@ from __future__ import annotations
 import signal
 import time
 
-from ablate.ablations.launchers import mps
 from ablate.ablations.results.storage.queue import Queue, recover_dead
-from ablate.ablations.runtime import environment, interrupt
+from ablate.ablations.runtime import environment, interrupt, mps
 from ablate.ablations.sweep import corpora, ranks
 from ablate.ablations.sweep.plan import Plan
 from ablate.ablations.sweep.queueing import look_and_enqueue

@@ -8,7 +8,7 @@
 source "$(dirname "$0")/common.sh"
 
 step "gpu-marked tests"
-timeout "$(left 120)" python3 -m pytest -q -rs -m gpu tests/lightning_modules tests/ablations/launchers/test_mps.py \
+timeout "$(left 120)" python3 -m pytest -q -rs -m gpu tests/lightning_modules tests/ablations/runtime/test_mps.py \
     2>&1 | tee "$WORK/tests-gpu.txt" | tail -5
 pack
 

@@ -1,4 +1,4 @@
-"""CUDA MPS for local workers that share a card (`launchers/mps.py`): started only when workers outnumber the cards,
+"""CUDA MPS for local workers that share a card (`ablations/runtime/mps.py`): started only when workers outnumber the cards,
 the workers pointed at it, stopped when they are done (also when the sweep stops on an error), or one line saying why
 not. The lifecycle runs against a stand-in control program (a shell script that keeps a log of its calls and of the
 environment it got); the real daemon is tested on a GPU."""
@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ablate.ablations.launchers import mps
+from ablate.ablations.runtime import mps
 
 
 def stand_in(tmp_path: Path, fail_start: bool = False) -> tuple[Path, Path]:
@@ -151,7 +151,7 @@ def test_a_coordinator_killed_outright_leaves_no_daemon(tmp_path):
     program, log = stand_in(tmp_path)
     code = (
         "import sys, time\n"
-        "from ablate.ablations.launchers import mps\n"
+        "from ablate.ablations.runtime import mps\n"
         f"with mps.for_workers(4, ['0'], {str(program)!r}, ['true']) as env:\n"
         "    print(env['CUDA_MPS_PIPE_DIRECTORY'], flush=True)\n"
         "    time.sleep(600)\n"
