@@ -37,6 +37,20 @@ FACES = {
     "ablate.ablations.tracking": "the W&B run of a training (a loose module: the report logs beside it)",
 }
 """The only modules of ablations/ that reports/ may import: each subpackage's `__init__`, its public face."""
+PACKAGE_ORDER = (
+    "runtime",
+    "statistics",
+    "study",
+    "results",
+    "tracking",
+    "training",
+    "sweep",
+    "launchers",
+    "cli",
+    "commands",
+)
+"""ablations/ by job, in the one direction its imports go: a package (or loose module) imports only those before it.
+The CLI entry reaches every command by name (`REGISTRIES`), which is a lookup, not an import."""
 REGISTRIES = {
     "ablations/cli.py": "the CLI entry: every command by module name (`COMMANDS`), the top, where any layer is reached",
     "ablations/launchers/__init__.py": "plug-ins: every module of the launchers package, by package path",
@@ -151,6 +165,21 @@ def beyond_the_faces(imports: list[Import]) -> list[str]:
     ]
 
 
+def against_the_package_order(imports: list[Import]) -> list[str]:
+    """Every import inside ablations/ from one package (or loose module) to one after it in `PACKAGE_ORDER`."""
+    rank = {name: i for i, name in enumerate(PACKAGE_ORDER)}
+    bad = []
+    for imp in imports:
+        if imp.by_name or not (
+            imp.source.startswith("ablate.ablations.") and imp.target.startswith("ablate.ablations.")
+        ):
+            continue
+        src, dst = imp.source.split(".")[2], imp.target.split(".")[2]
+        if src in rank and dst in rank and rank[dst] > rank[src]:
+            bad.append(f"{imp.where}: {imp.source} imports {imp.target} ({src} comes before {dst})")
+    return bad
+
+
 def circles(imports: list[Import]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
     graph: dict[str, set[str]] = {}
@@ -260,6 +289,19 @@ def test_a_planted_import_beyond_a_face_fails_the_check():
     assert beyond_the_faces([inside, face]) == [
         "reports/table.py:1: ablate.reports.table imports ablate.ablations.results.ledger, inside a package: "
         "import its face"
+    ]
+
+
+def test_ablations_packages_import_in_one_direction(imports):
+    packages = {p.name for p in (REPO / "ablations").iterdir() if (p / "__init__.py").is_file()}
+    loose = {p.stem for p in (REPO / "ablations").glob("*.py") if p.name != "__init__.py"}
+    assert packages | loose == set(PACKAGE_ORDER), "every package and loose module of ablations/ has its place"
+    bad = against_the_package_order(imports)
+    assert not bad, "imports against the order of ablations' packages:\n" + "\n".join(bad)
+    planted = Import("ablate.ablations.statistics.verdicts", "ablate.ablations.results.record", "x.py:1", True)
+    assert against_the_package_order([planted]) == [
+        "x.py:1: ablate.ablations.statistics.verdicts imports ablate.ablations.results.record "
+        "(statistics comes before results)"
     ]
 
 
