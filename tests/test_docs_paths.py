@@ -19,7 +19,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("ablations", "lightning_modules", "data", "reports", "benchmarks")
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-PATH = re.compile(r"(?<![\w/.-])((?:ablations|lightning_modules|data|reports|benchmarks|tests|scripts|docs)/[\w./-]*\w)")
+FOLDERS = "ablations|lightning_modules|data|reports|benchmarks|tests|scripts|docs"
+PATH = re.compile(rf"(?<![\w/.-])((?:{FOLDERS})/[\w./-]*\w)")
 DOTTED = re.compile(r"(?<![\w/.-])(?:ablate\.)?((?:ablations|lightning_modules|reports|benchmarks)(?:\.\w+)+)")
 SECTION = re.compile(r"(docs/[\w/-]+\.md),? (?:section )?\"([^\"]+)\"")
 SKIP_PATH_PARTS = ("*", "<", "{", "NAME", "...")
@@ -86,7 +87,7 @@ def problems(text: str, where: str) -> list[str]:
     for match in SECTION.finditer(text):
         doc, title = REPO / match.group(1), match.group(2)
         if doc.is_file() and not any(title.lower() in h.lower() or h.lower() in title.lower() for h in headings(doc)):
-            found.append(f"{where}: {match.group(1)} has no section \"{title}\"")
+            found.append(f'{where}: {match.group(1)} has no section "{title}"')
     return found
 
 

@@ -327,11 +327,13 @@ def test_the_checks_catch_what_they_are_for():
         Import("ablate.ablations.training.trainer", "torch", "ablations/training/trainer.py:1", True),
     ]
     assert upward_imports([up]) == [
-        "data/batching.py:1: ablate.data.batching imports ablate.ablations.results.record (data may not import ablations)"
+        "data/batching.py:1: ablate.data.batching imports ablate.ablations.results.record "
+        "(data may not import ablations)"
     ]
     assert circles(loop) == [["ablate.reports.a", "ablate.reports.b"]]
     assert training_code_in_reports(training) == [
-        "ablations/training/trainer.py:1: ablate.reports.x -> ablate.ablations.training.trainer imports torch when loaded"
+        "ablations/training/trainer.py:1: ablate.reports.x -> ablate.ablations.training.trainer "
+        "imports torch when loaded"
     ]
 
 

@@ -1,6 +1,6 @@
-"""A sequential sweep whose looks the test chooses: `python sequential_judge.py STUDY OUT [sweep options]` runs
-`ablate sweep` in this process with one worker, the real queue, storage and training, and `judge` below in place
-of the statistics (`ablations.statistics.sequential.decide`, which smoke-sized rows could not move). The looks follow the real
+"""A sequential sweep whose looks the test chooses: `python sequential_judge.py STUDY OUT [sweep options]` runs `ablate
+sweep` in this process with one worker, the real queue, storage and training, and `judge` below in place of the
+statistics (`ablations.results.evidence.decide`, which smoke-sized rows could not move). The looks follow the real
 policy; a row is open until it has OPEN_UNTIL[row] finished seeds, then decided.
 
 SEQ_OPEN_UNTIL=ROW:N,...: OPEN_UNTIL for this run instead.

@@ -1,8 +1,8 @@
-"""A study's corpus is part of its identity (`ablations.sweep.corpora`): a study started on one corpus refuses a trial on
-another, in the sweep, in a worker on another machine and in the report; its gettext text is pinned in OUT/corpus
+"""A study's corpus is part of its identity (`ablations.sweep.corpora`): a study started on one corpus refuses a trial
+on another, in the sweep, in a worker on another machine and in the report; its gettext text is pinned in OUT/corpus
 and a resumed study reads that copy, not the machine's catalogues; a missing or changed pinned file is one line.
 
-Real sweeps (tests/ablations/study/builtin/sweep_corpus.yaml, two tiny rows) on real catalogues compiled with msgfmt: two
+Real sweeps (tests/ablations/studies/sweep_corpus.yaml, two tiny rows) on real catalogues compiled with msgfmt: two
 locale roots, read through `--data.corpus gettext:xx:ROOT`, stand for two machines' installed packages.
 """
 

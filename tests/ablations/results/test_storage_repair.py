@@ -1,9 +1,8 @@
 """A torn Optuna journal (a worker killed mid-append) is repaired when a sweep opens it, never by a read.
 
 The journals are written by real Optuna studies and opened through `ablations.results.storage`; the end-to-end tests run
-a real sweep (tests/ablations/study/builtin/sweep_rows.yaml) and then `ablate status` and `ablate sweep` on a copy of its
-output directory whose journal was cut.
-"""
+a real sweep (tests/ablations/studies/sweep_rows.yaml) and then `ablate status` and `ablate sweep` on a copy of its
+output directory whose journal was cut."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""CUDA MPS for local workers that share a card (`ablations/runtime/mps.py`): started only when workers outnumber the cards,
-the workers pointed at it, stopped when they are done (also when the sweep stops on an error), or one line saying why
-not. The lifecycle runs against a stand-in control program (a shell script that keeps a log of its calls and of the
+"""CUDA MPS for local workers that share a card (`ablations/runtime/mps.py`): started only when workers outnumber the
+cards, the workers pointed at it, stopped when they are done (also when the sweep stops on an error), or one line saying
+why not. The lifecycle runs against a stand-in control program (a shell script that keeps a log of its calls and of the
 environment it got); the real daemon is tested on a GPU."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The sequential policy (`ablations.statistics.sequential.policy`): seeds only for open rows, the control's sqrt(k) share, and
-nothing queued twice when asked again."""
+"""The sequential policy (`ablations.statistics.sequential.policy`): seeds only for open rows, the control's sqrt(k)
+share, and nothing queued twice when asked again."""
 
 from __future__ import annotations
 

@@ -72,8 +72,8 @@ def test_the_statistics_import_nothing_of_the_project_but_themselves():
 
     code = (
         "import sys; import ablate.ablations.statistics; "
-        "print(sorted(m for m in sys.modules if m.startswith('ablate.') and not m.startswith('ablate.ablations.statistics')"
-        " and m != 'ablate.ablations'))"
+        "print(sorted(m for m in sys.modules if m.startswith('ablate.')"
+        " and not m.startswith('ablate.ablations.statistics') and m != 'ablate.ablations'))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", out

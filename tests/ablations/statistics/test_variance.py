@@ -1,5 +1,5 @@
-"""The seed variances behind every interval (`ablations.statistics.variance`): moderated, robust to an outlying row, and checked
-by simulation for the coverage and error rate the verdicts rely on."""
+"""The seed variances behind every interval (`ablations.statistics.variance`): moderated, robust to an outlying row, and
+checked by simulation for the coverage and error rate the verdicts rely on."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 ABLATE_STORAGE, else study.json's), study.json's redacted URL is never used to connect, and no message, note or
 report file shows the password.
 
-The results directory is a real sweep of tests/ablations/study/builtin/sweep_rows.yaml on a journal; the PostgreSQL test
+The results directory is a real sweep of tests/ablations/studies/sweep_rows.yaml on a journal; the PostgreSQL test
 copies its study into the server that ABLATE_TEST_POSTGRES_URL names (.ci/run starts one).
 """
 

@@ -173,8 +173,9 @@ def test_two_workers_reading_one_storage_take_the_same_decisions(tmp_path, desig
                         seed_rates={("E1", s): 0.30 + 0.02 * s for s in range(3)},
                         plan={("E1", 2): "failed"})  # fmt: skip
     code = (
-        "import json,sys; from ablate.ablations.results.evidence import decide; from ablate.ablations.results.load import "
-        "read_finished; from ablate.ablations.statistics.sequential import Sequential; "
+        "import json,sys; from ablate.ablations.results.evidence import decide; "
+        "from ablate.ablations.results.load import read_finished; "
+        "from ablate.ablations.statistics.sequential import Sequential; "
         f"d = decide(Sequential(2, 4, '{design}'), read_finished(sys.argv[1]), ['base', 'C1', 'E1'], "
         "{'base': ['C1', 'E1']}, n_samples=100); print(json.dumps([d.seeds, d.states, d.looks, d.finished]))"
     )

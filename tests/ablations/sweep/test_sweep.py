@@ -3,7 +3,7 @@ offline W&B run; a diverging row is recorded as failed and the sweep goes on; a 
 is refused before anything runs.
 
 The sweeps are real processes (Optuna journal storage, W&B offline, SentencePiece, Lightning on the CPU) on
-tests/ablations/study/builtin/sweep_rows.yaml: rows ok1, nan (loss NaN at step 1) and ok2, in that order.
+tests/ablations/studies/sweep_rows.yaml: rows ok1, nan (loss NaN at step 1) and ok2, in that order.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`ablate tune`: a search space written in the paper's units follows the preset, the objective is the study's
 (BLEU, PPL or both) and a diverged trial is never the one picked. The end-to-end test runs the real command (TPE on
-a journal storage, Lightning on the CPU, W&B offline) on tests/ablations/study/builtin/tune_rows.yaml."""
+a journal storage, Lightning on the CPU, W&B offline) on tests/ablations/studies/tune_rows.yaml."""
 
 from __future__ import annotations
 
