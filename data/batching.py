@@ -8,9 +8,9 @@ With `data.buckets` set, batches take one of a few fixed shapes instead (`plan_b
 length bucket, a batch holds pairs of one bucket padded to that bucket's lengths, so a whole run trains on one
 (batch, source, target) shape a bucket (every batch full; dev and test add a shorter last batch a bucket), the same
 set every epoch and on every machine. A GPU pays for every new shape (cuDNN builds an attention plan, torch.compile
-a graph); greedy cuts give most batches of an epoch their own shape (37 in a tiny run). The trade is padding,
-measured at 8 buckets (`ablate data prepare` prints both): 11.4% against the greedy cut's 10.8% on the tiny preset's
-corpus, 12.0% against 15.2% at the paper preset's budget on the built-in corpus.
+a graph); greedy cuts give most batches of an epoch their own shape. The trade is padding, about as much as the
+greedy cut's at 8 buckets, or less (`ablate data prepare` prints both; measured:
+docs/RESULTS.md, "Figures moved from the code's docstrings: data/batching.py").
 
 Pure numpy (no torch), so `ablate data prepare` can report padding without importing torch. DataLoader accepts any
 iterable of index lists with a length as `batch_sampler`, so the samplers need not subclass torch's Sampler.
@@ -91,8 +91,8 @@ class ShapeBuckets:
         batch is full: a bucket's last batch is topped up with the first pairs of its own shuffled order, which so
         train twice that epoch (different ones each epoch), as torch's DistributedSampler repeats indices to even out
         its shards. Every step then trains on a full token budget (a shorter last batch a bucket cut the tiny
-        preset's pairs a step by 12%) and a run sees one shape a bucket. A bucket smaller than one batch keeps its
-        one batch."""
+        preset's pairs a step: docs/RESULTS.md, "Figures moved from the code's docstrings: data/batching.py") and
+        a run sees one shape a bucket. A bucket smaller than one batch keeps its one batch."""
         out = []
         for bucket, size in enumerate(self.size.tolist()):
             pairs = self.members(bucket)
@@ -126,8 +126,8 @@ def plan_buckets(src_len: np.ndarray, tgt_len: np.ndarray, buckets: int, budget:
     Pairs are ordered by one length, max(source, target x mean source / mean target): the longer side of a pair, in
     source units. The ranges are the contiguous cuts of that order with the fewest padded positions, found exactly by
     dynamic programming over its distinct values (a few hundred; milliseconds). A range pads every pair to the range's
-    longest source and longest target. Other keys measured at 8 buckets at the paper preset's budget on the built-in
-    corpus: the target length alone 23.5%, source + target 19.6%, the plain max 14.6%, this 12.0%.
+    longest source and longest target. This key pads least of the keys tried (the target length alone, source +
+    target, the plain max: docs/RESULTS.md, "Figures moved from the code's docstrings: data/batching.py").
 
     Why not a library: tensor2tensor's `bucket_by_sequence_length` and torchtext's bucket iterators take fixed,
     hand-set boundaries on one length and pad both sides to it; fairseq's batches are greedy like ours (no fixed

@@ -160,6 +160,7 @@ class TranslationDataModule(pl.LightningDataModule):
             num_workers=self.cfg.num_workers,
             persistent_workers=self.cfg.num_workers > 0,
             # Its own generator: a DataLoader otherwise draws its workers' base seed from the global RNG at every
-            # iteration (each validation), which would shift dropout after an exact resume (see ablations.training.checkpoints).
+            # iteration (each validation), which would shift dropout after an exact resume (see
+            # ablations.training.checkpoints).
             generator=torch.Generator().manual_seed(self.cfg.seed),
         )

@@ -229,18 +229,20 @@ class TrainConfig:
     with their signatures): the record's test_* metrics. The paper reports test BLEU (Table 2, newstest2014);
     Table 3 itself is on dev."""
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = "auto"
-    """'auto': bf16 mixed precision on a GPU that supports it, fp32 on CPU (bf16 is about 3x slower on CPUs
-    without AMX). What a card takes, and the lease that measured it: `lightning_modules/card.py`."""
+    """'auto': bf16 mixed precision on a GPU that supports it, fp32 on CPU (bf16 is slower on CPUs without AMX:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/config.py").
+    What a card takes, and the lease that measured it: `lightning_modules/card.py`."""
     compile: bool = False
     """Compile the training forward with torch.compile, once for every batch shape (dynamic shapes; graphs cached on
     disk for the next trial). Worth it on a GPU: fused element-wise work. On a CPU the hand-written kernels are faster
-    (tiny base: 106 ms eager, 188 ms compiled a step) and compiling costs about 40 s a model cold."""
+    than compiled code, and a cold compile adds its own cost
+    (docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/config.py")."""
     compile_scope: Literal["model", "layers"] = "layers"
     """What train.compile compiles: 'layers', each encoder and decoder layer in place, the N identical layers sharing
     one graph (PyTorch's regional compilation); 'model', the whole training forward as one graph, which also fuses
-    across layers. A cold compile by layers costs a layer's, not the model's: the paper base's first compiled step
-    took 29.6 s on an H200 (then 65 ms a step, eager 93), while the whole model had not left AOTAutograd's first
-    trace after 113 s there, nor reached its first step in 190 s on earlier leases; on a CPU core 23 s against 76 s.
+    across layers. A cold compile by layers costs a layer's, not the model's: by layers the paper base reached its
+    first compiled step where the whole model's compile did not finish on a card, and took far longer on a CPU core
+    (docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/config.py").
     Evaluation and decoding stay eager either way."""
     decoding: Literal["auto", "dynamic", "static"] = "auto"
     """How beam search runs (the same hypotheses either way, tested): 'dynamic' (`decoding.beam_search`: finished
@@ -258,8 +260,8 @@ class TrainConfig:
     """Let PyTorch's attention dispatch pick cuDNN's fused attention on a GPU (its default on Hopper cards). Off: the
     flash and memory-efficient kernels, which need no per-shape plan. cuDNN builds a plan for every new shape, and a
     run sees many: batch shapes, the dev set's eval batches, and beam search's keys, one length longer each step.
-    Measured on an H200, tiny base, 400 steps and one validation: 104 s with cuDNN's attention (79 ms a step), 40 s
-    without (28 ms), the same dev perplexity within bf16 noise (25.89, 25.82). Only on CUDA; CPUs have no cuDNN."""
+    Off, a tiny run on a card was faster, at the same dev perplexity within bf16 noise. Only on CUDA; CPUs have no
+    cuDNN. Timed: docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/config.py"."""
     fused_loss: bool = False
     """Compute the pre-softmax projection and the label-smoothed loss together, chunk by chunk of target tokens, so the
     (tokens x vocabulary) logits never exist whole (`kernels.FusedLinearLabelSmoothedNLL`): the same loss within
@@ -390,7 +392,7 @@ Precision = Literal["32-true", "bf16-mixed", "16-mixed"]
 
 def resolve_precision(choice: Literal["auto"] | Precision, *, cuda_bf16: bool) -> Precision:
     """train.precision (or `ablate bench --precision`) resolved: 'auto' is bf16 autocast on a bf16-capable CUDA
-    device (or under ABLATE_CARD, `card`) and fp32 elsewhere (bf16 is about 3x slower on CPUs without AMX); anything
-    else as given. The one rule for training and the benchmark alike; the caller says whether it runs on a
-    bf16-capable GPU."""
+    device (or under ABLATE_CARD, `card`) and fp32 elsewhere (bf16 is slower on CPUs without AMX: see
+    `TrainConfig.precision`); anything else as given. The one rule for training and the benchmark alike; the caller
+    says whether it runs on a bf16-capable GPU."""
     return cast(Precision, card.resolve("train.precision", choice, cuda_bf16))

@@ -111,7 +111,8 @@ def _gather_copy(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
 MATMUL_ATTENTION_MAX_SCORES = 96 * 96
 """On CPU, attention with at most this many scores per head (query length x key length) runs as batched matmuls
 (`MatmulAttention`) instead of SDPA. PyTorch's CPU flash kernel pays a fixed cost per (batch, head, query block)
-that dominates short sequences; the two meet near 100 tokens, beyond which the flash kernel's memory traffic wins."""
+that dominates short sequences; the two meet near this length, beyond which the flash kernel's memory traffic wins
+(docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py")."""
 
 
 def cpu_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
@@ -136,8 +137,8 @@ def cpu_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: 
 
 def _bmm(a: Tensor, b: Tensor) -> Tensor:
     """a @ b for (n, r, m) @ (n, m, c). When c < r it returns (b^T a^T)^T: MKL's batched GEMM is slow for narrow
-    outputs, e.g. attention weights (536, 30, 30) times values (536, 30, 8) take 292 us directly and 120 us
-    transposed (2 threads). The result may be a transposed view."""
+    outputs, such as attention weights times values with small heads. The result may be a transposed view. Timed:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py"."""
     if b.size(-1) < a.size(-2):
         return torch.bmm(b.transpose(1, 2), a.transpose(1, 2)).transpose(1, 2)
     return torch.bmm(a, b)
@@ -148,8 +149,9 @@ class MatmulAttention(torch.autograd.Function):
 
     Why not autograd over matmul/softmax/matmul: its backward computes dQ = dS K and dV = P^T dO as GEMMs with
     d_k-wide outputs, the slow shape for MKL when heads are small (`_bmm`). Here every product takes the faster
-    orientation. Forward + backward of a tiny-preset self-attention layer (h=8, d_k=8, 17 tokens, projections
-    included): SDPA 10.3 ms, autograd over matmuls 7.8 ms, this 5.8 ms; at d_k=64 it matches SDPA.
+    orientation: at the tiny preset's head width a self-attention layer's forward and backward are faster than
+    through SDPA or autograd over matmuls, and at the paper's head width it matches SDPA (timed:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py").
     """
 
     @staticmethod
@@ -194,11 +196,11 @@ def cpu_dropout(x: Tensor, p: float) -> Tensor:
     """Training-mode dropout: each element kept with probability 1 - p and scaled by 1 / (1 - p), as nn.Dropout.
 
     It draws 4 masks per 64-bit random integer instead of one uniform float per element: PyTorch's CPU generator
-    is sequential and F.dropout's `bernoulli_` spends 5.8 ns per element on this machine (forward + backward of a
-    (124, 17, 64) dropout: 0.92 ms through F.dropout, 0.57 ms with `torch.rand`, 0.31 ms here; the tiny preset runs
-    17 of them per training step). Each int64 from `random_()` holds 63 random bits; viewed as four int16 and masked
-    to 15 bits, they are four independent uniform draws from [0, 32768), and an element is kept when its draw is
-    >= round(p * 32768).
+    is sequential and F.dropout's `bernoulli_` costs a draw per element, which dominates a small model's dropout
+    (timed against F.dropout and `torch.rand`:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py").
+    Each int64 from `random_()` holds 63 random bits; viewed as four int16 and masked to 15 bits, they are four
+    independent uniform draws from [0, 32768), and an element is kept when its draw is >= round(p * 32768).
     """
     if p == 0.0:
         return x
@@ -226,7 +228,8 @@ class CpuDropout(nn.Module):
 
 
 def _gather_into(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
-    """index_select written straight into the new cache buffer: one copy instead of two (measured on CPU only)."""
+    """index_select written straight into the new cache buffer: one copy instead of two (timed on CPU only:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/transformer.py")."""
     torch.index_select(prefix, 0, rows, out=out)
 
 
@@ -240,8 +243,7 @@ def compile_for_training(
     """`train.compile`: the model compiled once for every batch shape (`torch.compile(dynamic=True)`).
 
     Dynamic shapes, not a graph per shape: a run sees up to data.buckets shapes (dozens with greedy batches), each
-    static graph is a full compile (the tiny model's took 37 s cold on one CPU core; the paper base's first compiled
-    step outlasted 190 s on an H100), and a tiny trial would spend more on compiling than on training. One symbolic
+    static graph is a full compile, and a tiny trial would spend more on compiling than on training. One symbolic
     graph compiles once (a batch of a single pair may add a second: dynamo specialises sizes 0 and 1) and the batch
     shapes change nothing after. Inductor writes its own fused
     dropout and attention, so a compiled model takes the reference kernels (`lightning_modules.config.for_compile`):
@@ -251,20 +253,22 @@ def compile_for_training(
 
     `scope` (train.compile_scope): 'model' compiles the whole call as one graph; 'layers' compiles, in place, each
     layer of every nn.ModuleList of the module the call belongs to (PyTorch's "regional compilation"): the N identical
-    layers share one compiled graph, so a cold compile costs a layer's, not the model's (paper base, 6+6 layers, on
-    this project's CPU: first step 76 s whole, 23 s by layers, warm steps the same; on an H200 29.6 s by layers, and
-    the whole model still in AOTAutograd's first trace after 113 s), while embeddings, masks and the
-    final norm stay eager. Compiled in place, the layers are compiled for every caller: run evaluation and decoding
-    under `eager()`. `cuda_graphs` (train.cuda_graphs, scope 'model'): torch.compile's 'reduce-overhead' mode, which
-    records the compiled forward and backward as CUDA graphs, one per batch shape, and replays them (on a CUDA
-    device; elsewhere the same compiled code without graphs). Returns what to call.
+    layers share one compiled graph, so a cold compile costs a layer's, not the model's, and warm steps are the same,
+    while embeddings, masks and the final norm stay eager. Compiled in place, the layers are compiled for every
+    caller: run evaluation and decoding under `eager()`. `cuda_graphs` (train.cuda_graphs, scope 'model'):
+    torch.compile's 'reduce-overhead' mode, which records the compiled forward and backward as CUDA graphs, one per
+    batch shape, and replays them (on a CUDA device; elsewhere the same compiled code without graphs). Returns what to
+    call.
 
     Floats are specialised (`torch._dynamo.config.specialize_float`, process-wide: a trial process compiles one
     model). Under dynamic=True dynamo otherwise traces every float attribute of a module (dropout's p, the embedding
     scale sqrt(d_model), nn.Embedding's norm_type) as a symbolic float, AOTAutograd's pass that turns them into tensors
     gives up on some, and the whole trace starts again with them specialised: the paper base's first compiled step
-    paid for two traces, each of twice the operations (aot_eager on a CPU core: 56 s with the restart, 14 s
-    without; `tests/lightning_modules/test_fill_the_card.py` holds the count). They are constants of the config."""
+    paid for two traces instead of one (`tests/lightning_modules/test_fill_the_card.py` holds the count). They are
+    constants of the config.
+
+    The compile times behind these choices, on a CPU core and on cards:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py"."""
     torch._dynamo.config.specialize_float = True
     if scope == "layers":
         owner = getattr(model, "__self__", model)  # `features` is a bound method of the model
@@ -296,8 +300,8 @@ class LabelSmoothedNLL(torch.autograd.Function):
     anyway) and per-row log-sum-exp and mean; backward writes the gradient in one pass,
     d loss_i / d z_ik = (g_i + h_i) softmax_ik - eps g_i / V - [k = y_i] ((1 - eps) g_i + h_i), for upstream
     gradients g (loss) and h (nll). Rows are processed in chunks, so float32 temporaries stay bounded for bf16
-    logits. N=2000, V=37000 on CPU: memory above the logits 855 MB -> 355 MB (fp32) and 855 -> 233 MB (bf16);
-    forward + backward 397 -> 343 ms.
+    logits. Less memory above the logits and a faster step than autograd's, in fp32 and bf16 (measured at the
+    paper's vocabulary: docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py").
     """
 
     CHUNK = 1 << 24

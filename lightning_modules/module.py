@@ -61,10 +61,10 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, eps: float, pad_id: int) 
     the unsmoothed NLL too; both come from one pass over the vocabulary.
 
     Why the custom `LabelSmoothedNLL` and not F.cross_entropy: at the paper's vocabulary (V = 37000) the loss is the
-    largest activation of the step. Measured on CPU, fp32, 2000 target tokens, peak memory above the logits through
-    forward + backward (the gradient included): F.cross_entropy for loss and NLL 1141 MB, LabelSmoothedNLL 361 MB;
-    in bf16 the saving is larger (chunked float32 temporaries). A paper batch (25000 target tokens) is 12 times that:
-    about 9 GB saved, which decides whether the base model fits a GPU. So the custom loss stays, on every device.
+    largest activation of the step, and `LabelSmoothedNLL` needs a fraction of F.cross_entropy's peak memory above
+    the logits (in bf16 the saving is larger: chunked float32 temporaries). At a paper batch that saving decides
+    whether the base model fits a GPU, so the custom loss stays, on every device. Measured:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/module.py".
     """
     return LabelSmoothedNLL.apply(logits, target, eps, pad_id)
 
@@ -257,7 +257,8 @@ class TranslationModule(pl.LightningModule):
         annealed linearly to zero over the last train.cooldown_frac of max_steps (0, the paper's: never)."""
         cfg = self.train_config
         # The fused kernel exists for CPU and CUDA: one pass over all parameters instead of a Python loop of small
-        # ops (tiny preset on CPU: 0.74 ms per step against 3.8 ms for the default implementation).
+        # ops, far faster at the tiny preset on CPU:
+        # docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/module.py".
         fused = all(p.device.type in ("cpu", "cuda") for p in self.parameters())
         opt = torch.optim.Adam(self.parameters(), lr=1.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=fused or None)
         d_model = self.model_config.d_model

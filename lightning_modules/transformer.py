@@ -36,8 +36,9 @@ class SelfAttentionCache:
     They live in buffers with room to grow, (B, h_kv, capacity, d), and attention reads the filled prefix as a view:
     appending a position writes one slot instead of concatenating (copying) the whole prefix. Beam search reorders
     the rows at every step; `select` writes them straight into a new buffer with one free slot, so the next append
-    copies nothing else. Per step and tensor (128 rows, h=8, 45 positions, d=8): index_select + cat 80 us before,
-    index_select into the new buffer 50 us. `gather_rows` is the kernels' way of writing the selected rows.
+    copies nothing else, which is faster than index_select and cat (timed:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/transformer.py").
+    `gather_rows` is the kernels' way of writing the selected rows.
     h_kv is model.n_kv_heads (grouped-query attention caches only the shared heads); keys are cached after their
     rotary positions are applied (RoPE), so a cached key never moves.
     """
@@ -341,9 +342,9 @@ class Transformer(nn.Module):
         """(B, S) ids -> (B, 1, 1, S) True where a key may be attended; None when nothing is padded (fast path)."""
         keep = src != self.cfg.pad_id
         if torch.compiler.is_compiling() or card.takes("padding mask", src.is_cuda):
-            # No data-dependent branch in a compiled graph (it broke the graph in three, on an H200 and here), nor a
-            # host read on a card that takes that path: an all-True mask gives the same attention, by a kernel that
-            # takes a mask.
+            # No data-dependent branch in a compiled graph (it broke the graph), nor a host read on a card that takes
+            # that path: an all-True mask gives the same attention, by a kernel that takes a mask. Where and how it
+            # broke: docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/transformer.py".
             return keep[:, None, None, :]
         return None if bool(keep.all()) else keep[:, None, None, :]
 
@@ -409,7 +410,8 @@ class Transformer(nn.Module):
 
     @classmethod
     def count(cls, cfg: ModelConfig) -> int:
-        """`num_parameters` of the model `cfg` makes, built on the meta device (no memory, no initialisation; still
-        about a second for the first, which imports torch._dynamo for the meta kernels)."""
+        """`num_parameters` of the model `cfg` makes, built on the meta device (no memory, no initialisation; the
+        first still imports torch._dynamo for the meta kernels, which takes a while:
+        docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/transformer.py")."""
         with torch.device("meta"):
             return cls(cfg).num_parameters()

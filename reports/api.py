@@ -41,7 +41,9 @@ def load(out: str | Path, *, storage: str | None = None, use_optuna: bool = True
 
     `storage` overrides $ABLATE_STORAGE and study.json's Optuna storage, which tells pending from running trials;
     with `use_optuna=False`, or when it cannot be opened, states come from the records alone."""
-    return LoadedStudy(load_results(out, use_optuna=use_optuna, storage=storage), storage=storage, use_optuna=use_optuna)
+    return LoadedStudy(
+        load_results(out, use_optuna=use_optuna, storage=storage), storage=storage, use_optuna=use_optuna
+    )
 
 
 @dataclass

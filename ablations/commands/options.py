@@ -37,9 +37,10 @@ def command_parser(
 ):
     """A parser with --config and --print_config, plus the overrides of the named config sections.
 
-    `documented`: the sections' options carry their fields' docstrings as help (read from the source, about 0.2 s,
-    so only for a parser that prints its help). `aliases`: other spellings of options, read as the ones they name
-    before parsing ('--workers' -> '--sweep.workers', '--retry_failed' -> '--sweep.retry_failed=true'; `respell`)."""
+    `documented`: the sections' options carry their fields' docstrings as help, read from the source, which is slow
+    (docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/commands/options.py"): only for a parser
+    that prints its help. `aliases`: other spellings of options, read as the ones they name before parsing
+    ('--workers' -> '--sweep.workers', '--retry_failed' -> '--sweep.retry_failed=true'; `respell`)."""
     import argparse
 
     # ActionConfigFile is jsonargparse's documented name; its __init__ imports it without listing it in __all__,

@@ -1,7 +1,8 @@
 """How `ablate sweep` runs its workers: one launcher per module of this package.
 
 Every worker is the same process, `ablate sweep ... --worker` (`runner.worker_argv`), whichever launcher started
-it: it claims trials from the storage until none are left (`ablations.sweep.worker`). So a launcher decides only where the
+it: it claims trials from the storage until none are left (`ablations.sweep.worker`). So a launcher decides only where
+the
 workers run and how the command follows them: `local` starts worker processes on this machine and shows the live
 table; `slurm` submits a SLURM job array through submitit and returns (or follows the study with --wait).
 

@@ -106,8 +106,9 @@ study (`pack_shared`), not in every trial's copy."""
 def pack(record: Record, out: Path, *, files: bool = True) -> dict[str, Any]:
     """The record as stored in Optuna: its JSON form (`Record.to_json`), train curve thinned to at most 200 points,
     its own files (dev and test hypotheses, per-sentence NLL, and each budget's) gzip+base64 inline, in `files_gz`
-    beside the keys naming them. `files` False: none inline (an archive carries them as files; inline,
-    table3-tiny's journal was 31 MB, without 0.3 MB)."""
+    beside the keys naming them. `files` False: none inline (an archive carries them as files, and a journal without
+    them is a small fraction of one with them:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/ledger.py")."""
     packed = record.to_json(Layout(out))
     curves = dict(packed.get("curves") or {})
     train = curves.get("train") or []

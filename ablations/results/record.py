@@ -1,7 +1,8 @@
 """The one typed result of a trial (`Record`) and the one map of a sweep's output folder (`Layout`).
 
 A trial's result is built in one place, `ablations.training.result.scored` (from what the trainer returned), written
-and read by the ledger (`ablations.results.ledger`) as `records/<row>__seed<seed>.json`, copied into Optuna from that file's
+and read by the ledger (`ablations.results.ledger`) as `records/<row>__seed<seed>.json`, copied into Optuna from that
+file's
 form, and read back as this type by status, the reports and the Python API (`reports.api.load`). Records written by
 older versions of ablate read the same way: every field they lack has its default.
 
@@ -48,7 +49,8 @@ class Layout:
     OUT/records/<key>.json              one per finished trial (complete, failed or pruned), written atomically
     OUT/hyps/<key>[.b<steps>].txt       dev hypotheses (and .nll.tsv per-sentence NLL, .test.txt test ones)
     OUT/refs/valid.txt, refs/test.txt   the references every trial shares
-    OUT/corpus/                         the study's pinned text, where it depends on the machine (`ablations.sweep.corpora`)
+    OUT/corpus/                         the study's pinned text, where it depends on the machine
+    (`ablations.sweep.corpora`)
     OUT/trials/<key>/                   a trial's working folder: checkpoints, result.json, W&B, its budgets
     OUT/logs/, OUT/slurm/               worker logs, a scheduler's job folders
     OUT/report/                         `ablate report`'s default output

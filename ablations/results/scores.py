@@ -1,10 +1,12 @@
 """Dev metrics of a finished trial, at the corpus and the sentence level: BLEU and chrF through sacreBLEU (each
-with its signature), perplexity from the per-sentence NLL the trial wrote. The statistical tests (`ablations.statistics.significance`)
+with its signature), perplexity from the per-sentence NLL the trial wrote. The statistical tests
+(`ablations.statistics.significance`)
 resample these per-sentence statistics.
 
 The statistics of a hypotheses file are kept on disk ($ABLATE_CACHE/scores, by the contents of the hypotheses and
 references, the metric, its signature and sacreBLEU's version), so a report or comparison run again reads them
-instead of scoring every system's 8000 sentences again: about 0.6 s a system and metric, minutes for two studies."""
+instead of scoring every system's dev sentences again, which takes minutes for a study (timed:
+docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py")."""
 
 from __future__ import annotations
 
@@ -44,8 +46,8 @@ def _read(path: Path | None) -> list[str] | None:
 @functools.cache
 def _scorer(kind: str, signature: str | None, ref_path: Path, stamp: float):
     """sacreBLEU's metric with `ref_path`'s references preprocessed once. A study's systems share their references:
-    preprocessing them again for each (sacreBLEU's default when they are passed in) was 44% of a claims comparison
-    of two studies' 170 systems."""
+    preprocessing them again for each (sacreBLEU's default when they are passed in) was a large share of a claims
+    comparison's time (docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py")."""
     refs = _read(ref_path)
     return bleu_metric(signature, refs) if kind == "bleu" else chrf_metric(refs)
 
@@ -70,11 +72,12 @@ def _corpus_stats(kind: str, signature: str | None, hyp_path: Path, ref_path: Pa
     return stats, (lambda sums: metric._compute_score_from_stats(sums.tolist()).score), score, many
 
 
-# sacreBLEU scores one vector of sums per Python call; the bootstrap asks it for 1000 replicates of every system
-# (700 systems in a report of the modern study: 19 s of its 31). The two functions below are its
-# `BLEU.compute_bleu` and `CHRF._compute_f_score` over an (n, k) array, step for step in the same order, and a test
-# holds them to sacreBLEU's own on real and edge-case statistics (tests/ablations/test_scores_many.py). A metric
-# configured some way they do not follow gives None: the bootstrap then calls sacreBLEU row by row.
+# sacreBLEU scores one vector of sums per Python call; the bootstrap asks it for 1000 replicates of every system,
+# most of a report's time (docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py").
+# The two functions below are its `BLEU.compute_bleu` and `CHRF._compute_f_score` over an (n, k) array, step for
+# step in the same order, and a test holds them to sacreBLEU's own on real and edge-case statistics
+# (tests/ablations/results/test_scores_many.py). A metric configured some way they do not follow gives None: the
+# bootstrap then calls sacreBLEU row by row.
 _NO_LOG = -9999999999.0
 """sacreBLEU's `my_log(0)`."""
 
@@ -160,8 +163,8 @@ _SEGMENTS: dict[tuple, dict[tuple[int, str], tuple]] = {}
 def segment_statistics(kind: str, signature: str | None, ref_path: Path, hyps: list[str], lo: int = 0,
                        hi: int | None = None) -> np.ndarray:  # fmt: skip
     """sacreBLEU's per-sentence statistics of `hyps[lo:hi]` against the references, each (sentence, hypothesis)
-    scored once in this process: a study's systems share most of their sentences (table3-tiny's 146 dev systems:
-    27% of their 1.17M sentences are distinct), so a first report scores about a quarter of them.
+    scored once in this process: a study's systems share most of their sentences, so a first report scores only the
+    distinct ones (docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py").
 
     The loop of sacreBLEU's `Metric._extract_corpus_statistics` (preprocess the segment, then
     `_compute_segment_statistics` against the cached reference), one segment at a time so that a segment seen before
@@ -206,8 +209,9 @@ def _load(path: Path) -> np.ndarray | None:
 
 
 def _save(path: Path, stats: np.ndarray) -> None:
-    """Counts as int32 (sacreBLEU's statistics are integers), compressed (30-90 KB for 8000 sentences),
-    atomically; a cache that cannot be written (read-only home, full disk) only costs the next run the time."""
+    """Counts as int32 (sacreBLEU's statistics are integers), compressed and atomically; a cache that cannot be
+    written (read-only home, full disk) only costs the next run the time. Sizes:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py"."""
     counts = stats.astype(np.int32)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, stats=counts if np.array_equal(counts, stats) else stats)
@@ -262,8 +266,9 @@ def _ppl_system(value: float, path: Path | None, stamp: float | None) -> SystemS
 
 def score_ahead(records: Iterable[Record], say: Callable[[str], None] | None = None, after_s: float = 5.0) -> None:
     """Score every record's dev translations (BLEU and chrF, per sentence) before a table needs them, saying how far
-    it is every few seconds once it has taken `after_s`: a study not reported before scores 8000 sentences a system
-    and metric (about 0.6 s each, minutes for a study), one reported before reads them from the disk in a second."""
+    it is every few seconds once it has taken `after_s`: a study not reported before scores every dev sentence of a
+    system and metric (minutes for a study), one reported before reads them from the disk (timed:
+    docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py")."""
     todo = [(r, m) for r in records if r.hypotheses is not None for m in ("bleu", "chrf")]
     start = last = time.monotonic()
     if _score_in_processes(todo, say):  # the uncached ones on every core, each into the cache
@@ -284,10 +289,10 @@ def score_ahead(records: Iterable[Record], say: Callable[[str], None] | None = N
 
 def _score_in_processes(todo: list[tuple[Record, str]], say: Callable[[str], None] | None = None) -> bool:
     """Score the systems whose statistics are not cached yet in worker processes, writing them to the cache.
-    sacreBLEU is pure Python (one core scores a system and metric in about 0.6 s, a study's 300 in minutes), and most
-    sentences recur across a study's systems (`segment_statistics`): each process takes one share of the sentences
-    of every system, so that a sentence it has seen is not scored again. False (nothing done) when there are fewer
-    than 4 systems to score or only one core."""
+    sacreBLEU is pure Python (a study's systems take one core minutes: `score_ahead`), and most sentences recur
+    across a study's systems (`segment_statistics`): each process takes one share of the sentences of every system,
+    so that a sentence it has seen is not scored again. False (nothing done) when there are fewer than 4 systems to
+    score or only one core."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -334,7 +339,9 @@ def _nll_stats(path: Path, mtime: float) -> np.ndarray | None:
     lines = _read(path)
     if not lines:
         return None
-    fields = "\t".join(lines).split("\t")  # numpy parses the numbers in C: 20x faster than float() a field
+    # numpy parses the numbers in C, far faster than float() a field:
+    # docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py"
+    fields = "\t".join(lines).split("\t")
     stats = np.array(fields, dtype=np.float64).reshape(len(lines), -1) if len(fields) == 2 * len(lines) else None
     if stats is None:  # a malformed line: numpy's reshape would hide which
         stats = np.array([[float(x) for x in line.split("\t")] for line in lines], dtype=np.float64)

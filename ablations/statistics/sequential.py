@@ -232,7 +232,8 @@ class RowLook:
 
 def at_level(test: RowTest, level: float) -> RowTest:
     """The test read at `level` instead of ALPHA: its interval at 1 - level, its Holm p scaled so that p < ALPHA
-    exactly when the original is below `level` (so `ablations.statistics.verdicts.comparison_verdict` judges it at `level`)."""
+    exactly when the original is below `level` (so `ablations.statistics.verdicts.comparison_verdict` judges it at
+    `level`)."""
     from scipy import stats
 
     if test.effect is None or not test.se > 0:

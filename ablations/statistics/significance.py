@@ -7,7 +7,8 @@ For a row R and a reference row B (the base), with seeds s and a metric M scored
     SE^2   = s~_R^2 / n_R + s~_B^2 / n_B    seed noise: training randomness, each row's spread over seeds
            + Var_boot(effect)               sentence noise: a paired bootstrap over the dev sentences
 
-s~^2 is a row's seed variance moderated toward the study's by empirical Bayes (`ablations.statistics.variance`: Smyth, 2004,
+s~^2 is a row's seed variance moderated toward the study's by empirical Bayes (`ablations.statistics.variance`: Smyth,
+2004,
 robust as in Phipson et al., 2016): every row follows one recipe, so rows that agree share the pooled variance
 (with two seeds a row alone would give one degree of freedom, a 95% interval of +-12.7 standard errors), while a
 row whose seeds disagree far beyond the others keeps its own wide interval instead of widening everyone's. The
@@ -22,7 +23,8 @@ and Holm-corrected (Holm, 1979) over every row tested
 against the same reference on the same metric. This follows Bouthillier et al. (2021), "Accounting for variance in
 machine learning benchmarks": randomise the seeds and the test sample, and count both.
 
-The same test marks the table (`reports.table.significance_mark`) and judges the claims, so a mark and a verdict never disagree on
+The same test marks the table (`reports.table.significance_mark`) and judges the claims, so a mark and a verdict never
+disagree on
 what is significant. Its power is stated as the minimum detectable effect (`RowTest.mde`): what it finds four times
 in five.
 """
@@ -240,8 +242,8 @@ def compare(
 
 def bootstrap_all(systems: Sequence[SystemScores], weights: np.ndarray) -> dict[int, np.ndarray | None]:
     """`bootstrap_scores` of every system, by id: the sums of all of them from one product with the weights.
-    Each product reads the whole (1000 x sentences) weights, which costs more than the arithmetic (10 ms a system
-    on 8000 sentences, one system or sixty); once for all is one read."""
+    Each product reads the whole (1000 x sentences) weights, which costs more than the arithmetic; once for all is one
+    read (docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/statistics/significance.py")."""
     unique = list({id(s): s for s in systems}.values())
     out: dict[int, np.ndarray | None] = {}
     for system in unique:  # resampled before with these weights (another look or table of the same report)
@@ -249,8 +251,8 @@ def bootstrap_all(systems: Sequence[SystemScores], weights: np.ndarray) -> dict[
             out[id(system)] = seen[1]
     fit = [(s, s.stats, s.scorer) for s in unique if id(s) not in out and s.stats is not None
            and s.scorer is not None and s.stats.shape[0] == weights.shape[1]]  # fmt: skip
-    # Counts (sacreBLEU's statistics) whose every sum stays below 2^24 are summed exactly in float32, at twice the
-    # speed; the rest (perplexity's summed NLL) in float64.
+    # Counts (sacreBLEU's statistics) whose every sum stays below 2^24 are summed exactly in float32, which is faster
+    # (docs/RESULTS.md, same section); the rest (perplexity's summed NLL) in float64.
     limit = 2.0**24 / weights.shape[1]
     exact = {id(s) for s, stats, _ in fit if np.array_equal(stats, np.trunc(stats)) and np.abs(stats).max() < limit}
     counts = [item for item in fit if id(item[0]) in exact]

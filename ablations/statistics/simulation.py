@@ -146,7 +146,8 @@ def _sim_undecided(effect: float, se: float, n: int, at: float, max_seeds: int, 
 def _sim_tests(
     rows: np.ndarray, control: np.ndarray, seeds: Mapping[str, int], k: int
 ) -> list[tuple[float, float, float, float]]:
-    """(effect, SE, df, p) of every row against the control from the seeds run so far, as `ablations.statistics.significance` does."""
+    """(effect, SE, df, p) of every row against the control from the seeds run so far, as
+    `ablations.statistics.significance` does."""
     from scipy import stats
 
     values = [list(rows[i, : seeds[str(i)]]) for i in range(k)] + [list(control[: seeds["c"]])]

@@ -10,8 +10,8 @@ Empirical Bayes sits between the two, in three steps:
    expression", Ann. Appl. Stat. 10; limma's `fitFDistRobustly`). Each row's variance is tested against the pooled
    variance of the other rows (s_g^2 / s_pool^2 ~ F(d_g, sum of the others' d), upper tail, leave one out so a wild
    row cannot hide itself), Holm-corrected over the rows. A row below OUTLIER_ALPHA (1%) is left out of the prior and
-   keeps its own variance on its own degrees of freedom: C4 at the tiny preset (seeds 27.6 and 38.6 BLEU against a
-   pooled SD of 0.9) gets its own wide interval, and the other rows stop paying for it. Taken from Phipson et al.:
+   keeps its own variance on its own degrees of freedom: a row whose two seeds disagree far beyond the others (C4 at
+   the tiny preset did) gets its own wide interval, and the other rows stop paying for it. Taken from Phipson et al.:
    the idea of a per-row prior weight that falls to nothing for an outlier; simplified to that all-or-nothing gate.
 2. **Moderated variances** (Smyth, 2004, "Linear models and empirical Bayes methods for assessing differential
    expression in microarray experiments", SAGMB 3; limma's `fitFDist` and `squeezeVar`), when the other rows'
@@ -22,15 +22,12 @@ Empirical Bayes sits between the two, in three steps:
 3. **Otherwise the pooled variance** (d0 = inf), on the rows' degrees of freedom together (limma's cap: no row's
    variance is known better than from every row).
 
-Why the gates: measured by simulation (`tests/reports/test_variance.py`; 20 rows of two seeds and a base of 9, every
-row alike), limma's moment estimate of d0 from 21 rows of one degree of freedom is finite about half the time when
-the truth is d0 = inf, and its intervals then covered the rows 93.3-94.5% with a family-wise error of 7.3% (400
-replicates). limma is made for thousands of genes, where d0 is well determined; with 21 rows it is not, so the pooled
-variance is kept unless the rows show that they differ. With both gates at 1% (at 5%, the family-wise error was
-4.4-6.5% over two runs): 94.8% coverage and a 4.6% family-wise error with every row alike (4000 replicates); beside a
-row of 10x the variance the others cover 95.6%, and that row itself 65% (57% under pooling): with two seeds it looks
-ordinary most of the time, and no interval narrow enough for the other rows can cover it then (docs/SCIENCE.md,
-section 9).
+Why the gates: limma is made for thousands of genes, where d0 is well determined. From a study's rows of one degree
+of freedom each, its moment estimate of d0 is often finite when the truth is d0 = inf, and its intervals then cover
+less than they claim; so the pooled variance is kept unless the rows show that they differ. An unstable row with two
+seeds still looks ordinary most of the time, and no interval narrow enough for the other rows can cover it then.
+Measured by simulation (`tests/ablations/statistics/test_variance.py`): docs/SCIENCE.md, section 9, and
+docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/statistics/variance.py".
 
 scipy supplies the digamma and trigamma (polygamma) functions and the F, chi2 and Bartlett tests; the rest is the
 papers' formulas.

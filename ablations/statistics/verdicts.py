@@ -2,7 +2,8 @@
 
 A claims file lists claims; each claim is one or more comparisons of a row against a reference row (the base by
 default) on one metric, with the direction the claim expects (`higher`, `lower`), an equivalence margin (`same`) or
-a non-inferiority margin (`no_worse`). `ablations.statistics.significance` tests every row against the base (and each pair a claim
+a non-inferiority margin (`no_worse`). `ablations.statistics.significance` tests every row against the base (and each
+pair a claim
 names); this module reads those tests and turns them into verdicts:
 
 - a difference comparison is *reproduced* when the Holm-corrected p-value is below ALPHA and the difference has the

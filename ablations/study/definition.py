@@ -100,7 +100,8 @@ class Study:
     allocation: Literal["fixed", "sequential"] = "fixed"
     """'fixed': every row trains `seeds`. 'sequential': every row starts at `min_seeds`, and a row gets one more seed
     only while one of its comparisons is open (not yet decided at the spent error rate, and within reach of
-    `max_seeds` by the power model); `ablations.statistics.sequential` has the design and its error control. `ablate sweep`
+    `max_seeds` by the power model); `ablations.statistics.sequential` has the design and its error control. `ablate
+    sweep`
     takes the looks as trials finish; `ablate replay OUT` applies the design to a finished fixed study."""
     recipes: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
     """Named training recipes, each given per preset in that preset's own units, as a preset's own settings are

@@ -137,12 +137,11 @@ PRESETS: dict[str, Preset] = {
             step_scale=0.028,
             model={"max_len": 256},
             # The paper's equation (3) with its factor 1, and an 800-step warmup instead of 4000 (a run of 2800 steps
-            # would never reach 4000). Post-norm needs a long one: 100 steps to the same peak left the base stuck
-            # near a language model (dev PPL 13.7 against 5.3 at step 800), as did twice the peak (PPL 14.8 at 1200),
-            # and so did 2048- and 1024-token batches at the paper's factor (PPL 12-15 at step 1600). 400 steps
-            # trained the base but left three rows on the plateau (C3, the deepest stack; D2 and big, P_drop 0.2 and
-            # 0.3); 800 trains them, and the base still meets its calibration (dev BLEU 50.0 at T/2, 61.2 at T:
-            # 82%). Chosen on whether every row leaves the plateau, never on a row's BLEU (SCIENCE.md, section 8).
+            # would never reach 4000). Post-norm needs a long one: shorter warmups, a higher peak or smaller batches
+            # left the base, or the deepest and most dropped rows, near a language model. 800 trains every row, and
+            # the base still meets its calibration. Chosen on whether every row leaves the plateau, never on a row's
+            # BLEU (docs/SCIENCE.md, section 8; the warmups tried:
+            # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
             # The last 20% of the steps anneal the rate to zero, and a branch from 40% scores the half budget, annealed
             # the same way: the two budgets every verdict must hold at (Hagele et al., 2024, on such cooldowns).
             # Validation every 400 steps (the curves are information; the budgets are what is compared).
@@ -158,14 +157,13 @@ PRESETS: dict[str, Preset] = {
             },  # fmt: skip
             # A smaller lexicon and shorter sentences than the default built-in corpus, and 5000 training pairs: a
             # data-limited regime where dropout has over-fitting to prevent (row D1). Sentences of at most 15 words
-            # (25 before) learn in fewer steps: the base's dev BLEU at step 1600 is 54.4 against 38.8.
-            # Intervals (SCIENCE.md, section 10). Measured on the default study at 2 seeds a row and a 1000-sentence
-            # dev set: the seed SD 1.22 BLEU, a comparison's sentence SE 0.52, so a median 95% half-width of ΔBLEU at
-            # T of 2.27 (measured, the base at 6 seeds). Part of the seed variance is each model's luck on the sentences
-            # scored (1.22 at 1000 sentences, 1.12 at 2000), and the sentence SE falls as 1/sqrt(sentences). Cheapest
-            # design projected under 1.5 with a margin: 3 seeds a row (the base 13) and 8000 dev sentences, 1.40;
-            # 2 seeds cannot get there at any dev size (1.64 at 16000), 4000 sentences with 3 seeds is 1.48. The base
-            # still calibrates on 8000 (dev BLEU 51.19 at T/2, 63.02 at T, 81%); they add about 75 s a trial.
+            # (25 before) learn in fewer steps.
+            # Intervals (docs/SCIENCE.md, section 10): 3 seeds a row (the base 13) and 8000 dev sentences are the
+            # cheapest design projected to bring the median 95% half-width of ΔBLEU at T under 1.5 with a margin, from
+            # the seed and sentence noise of the default study; the sentence SE falls as 1/sqrt(sentences), and part
+            # of the seed variance is each model's luck on the sentences scored, so two seeds cannot get there at any
+            # dev size. The base still meets its calibration on 8000 (the noise, the projection and the cost:
+            # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
             data={
                 "vocab_size": 1000,
                 "tokens_per_batch": 4096,
@@ -176,10 +174,11 @@ PRESETS: dict[str, Preset] = {
                 "builtin_valid": 8000,
             },
             seeds=3,
-            # base_step_s measured 2026-11-24 (docs/SCIENCE.md, section 5). base_trial_s: the median of the
-            # default study's 13 base trials, each alone on its core with one thread (2800 steps + the T/2 branch's
-            # 280, validations on the 8000 dev sentences, test decoding), 2026-11-25/26 (section 11): 590 s, range
-            # 582-632. With it the cost line said 15.1 core-hours for the study's 73 trials; they took 15.2.
+            # base_step_s: the base's step time (docs/SCIENCE.md, section 5). base_trial_s: the median of the default
+            # study's base trials, each alone on its core with one thread (2800 steps + the T/2 branch's 280,
+            # validations on the 8000 dev sentences, test decoding; docs/SCIENCE.md, section 11). Their dates and
+            # range, and the cost line against the study's real cost:
+            # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py".
             base_step_s=0.145,
             base_trial_s=590.0,
         ),
@@ -236,11 +235,12 @@ PRESETS = dict(
                 "(big 16800), calibrated on gettext:de",
                 width_scale=0.25,
                 # 100K -> 5600 steps, by tiny's rule on the base alone on gettext:de (docs/SCIENCE.md, section
-                # 15): the fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's. T = 2800:
-                # 19.90 of 28.37 (70%); 4200: 25.25 of 32.97 (77%); 5600: 28.37 of 34.97 (81%). Tiny's 800-step warmup
-                # and every other setting unchanged, so the rungs differ in width and steps only.
+                # 15): the fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's (the steps
+                # tried: docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
+                # Tiny's 800-step warmup and every other setting unchanged, so the rungs differ in width and steps only.
                 step_scale=0.056,
-                # The base trial at 5600 steps on one core (one thread, the other core training too), 2026-11-26.
+                # The base trial at 5600 steps on one core (one thread, the other core training too; its date:
+                # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
                 base_trial_s=1705.0,
             ),
         ),
@@ -253,12 +253,12 @@ PRESETS = dict(
                 "(big 25200), calibrated on gettext:de",
                 width_scale=0.5,
                 # 100K -> 8400 steps, by tiny's rule on the base alone on gettext:de (docs/SCIENCE.md, section 19):
-                # the fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's. T = 5600: 34.42
-                # of 43.40 (79.3%); 8400: 39.73 of 46.27 (85.9%).
+                # the fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's (the steps tried:
+                # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
                 step_scale=0.084,
-                # The base trial at 8400 steps on one core (one thread, the other core training too), 2026-11-27/28:
-                # 11552 s, its steps 1.23 s each (small's 0.30 s, tiny's 0.145 s); 100-step probes measure 0.94 s
-                # alone and 0.56 s on two threads.
+                # The base trial at 8400 steps on one core (one thread, the other core training too; its date, and
+                # its step time against shorter probes:
+                # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
                 base_trial_s=11552.0,
             ),
         ),

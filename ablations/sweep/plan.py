@@ -214,7 +214,8 @@ class Plan:
         changes: dict[str, list[tuple[str, Any, Any]]] = {}
         for row in sorted(self.rows(), key=lambda row: row.name not in ran):  # a row that ran there is named first
             if row.name in before:
-                # As study.json stores it (`data.atomic.write_json_atomic`: tuples become lists, other values their str).
+                # As study.json stores it (`data.atomic.write_json_atomic`: tuples become lists, other values their
+                # str).
                 now_ = json.loads(json.dumps(self.run_config(row, self.seeds[0]).to_dict(), default=str))
                 if changed := design_changes(before[row.name], now_):
                     changes[row.name] = changed

@@ -182,8 +182,8 @@ class Eta:
        log(seconds per step) against log(parameter count) of the measured rows. Until these span 1.5x in
        parameters alpha is 1 (cost in proportion to parameters, as FLOPs per token are about 6 x parameters); the
        fit is clipped to 0 <= alpha <= 1 (a bigger model is never cheaper, nor dearer than in proportion). It is a
-       fit because small models on a CPU do not follow FLOPs: at the smoke preset on 2 cores the big row has 3.6x
-       the base's parameters and takes 2.0x its time per step, N=1 has 0.43x and takes 0.5x.
+       fit because small models on a CPU do not follow FLOPs (the smoke preset's rows:
+       docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/sweep/progress.py").
     A running trial is left its row's whole time less the time it has run, and at least its own pace over its steps
     left. Without `work` (the rows' steps and sizes) a trial that nothing is known of counts the median wall time
     of the finished trials.
@@ -327,9 +327,9 @@ def eta_seconds(rows: list[RowStatus], workers: int, eta: Eta | None = None) -> 
 
 
 CPU_SIZE_ALPHA = 0.69
-"""How a row's time per step grows with its parameter count on one CPU core: time ~ params ** 0.69, fitted by least
-squares on the 21 Table 3 rows' step times relative to the base at the tiny preset (docs/SCIENCE.md, section
-3: big has 3.66x the parameters and takes 2.48x the time, C1 0.44x and 0.39x)."""
+"""How a row's time per step grows with its parameter count on one CPU core: time ~ params ** CPU_SIZE_ALPHA, fitted
+by least squares on the 21 Table 3 rows' step times relative to the base at the tiny preset (docs/SCIENCE.md, section
+3). The rows' ratios: docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/sweep/progress.py"."""
 
 
 def threads_per_worker(cores: int, workers: int) -> int:
@@ -390,9 +390,9 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     about = _fmt(wall)
     threads = threads_per_worker(cores, workers)
     if threads > 1:
-        # How far a worker's threads speed its trial depends on the model's size (the medium base on 2 threads ran
-        # 1.6x the tokens/s of a worker on one core beside another, docs/SCIENCE.md section 20): from their full
-        # speed-up to none.
+        # How far a worker's threads speed its trial depends on the model's size, so the line gives the range from
+        # their full speed-up to none (docs/SCIENCE.md, section 20;
+        # docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/sweep/progress.py").
         fast = max(sum(times) / (workers * threads), max(times, default=0.0) / threads)
         about = f"{_fmt(fast)} to {about} (each on {threads} threads, as far as they speed it)"
     return f"{line}; on this machine's {machine} with {workers} worker(s) about {about}"

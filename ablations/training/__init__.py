@@ -1,7 +1,7 @@
 """One trial on Lightning: build the model and the Trainer from a run's config, fit it, branch the shorter budgets
 off the same run, test, and leave its result.
 
-- `train`: the whole of one run, read as build, fit, branch, test, close (`train`);
+- `train`: the whole of one run, read as build, fit, branch, test, close (`train.train`);
 - `trainer`: the Trainer and the module, and the hardware check before step 1;
 - `recorder`: the progress a run logs and what it measured of itself;
 - `budget_branches`: the shorter budgets (T/2, ...) as branches of the same run, each annealed;
@@ -26,7 +26,6 @@ from ablate.ablations.training.result import (  # noqa: F401 - the public face
 )
 from ablate.ablations.training.train import (  # noqa: F401 - the public face
     accumulation,
-    train,
 )
 from ablate.ablations.training.trainer import (  # noqa: F401 - the public face
     build_module,
@@ -41,7 +40,6 @@ __all__ = [
     "check_hardware",
     "checkpoints",
     "scored",
-    "train",
     "weights",
     "write_outputs",
 ]

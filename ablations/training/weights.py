@@ -4,8 +4,8 @@ It holds the final weights as they were evaluated (after checkpoint averaging, w
 it), the model's config, the decoding its dev and test scores were taken with (beam, length penalty, length limit)
 and the SentencePiece model's bytes, so no corpus or cache is needed to use it. Written atomically once a fit
 reaches max_steps, by rank 0; checkpoints may be pruned after (train.keep_checkpoints), this file stays. In float32:
-about 4 bytes a parameter plus the tokenizer (tiny: 2.1 MB, measured; small about 6.5 MB, the paper base about
-260 MB).
+about 4 bytes a parameter plus the tokenizer (sizes at the presets:
+docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/training/weights.py").
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ Rows are enqueued as WAITING trials (`enqueue`); a worker claims one through the
 transition (`claim`, `claim_trial`: the storage arbitrates between workers, so no two run it); the worker that runs it
 tells Optuna how it ended (`complete`, or the trial's `tell` for a failure or a closing by design, with its
 `ledger.ClosedAs`), only after its record is written. A dead worker's trial (`recover_dead`) and one its worker
-stopped are failed as 'retried' and queued again (`retry`); a told trial never moves again (Optuna refuses it). Optuna's public API has no claim that does not also
+stopped are failed as 'retried' and queued again (`retry`); a told trial never moves again (Optuna refuses it).
+Optuna's public API has no claim that does not also
 create a new trial when none waits (`Study.ask`), so the claim uses the storage's public `set_trial_state_values`,
 on trial ids looked up by public storage calls (`Queue.trial_id`): no private attribute of Optuna is read anywhere.
 A trial's values are named objectives, dev BLEU (maximize) and dev PPL (minimize); the dev BLEU of every validation
@@ -183,7 +184,8 @@ class Queue:
         return self.storage.get_trial(trial_id)
 
     def retry(self, trial: Any, reason: str = ledger.RETRIED_REASON) -> bool:
-        """Fail a RUNNING trial as superseded (closed as 'retried', with `reason` in words) and, for a sweep trial, queue it again; its
+        """Fail a RUNNING trial as superseded (closed as 'retried', with `reason` in words) and, for a sweep trial,
+        queue it again; its
         retry resumes from the trial's checkpoint. For a dead worker's trial (`recover_dead`) and for one its worker
         stopped (Ctrl-C, preemption, a full disk). False if another worker finished or failed it first."""
         from optuna.trial import TrialState

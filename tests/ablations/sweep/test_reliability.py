@@ -274,7 +274,7 @@ def test_an_unwritable_output_directory_is_one_line_and_exit_2(sweeps, tmp_path)
 def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path):
     script = (
         "import os, signal, sys, time\n"
-        "from ablate.ablations import interrupt\n"
+        "from ablate.ablations.runtime import interrupt\n"
         "with interrupt.graceful():\n"
         "    os.kill(os.getpid(), signal.SIGINT)\n"
         "    time.sleep(0.5)\n"
