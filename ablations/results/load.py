@@ -17,8 +17,8 @@ from typing import Any
 from ablate.ablations.results import ledger
 from ablate.ablations.results.ledger import State
 from ablate.ablations.results.record import FULL, Layout, Record, declared_seeds, read_study_json
+from ablate.ablations.statistics.budgets import budget_label
 from ablate.ablations.statistics.sequential import Sequential, first_look
-from ablate.ablations.statistics.verdicts import budget_label
 from ablate.data.errors import AblateError
 from ablate.data.fingerprint import CorpusFingerprint
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from ablate.ablations.statistics.verdicts import budget_label
+from ablate.ablations.statistics.budgets import budget_label
 from ablate.data.errors import AblateError
 from ablate.data.fingerprint import CorpusFingerprint
 

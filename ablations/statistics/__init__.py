@@ -18,6 +18,7 @@ the numbers into words and marks. tests/ablations/statistics/test_purity.py hold
 
 from __future__ import annotations
 
+from ablate.ablations.statistics.budgets import budget_label  # noqa: F401 - the public face
 from ablate.ablations.statistics.claims import (  # noqa: F401 - the public face
     EXPECTS,
     MARGINED,
@@ -110,7 +111,6 @@ from ablate.ablations.statistics.verdicts import (  # noqa: F401 - the public fa
     ComparisonVerdict,
     Tests,
     Verdict,
-    budget_label,
     claim_verdict,
     comparison_verdict,
     judge,

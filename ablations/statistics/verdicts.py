@@ -27,21 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Literal
 
+from ablate.ablations.statistics.budgets import budget_label
 from ablate.ablations.statistics.claims import Claim, Comparison, Metric
 from ablate.ablations.statistics.significance import ALPHA, RowTest
 
 Verdict = Literal["reproduced", "contradicted", "inconclusive", "untested"]
-
-
-def budget_label(fraction: float) -> str:
-    """A training budget (train.budgets) as a fraction of T, the way verdicts, progress lines, W&B keys and reports
-    name it: 'T', 'T/2', '3T/4'. (A record's files name it by its steps: hyps/<key>.b<steps>.txt.)"""
-    share = Fraction(fraction).limit_denominator(64)
-    head = "T" if share.numerator == 1 else f"{share.numerator}T"
-    return head if share.denominator == 1 else f"{head}/{share.denominator}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,7 +250,6 @@ __all__ = [
     "ComparisonVerdict",
     "Tests",
     "Verdict",
-    "budget_label",
     "claim_verdict",
     "comparison_verdict",
     "judge",

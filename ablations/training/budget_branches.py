@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-from ablate.ablations.statistics.verdicts import budget_label
+from ablate.ablations.statistics.budgets import budget_label
 from ablate.ablations.study.config import RunConfig
 from ablate.ablations.training import checkpoints
 from ablate.ablations.training.recorder import Recorder

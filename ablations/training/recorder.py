@@ -17,7 +17,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from ablate.ablations.runtime import environment
-from ablate.ablations.statistics.verdicts import budget_label
+from ablate.ablations.statistics.budgets import budget_label
 from ablate.ablations.training.result import TrainResult
 from ablate.lightning_modules import card
 from ablate.lightning_modules.module import TranslationModule
