@@ -62,7 +62,8 @@ def apply_design(table, results, n_samples: int | None = None) -> None:
         comparisons = []
         for cv in claim.comparisons:
             row = stopped.get(cv.comparison.row)
-            if cv.verdict == "untested" or cv.comparison.row not in have:
+            if cv.verdict == "untested" or cv.comparison.row not in have or table.withheld:
+                # A study that gives no verdict (a pipeline check, a base that learnt nothing) gives none at a look.
                 comparisons.append(cv)
                 continue
             if row is None or row.state == "open":

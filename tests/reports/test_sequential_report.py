@@ -38,6 +38,15 @@ def test_a_sequential_report_gives_each_row_the_verdict_it_stopped_with_and_stat
     assert not any(n.startswith("Sequential design") for n in fixed.notes)
 
 
+def test_a_pipeline_check_at_the_sequential_design_gives_no_verdict_at_its_looks_either(tmp_path):
+    """study.json's pipeline_check withholds every verdict; the design's looks decided C1, but the report does not
+    take their verdict over the study's (a smoke sweep once printed 'E-learned-positions: REPRODUCED')."""
+    meta = {"claims": CLAIMS, "allocation": DESIGN, "pipeline_check": "a pipeline check"}
+    out = fx.make_study(tmp_path / "out", rows=ROWS, seeds=(0, 1, 2), storage=None, meta=meta)
+    table = report_table(load_results(out, use_optuna=False), n_samples=100)
+    assert table.withheld and {v for v, _ in verdicts(table).values()} == {"inconclusive"}
+
+
 def test_a_row_the_design_has_not_looked_at_gives_no_verdict_however_large_its_effect(tmp_path):
     """E1's second seed is still running: the first look waits on it, so no row has been looked at, and C1's
     effect, which a fixed-sample test of its seeds would call reproduced, is open, not a verdict."""
