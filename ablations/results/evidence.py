@@ -234,7 +234,7 @@ def decide(
     first = first_look(rows, controls, min_seeds=min_seeds, max_seeds=max_seeds)
     live, live_controls, dead = without_failed(rows, controls, failed_rows(results, rows, first))
     have_live = {r: have[r] for r in live}
-    judged = looks(results, n_samples) if results is not None else _nothing
+    judged = looks(results, n_samples)  # never called before study.json: no row has a finished seed to look at
     walked = walk(judged, have_live, live_controls, min_seeds=min_seeds, max_seeds=max_seeds, error=allocation.error)
     stopped = walked.stopped()
     states: dict[str, State] = {row: look.state for row, look in stopped.items()}
@@ -247,11 +247,6 @@ def decide(
         finished=walked.finished,
         controls=tuple(c for c in live_controls if c not in stopped),
     )
-
-
-def _nothing(chosen: Mapping[str, tuple[int, ...]]) -> Sequence[ClaimVerdict]:
-    """No study folder yet: nothing to judge."""
-    return []
 
 
 Decide = Callable[..., Decision]
