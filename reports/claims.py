@@ -25,8 +25,9 @@ from ablate.lightning_modules.metrics import METRICS
 
 
 def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
-    """'A1 vs base, BLEU: -0.62 [-1.40, +0.16], p 0.120, p(Holm) 0.310 (paper -0.90); <why inconclusive>', with
-    one 'T/2 ...; T ...' part per budget when the study has several, for tables and terminals."""
+    """'A1 vs base, BLEU: -0.62 [-1.40, +0.16], p 0.120; p(claims) 0.310 (paper -0.90); <why inconclusive>', with
+    one 'T/2 ...; T ...' part per budget when the study has several, for tables and terminals. p(claims): the
+    comparison's p over every budget (intersection-union), Holm-adjusted over the study's claimed comparisons."""
     comp = cv.comparison
     against = comp.against or base or "?"
     head = f"{comp.row} vs {against}, {METRICS[comp.metric].label}"
@@ -35,6 +36,8 @@ def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
         return f"{head}: no complete trials to compare"
     several = len(cv.budgets) > 1
     text = f"{head}: " + "; ".join(_budget_text(comp, b, several) for b in tested)
+    if cv.p_family is not None:
+        text += f"; p(claims) {p_text(cv.p_family)}"
     if cv.paper_delta is not None:
         text += f" (paper {cv.paper_delta:+.{METRICS[comp.metric].digits}f}{_scale_text(cv)})"
     text = f"{text}; {cv.reason}" if cv.reason else text
@@ -56,7 +59,7 @@ def _scale_text(cv: ComparisonVerdict) -> str:
 
 
 def _budget_text(comp: Comparison, budget: BudgetVerdict, several: bool) -> str:
-    """'-0.62 [-1.40, +0.16], p 0.120, p(Holm) 0.310'; with several budgets 'T/2 -0.62 [-1.40, +0.16] p(Holm) ...'."""
+    """'-0.62 [-1.40, +0.16], p 0.120'; with several budgets 'T/2 -0.62 [-1.40, +0.16] p 0.120'."""
     test = budget.test
     assert test is not None and test.effect is not None
     digits = METRICS[comp.metric].digits
@@ -68,7 +71,7 @@ def _budget_text(comp: Comparison, budget: BudgetVerdict, several: bool) -> str:
         sign = "-" if METRICS[comp.metric].higher_is_better else "+"
         p = f"margin {sign}{comp.margin:g} (no worse)"
     else:
-        p = f"p(Holm) {p_text(test.p_holm)}" if several else f"p {p_text(test.p)}, p(Holm) {p_text(test.p_holm)}"
+        p = f"p {p_text(test.p)}"
     return f"{budget_label(budget.fraction)} {text} {p}" if several else f"{text}, {p}"
 
 

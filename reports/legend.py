@@ -115,13 +115,15 @@ def headline(table: ReportTable) -> list[str]:
 
 
 def marks_text(table: ReportTable) -> str:
-    """What † and ‡ mean: the one test behind the marks and the verdicts."""
+    """What † and ‡ mean: the test behind the marks and the verdicts, and the family each is corrected over."""
     where = "at every budget, with the same sign" if len(table.fractions) > 1 else "at T"
     return (
         f"† / ‡: the BLEU difference from the base is significant at Holm-corrected p < {ALPHA} / p < 0.01 {where}, "
-        "by the one test behind the marks and the verdicts: seed noise (each row's seed variance moderated toward "
+        "by the test behind the marks and the verdicts: seed noise (each row's seed variance moderated toward "
         "the study's; a row whose seeds disagree far more keeps its own) plus a paired bootstrap "
-        f"over the dev sentences ({table.n_samples} resamples), Holm over the rows tested against the base. Rows "
+        f"over the dev sentences ({table.n_samples} resamples), Holm over the rows tested against the base. The "
+        "marks describe every row; the verdicts are corrected over the study's claimed comparisons instead "
+        "(p(claims)), so a marked row can still be inconclusive for its claim. Rows "
         "that give no verdict (diverged, not trainable at this preset, a pipeline-check preset) carry no mark."
     )
 
@@ -180,9 +182,12 @@ def claims_legend(table: ReportTable) -> str:
     text = (
         "Each comparison: difference of the means over seeds [95% confidence interval counting seed noise (each "
         "row's seed variance moderated toward the study's by empirical Bayes, Smyth 2004, robust to outlying rows "
-        "as in Phipson et al. 2016) and dev-sentence noise (paired bootstrap)], two-sided p and Holm-corrected p "
-        "over every row "
-        "against the base on that metric, at each budget; paper = the paper's difference. Reproduced: Holm p < "
+        "as in Phipson et al. 2016) and dev-sentence noise (paired bootstrap)], two-sided p, at each budget; "
+        "paper = the paper's difference; "
+        "p(claims): the comparison's p over every budget (each budget must decide it the same way: an "
+        "intersection-union test), Holm-adjusted over every claimed comparison of the study, whatever its metric, "
+        "reference or kind (equivalence and non-inferiority as TOST p-values), so the chance of any wrong verdict "
+        f"in the study is at most {ALPHA}. Reproduced: p(claims) < "
         f"{ALPHA} in the claimed direction (equivalence: the interval inside the margin) at every budget; "
         "contradicted: significant the other way (equivalence: the interval outside the margin) at every budget; "
         "inconclusive otherwise, saying why: budget-sensitive (the budgets disagree), no verdict for a row that "

@@ -103,7 +103,7 @@ def summary(result: Replay) -> str:
     for i, look in enumerate(result.looks, start=1):
         states = {k: [r for r, s in look.rows.items() if s.state == k] for k in ("decided", "open", "out_of_reach")}
         lines.append(
-            f"look {i} (level {look.level:.4f}): {sum(look.seeds.values())} trials; "
+            f"look {i} (levels up to {look.level:.4f}): {sum(look.seeds.values())} trials; "
             + "; ".join(f"{k.replace('_', ' ')}: {', '.join(v) or '-'}" for k, v in states.items())
         )
     last = result.looks[-1].seeds if result.looks else {}

@@ -12,11 +12,18 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ablate.ablations.results import finished_seeds, looks
-from ablate.ablations.statistics import ErrorControl, Sequential, Walk, comparison_key, rows_of, walk
+from ablate.ablations.statistics import FUTILITY, ErrorControl, Sequential, Walk, comparison_key, rows_of, walk
 
 ERROR_CONTROLS: dict[str, str] = {
-    "spending": "O'Brien-Fleming alpha spending (Lan-DeMets) over the looks, Holm over the rows at each look",
-    "confseq": "a normal-mixture confidence sequence (Howard et al., 2021), Holm over the rows at each look",
+    "spending": (
+        "one family over every claimed comparison (Holm as a graph, Maurer and Bretz 2013), each comparison at its "
+        "own O'Brien-Fleming-shaped Lan-DeMets boundary over the information its looks reached, computed with the "
+        "looks' correlation"
+    ),
+    "confseq": (
+        "one family over every claimed comparison (Holm as a graph), each comparison at the pointwise level of a "
+        "normal-mixture confidence sequence (Howard et al., 2021)"
+    ),
 }
 
 
@@ -93,15 +100,19 @@ def method_note(walked: Walk, meta: Mapping, max_seeds: int, error: ErrorControl
     for i, look in enumerate(walked.looks, start=1):
         by = {k: [r for r, s in look.rows.items() if s.state == k] for k in ("decided", "open", "out_of_reach")}
         said = "; ".join(f"{k.replace('_', ' ')} {', '.join(v)}" for k, v in by.items() if v)
-        looks.append(f"look {i} at {sum(look.seeds.values())} trials, level {look.level:.4f}: {said or 'nothing'}")
+        levels = f"levels {min(look.levels.values()):.4f} to {look.level:.4f}" if look.levels else "nothing tested"
+        looks.append(f"look {i} at {sum(look.seeds.values())} trials, {levels}: {said or 'nothing'}")
     rows = [f"{r} {s.seeds} seeds, {s.state.replace('_', ' ')} ({s.why})" for r, s in walked.stopped().items()]
     waiting = "the next look" if looks else "its first look"
     end = "finished" if walked.finished else f"still running: {waiting} waits on queued trials"
     return (
         f"Sequential design ({meta.get('min_seeds')} to {max_seeds} seeds a row, {ERROR_CONTROLS[error]}; the controls "
         f"keep Dunnett's sqrt(k) share of the open rows' seeds): every row starts at min_seeds, and a row gets one "
-        f"more seed only while a comparison of it is open. A comparison's verdict is its test at the level its look "
-        f"spent (the intervals shown are 95%), so the family-wise error stays at 5% over every look. "
+        f"more seed only while a comparison of it is open (its conditional power, under the smallest effect the study "
+        f"sets out to see, at least {FUTILITY:.0%}). A comparison's verdict is its test at its nominal level at the "
+        f"look that decided it (the intervals shown are 95%); a comparison is decided only when every budget decides "
+        f"it the same way. Guaranteed: the chance of any wrong verdict among the study's claims, over every budget "
+        f"and look, is at most 5% (docs/SCIENCE.md, 'What the verdicts guarantee', gives the simulated figures). "
         + ("; ".join(looks) + ". " if looks else "No look taken yet. ")
         + (f"Rows: {'; '.join(rows)}. " if rows else "")
         + f"The design is {end}."

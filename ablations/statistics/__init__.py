@@ -11,13 +11,21 @@ the numbers into words and marks. tests/ablations/statistics/test_purity.py hold
   power advice;
 - `variance`: each row's seed variance, moderated toward the study's (empirical Bayes);
 - `verdicts`: a verdict for each claim at every budget;
-- `sequential`: the sequential design (its policy, its looks, the error each spends);
+- `family`: one error guarantee over every claimed comparison (TOST and non-inferiority p-values, the
+  intersection-union test over budgets, Holm as a graph);
+- `boundaries`: group-sequential boundaries with the looks' correlation (Lan-DeMets, O'Brien-Fleming);
+- `sequential`: the sequential design (its policy, its looks, the error each spends, futility by conditional power);
 - `convergence`: whether a trial reached its plateau, diverged, or learnt to translate at all;
 - `trend`: whether an effect approaches the paper's as the model grows;
 - `simulation`: the sequential design against the fixed one, on synthetic scores."""
 
 from __future__ import annotations
 
+from ablate.ablations.statistics.boundaries import (  # noqa: F401 - the public face
+    nominal_level,
+    obrien_fleming_bounds,
+    spending_bounds,
+)
 from ablate.ablations.statistics.budgets import budget_label  # noqa: F401 - the public face
 from ablate.ablations.statistics.claims import (  # noqa: F401 - the public face
     EXPECTS,
@@ -37,8 +45,11 @@ from ablate.ablations.statistics.convergence import (  # noqa: F401 - the public
     source_ratio,
     trainable_threshold,
 )
+from ablate.ablations.statistics.family import Sides, sides  # noqa: F401 - the public face
+from ablate.ablations.statistics.family import decide as decide_family  # noqa: F401 - the public face
 from ablate.ablations.statistics.sequential import (  # noqa: F401 - the public face
     FAILED,
+    FUTILITY,
     STATES,
     Decision,
     ErrorControl,
@@ -47,21 +58,16 @@ from ablate.ablations.statistics.sequential import (  # noqa: F401 - the public 
     RowLook,
     Sequential,
     Walk,
-    at_level,
+    boundary_level,
     comparison_key,
-    comparison_state,
+    conditional_power,
     confseq_level,
     controls_of,
     dunnett,
     first_look,
-    level,
-    look_level,
-    look_seeds,
     policy,
-    row_states,
     rows_of,
     seed_range,
-    spent,
     walk,
     without_failed,
 )
@@ -88,6 +94,8 @@ from ablate.ablations.statistics.significance import (  # noqa: F401 - the publi
     seeds_needed,
 )
 from ablate.ablations.statistics.simulation import (  # noqa: F401 - the public face
+    Design,
+    Noise,
     SimulationResult,
     simulate,
 )
@@ -122,6 +130,7 @@ __all__ = [
     "DEV_FACTORS",
     "EXPECTS",
     "FAILED",
+    "FUTILITY",
     "HETEROGENEITY_ALPHA",
     "MARGINED",
     "MAX_SEEDS",
@@ -140,25 +149,34 @@ __all__ = [
     "ComparisonVerdict",
     "Convergence",
     "Decision",
+    "Design",
     "ErrorControl",
     "Expect",
     "Judged",
     "Look",
     "Metric",
     "Moderated",
+    "Noise",
     "Prior",
     "RowLook",
     "RowTest",
     "SeedCorrelation",
     "SeedNoise",
     "Sequential",
+    "Sides",
     "SimulationResult",
     "SystemScores",
     "Tests",
     "Trend",
     "Verdict",
     "Walk",
-    "at_level",
+    "boundary_level",
+    "conditional_power",
+    "decide_family",
+    "nominal_level",
+    "obrien_fleming_bounds",
+    "sides",
+    "spending_bounds",
     "bootstrap_all",
     "bootstrap_scores",
     "budget_label",
@@ -167,7 +185,6 @@ __all__ = [
     "compare",
     "compare_rows",
     "comparison_key",
-    "comparison_state",
     "comparison_verdict",
     "confseq_level",
     "controls_of",
@@ -178,23 +195,18 @@ __all__ = [
     "fit_prior",
     "holm",
     "judge",
-    "level",
-    "look_level",
-    "look_seeds",
     "moderate",
     "policy",
     "pooled_seed_variance",
     "ratio_text",
     "resample_weights",
     "row_convergence",
-    "row_states",
     "rows_of",
     "seed_correlation",
     "seed_range",
     "seeds_needed",
     "simulate",
     "source_ratio",
-    "spent",
     "trainable_threshold",
     "walk",
     "without_failed",

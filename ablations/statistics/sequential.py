@@ -1,18 +1,24 @@
 """The sequential design: seeds only where a comparison is still open, with the family-wise error kept under looks.
 
 The sequential design starts every row at `min_seeds`, looks, and gives one more seed only to a row with an **open**
-comparison: one not yet decided at the error spent so far, and within reach of `max_seeds` by the power model of
-`ablations.statistics.significance.seeds_needed`. A comparison is **decided** when every budget gives it a verdict
-(reproduced or contradicted, the same or not: a budget-sensitive one is settled too), and **out of reach** when more
-seeds up to `max_seeds` would not settle it (or the row is at `max_seeds`). Controls (the base) keep Dunnett's
-sqrt(k) share of the open rows' seeds.
+comparison: one not yet decided, and whose conditional power (below) says more seeds up to `max_seeds` could decide
+it. A comparison is **decided** when every budget decides it the same way (reproduced or contradicted), and **out of
+reach** when its conditional power is below FUTILITY, no budget can give it a verdict, or its row is at `max_seeds`.
+Controls (the base) keep Dunnett's sqrt(k) share of the open rows' seeds.
 
-How the looks keep the error (`ErrorControl`): look j, at which the open rows have n_j seeds, tests at level
-a_j = A(n_j / max_seeds) - A(n_{j-1} / max_seeds), with A the Lan-DeMets spending function of O'Brien-Fleming's shape
-(Lan and DeMets, 1983); Holm over the rows within a look keeps that look's family-wise error at a_j, and the a_j sum
-to alpha (the union bound, whatever the looks' correlation). `confseq` tests at the pointwise level of a normal-mixture
-confidence sequence instead (Howard et al., 2021). Why spending is the default, and what each was measured to cost
-and keep: docs/SCIENCE.md, "The sequential design".
+How the looks keep the error (`ErrorControl`): the study's claimed comparisons are one family
+(`ablations.statistics.family`), tested by Holm's procedure as a graph (Maurer and Bretz, 2013): at each look, each
+comparison still undecided is tested at the nominal level of its own group-sequential boundary, which spends its
+Holm share (alpha over the comparisons still undecided) by the Lan-DeMets function of O'Brien-Fleming's shape over
+the information fractions its looks actually reached (`ablations.statistics.boundaries`, computed with the looks'
+correlation). A decided comparison passes its share on to the rest, at this look and after. A comparison is decided
+only when every budget decides it the same way (intersection-union: no split over budgets). `confseq` tests each at
+the pointwise level of a normal-mixture confidence sequence for its share instead (Howard et al., 2021).
+
+A comparison stops for futility (out of reach) when its conditional power is below FUTILITY: the chance, given the
+seeds seen so far, that the design's last look decides it, were the true difference the smallest the study sets out
+to see (the one the full design finds four times in five). The futility stop is non-binding: the error is spent as if
+it never stopped a row, so a row given more seeds anyway is tested as before.
 
 Functions of numbers only: `walk` takes the looks over a study's seeds, judging each look with the callable it is
 handed (the results store's `ablations.results.evidence.looks` gathers that evidence from a study folder); no file is
@@ -21,13 +27,16 @@ read here. The sweep, `ablate status`, the report and `ablate replay` all call t
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ablate.ablations.statistics.significance import ALPHA, RowTest, seeds_needed
-from ablate.ablations.statistics.verdicts import ClaimVerdict, ComparisonVerdict, comparison_verdict
+from ablate.ablations.statistics.boundaries import nominal_level, spending_bounds
+from ablate.ablations.statistics.family import decide
+from ablate.ablations.statistics.significance import ALPHA, POWER, RowTest
+from ablate.ablations.statistics.verdicts import ClaimVerdict, ComparisonVerdict
 
 State = Literal["decided", "open", "out_of_reach", "failed"]
 """Where a row stands after a look: every comparison decided, one still open (it gets a seed), none open and one
@@ -133,21 +142,6 @@ def rows_of(controls: Mapping[str, Sequence[str]]) -> list[str]:
     return list(dict.fromkeys([*controls, *(r for compared in controls.values() for r in compared)]))
 
 
-def spent(t: float, alpha: float = ALPHA) -> float:
-    """The error spent by information fraction t (0 < t <= 1): Lan-DeMets, O'Brien-Fleming shape."""
-    from scipy import stats
-
-    if t <= 0:
-        return 0.0
-    z = stats.norm.ppf(1 - alpha / 2)
-    return float(2 - 2 * stats.norm.cdf(z / math.sqrt(min(t, 1.0))))
-
-
-def look_level(seeds: int, previous: int, max_seeds: int, alpha: float = ALPHA) -> float:
-    """The level of the look at `seeds` seeds a row, the one before at `previous`: what the spending adds between."""
-    return spent(seeds / max_seeds, alpha) - spent(previous / max_seeds, alpha)
-
-
 def confseq_level(seeds: int, max_seeds: int, alpha: float = ALPHA) -> float:
     """The pointwise level of a two-sided normal-mixture confidence sequence at `seeds` seeds (Howard et al., 2021,
     eq. (14), mixing variance tuned to max_seeds): valid at every n at once, so no spending."""
@@ -158,9 +152,9 @@ def confseq_level(seeds: int, max_seeds: int, alpha: float = ALPHA) -> float:
     return float(2 * stats.norm.sf(z))
 
 
-def level(error: ErrorControl, seeds: int, previous: int, max_seeds: int) -> float:
-    """The level a look at `seeds` seeds tests at, the one before at `previous`: what `error` spends there."""
-    return look_level(seeds, previous, max_seeds) if error == "spending" else confseq_level(seeds, max_seeds)
+FUTILITY = 0.1
+"""A comparison is out of reach when its conditional power under the smallest effect the study sets out to see is
+below this (`conditional_power`)."""
 
 
 @dataclass(frozen=True)
@@ -230,81 +224,9 @@ class RowLook:
     gives none, or the budgets disagree)."""
 
 
-def at_level(test: RowTest, level: float) -> RowTest:
-    """The test read at `level` instead of ALPHA: its interval at 1 - level, its Holm p scaled so that p < ALPHA
-    exactly when the original is below `level` (so `ablations.statistics.verdicts.comparison_verdict` judges it at
-    `level`)."""
-    from scipy import stats
-
-    if test.effect is None or not test.se > 0:
-        return test
-    t = float(stats.t.ppf(1 - level / 2, test.df))
-    p_holm = None if test.p_holm is None else test.p_holm * ALPHA / level
-    return replace(test, ci=(test.effect - t * test.se, test.effect + t * test.se), p_holm=p_holm)
-
-
-def comparison_state(cv: ComparisonVerdict, level: float, max_seeds: int, seeds: int = 2) -> tuple[State, str, str]:
-    """A comparison at one look (its verdict at each budget, `cv.budgets`): (state, why, verdict). Decided when every
-    budget gives a verdict at `level`, out of reach when a budget's undecided test would need more than `max_seeds`
-    (`ablations.statistics.significance.seeds_needed`, at the effect seen; never at one seed of the row, whose effect
-    is one draw), else open."""
-    comparison, budgets = cv.comparison, cv.budgets
-    if any(b.excluded for b in budgets):
-        why = "; ".join(w for b in budgets for w in b.excluded)
-        return "out_of_reach", f"no verdict whatever its seeds: {why}", "inconclusive"
-    verdicts = [
-        comparison_verdict(comparison, at_level(b.test, level), cv.higher_is_better) if b.test else "untested"
-        for b in budgets
-    ]
-    if all(v in ("reproduced", "contradicted") for v in verdicts):
-        verdict = verdicts[0] if len(set(verdicts)) == 1 else "inconclusive"
-        return "decided", "/".join(verdicts) + f" at level {level:.4f}", verdict
-    for b, v in zip(budgets, verdicts, strict=True):
-        if v in ("reproduced", "contradicted") or b.test is None or b.test.effect is None:
-            continue
-        target = _distance(comparison, b.test)
-        needed = seeds_needed(b.test, target) if target > 0 else None
-        if (needed is None or needed > max_seeds) and seeds >= 2:
-            return "out_of_reach", f"needs {needed or 'over 50'} seeds (max_seeds {max_seeds})", "inconclusive"
-    return "open", "undecided, within reach of max_seeds", "inconclusive"
-
-
 def comparison_key(comparison) -> str:
     """'row/metric/expect/against': one comparison of a claim."""
     return f"{comparison.row}/{comparison.metric}/{comparison.expect}/{comparison.against or ''}"
-
-
-def _distance(comparison, test: RowTest) -> float:
-    """How far the effect is from where the verdict changes: 0 for a difference, the margin for an equivalence."""
-    effect = test.effect or 0.0
-    if comparison.expect == "same":
-        return abs((comparison.margin or 0.0) - abs(effect))
-    if comparison.expect == "no_worse":
-        return abs(effect + (comparison.margin or 0.0))
-    return abs(effect)
-
-
-def row_states(
-    claims: Sequence[ClaimVerdict], level: float, seeds: Mapping[str, int], max_seeds: int
-) -> dict[str, RowLook]:
-    """Each row a claim names, from the report's claim verdicts at this look: open if any of its comparisons is
-    open (and it is below `max_seeds`), else out of reach if any is, else decided."""
-    found: dict[str, list[tuple[str, tuple[State, str, str]]]] = {}
-    for claim in claims:
-        for cv in claim.comparisons:
-            look = comparison_state(cv, level, max_seeds, seeds.get(cv.comparison.row, 0))
-            found.setdefault(cv.comparison.row, []).append((comparison_key(cv.comparison), look))
-    out = {}
-    for row, comps in found.items():
-        n = seeds.get(row, 0)
-        kinds = [s for _, (s, _, _) in comps]
-        state: State = "open" if "open" in kinds else "out_of_reach" if "out_of_reach" in kinds else "decided"
-        why = next(w for _, (s, w, _) in comps if s == state)
-        if state == "open" and n >= max_seeds:
-            state, why = "out_of_reach", f"still open at max_seeds ({max_seeds})"
-        verdicts = {key: v for key, (_, _, v) in comps}
-        out[row] = RowLook(row=row, seeds=n, state=state, why=why, verdicts=verdicts)
-    return out
 
 
 # --- the looks over a study's records ------------------------------------------------------------------------
@@ -316,10 +238,16 @@ class Look:
 
     seeds: dict[str, int]
     """Row -> its seeds at this look."""
-    level: float
-    """The error this look spends (`look_level`)."""
+    levels: dict[str, float]
+    """'row/metric/expect/against' -> the nominal level the comparison was tested at, at this look: its boundary for
+    its share of the error (`boundary_level`)."""
     rows: dict[str, RowLook]
     """Row -> where it stands after this look (rows no claim names are settled at min_seeds)."""
+
+    @property
+    def level(self) -> float:
+        """The largest nominal level a comparison was tested at in this look (0 when none was)."""
+        return max(self.levels.values(), default=0.0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -345,22 +273,89 @@ class Walk:
         return out
 
 
-def look_seeds(
-    seeds: Mapping[str, int], states: Mapping[str, State], controls: Mapping[str, Sequence[str]], previous: int
-) -> int:
-    """The seeds a look is at, for the error it spends (`look_level`): the most that a tested row still open has
-    (every row where the study has no control); `previous` where none is open. A control that is also tested (the
-    modern study's base, against E1 for the RoPE claim) is left out: its Dunnett share is over max_seeds, and would
-    spend the whole error at the first look."""
-    controlled = {r for compared in controls.values() for r in compared} or set(seeds)
-    tested = [r for r in controlled if r not in controls] or list(controlled)
-    return max((seeds[r] for r in tested if states.get(r, "open") == "open"), default=previous)
+def information(test: RowTest, n_row: int, n_against: int) -> float | None:
+    """The test's information (1 / SE^2) were its row and reference at these seeds: the seed part from the seed
+    variances the test used, the sentence part as it is (more seeds do not shrink it). None without seed variances."""
+    if test.seed_vars is None:
+        return None
+    row_var, ref_var = test.seed_vars
+    var = row_var / max(n_row, 1) + ref_var / max(n_against, 1) + (test.se_sentences or 0.0) ** 2
+    return 1.0 / var if var > 0 else None
+
+
+def fractions(test: RowTest, history: Sequence[tuple[int, int]], most: tuple[int, int]) -> tuple[float, ...] | None:
+    """The information fractions of a comparison's looks: at each look's seeds (`history`, the row's and the
+    reference's) over the information at the most seeds the design can give them (`most`), all from this look's
+    variances (Jennison and Turnbull, 2000, section 7.2: the spending recomputed as the information is learnt)."""
+    full = information(test, *most)
+    if full is None:
+        return None
+    return tuple(min(1.0, (information(test, r, c) or 0.0) / full) for r, c in history)
+
+
+def boundary_level(error: ErrorControl, at: Sequence[float], share: float, seeds: int, max_seeds: int) -> float:
+    """The nominal two-sided level a comparison is tested at, at the last of its looks (information fractions
+    `at`), for its share of the error: its group-sequential boundary (`spending`), or a confidence sequence's
+    pointwise level at its seeds (`confseq`)."""
+    if error == "confseq":
+        return confseq_level(max(seeds, 1), max_seeds, share)
+    return nominal_level(spending_bounds(tuple(at), share)[-1])
+
+
+def conditional_power(cv: ComparisonVerdict, at: Sequence[float], share: float, most: tuple[int, int]) -> float:
+    """The chance that the design's last look decides the comparison (either way), given its seeds so far, were the
+    true difference the smallest the study sets out to see: for a difference, the one the full design finds four
+    times in five at the comparison's level (each way); for `same` and `no_worse`, none (reproduced) or twice the
+    margin the wrong way (contradicted). Every budget must decide the same way: each way, the least likely budget."""
+
+    final = spending_bounds((*at, 1.0), share)[-1]
+    ways = []
+    for budget in cv.budgets:
+        test = budget.test
+        full = information(test, *most) if test is not None else None
+        if test is None or test.effect is None or not test.se > 0 or full is None:
+            return 0.0
+        now = 1.0 / test.se**2
+        if full <= now:  # no information left to gain: the last look is this one
+            return 0.0
+        ways.append(_ways(cv.comparison, cv.higher_is_better, test.effect, now, full, final))
+    if not ways:
+        return 0.0
+    return max(min(w[0] for w in ways), min(w[1] for w in ways))
+
+
+def _ways(comparison, higher_is_better: bool, effect: float, now: float, full: float, c: float):
+    """(reproduced, contradicted): the chance of each at the last look (information `full`, boundary `c`), the
+    difference seen at information `now` being `effect` and the rest drawn at each way's alternative."""
+    from scipy.special import ndtr, ndtri
+
+    se = 1 / math.sqrt(full)
+    w, sd = now / full, math.sqrt(full - now) / full
+    margin = comparison.margin or 0.0
+
+    def above(x: float, delta: float, seen: float) -> float:  # P(final difference >= x) at true difference delta
+        return float(ndtr(((w * seen + (1 - w) * delta) - x) / sd))
+
+    def between(lo: float, hi: float, delta: float, seen: float) -> float:
+        return max(0.0, above(lo, delta, seen) - above(hi, delta, seen)) if hi > lo else 0.0
+
+    if comparison.expect == "same":
+        away = math.copysign(2 * margin, effect)
+        outside = above(margin + c * se, away, effect) + 1 - above(-margin - c * se, away, effect)
+        return between(-margin + c * se, margin - c * se, 0.0, effect), outside
+    if comparison.expect == "no_worse":
+        better = effect if higher_is_better else -effect
+        return above(-margin + c * se, 0.0, better), 1 - above(-margin - c * se, -2 * margin, better)
+    sign = 1.0 if comparison.expect == "higher" else -1.0
+    smallest = (c + float(ndtri(POWER))) * se
+    toward = sign * effect
+    return above(c * se, smallest, toward), 1 - above(-c * se, -smallest, toward)
 
 
 Judged = Callable[[Mapping[str, tuple[int, ...]]], Sequence[ClaimVerdict]]
 """The evidence a look judges: row -> the seeds it reads (each row's first n) -> the claims' verdicts on those trials
-at ALPHA (empty where the study has nothing to judge yet). The results store gathers it from a study folder
-(`ablations.results.evidence.looks`); a simulation hands in its own."""
+(empty where the study has nothing to judge yet); each comparison's `sides` are what a look tests. The results store
+gathers it from a study folder (`ablations.results.evidence.looks`); a simulation hands in its own."""
 
 
 def walk(
@@ -376,8 +371,8 @@ def walk(
     """Take the design's looks over a study's finished seeds: `have` is each row's finished seeds in the order the
     design uses them (seed order, failed seeds left out), `controls` the control rows and the rows compared with
     each, `judged` the claims' verdicts on any choice of those seeds. Look after look, the policy (`policy`) asks for
-    seeds; while every row has them, the look tests each open row on its first seeds at the level `error` spends
-    there.
+    seeds; while every row has them, the look tests each comparison still undecided whose row is open, as the module
+    docstring says.
 
     Live (`archive=False`) the walk stops at the first look whose seeds are not all finished, and `target` says
     which: the trials a sweep queues next. A function of the finished trials alone (when `judged` is: the
@@ -385,10 +380,12 @@ def walk(
     lost to a kill is taken again, the same, by the next reader. Over an archive (`ablate replay`) a row whose seeds
     run out stops there."""
     rows = list(have)
+    most = seed_range(rows, controls, min_seeds=min_seeds, max_seeds=max_seeds)[1]
     seeds: dict[str, int] = dict.fromkeys(rows, 0)
     states: dict[str, State] = {}
     looks: list[Look] = []
-    previous = 0
+    history: dict[str, list[tuple[int, int]]] = {}
+    decided: dict[str, str] = {}
     while True:
         target = policy(seeds, states, controls, min_seeds=min_seeds, max_seeds=max_seeds)
         if archive:
@@ -398,14 +395,37 @@ def walk(
         if any(n > len(have[r]) for r, n in target.items()):
             return Walk(looks=tuple(looks), seeds=seeds, target=target, finished=False)
         seeds = target
-        controlled = {r for compared in controls.values() for r in compared} or set(rows)
-        n = look_seeds(seeds, states, controls, previous)
-        at = level(error, n, previous, max_seeds)
-        previous = n
         chosen = {r: tuple(list(have.get(r, []))[:n]) for r, n in seeds.items()}
-        found = {r: look for r, look in row_states(judged(chosen), at, seeds, max_seeds).items() if r in seeds}
+        verdicts = {comparison_key(cv.comparison): cv for claim in judged(chosen) for cv in claim.comparisons}
+        looked = {
+            k: cv for k, cv in verdicts.items()
+            if cv.comparison.row in seeds and states.get(cv.comparison.row, "open") == "open"
+        }  # fmt: skip
+        family, at, reach = {}, {}, {}
+        for key, cv in looked.items():
+            test = cv.test
+            if key in decided or cv.sides is None or test is None:
+                continue
+            history.setdefault(key, []).append((test.n_row, test.n_against))
+            reach[key] = (most.get(test.row, max_seeds), most.get(test.against, max_seeds))
+            if (found := fractions(test, history[key], reach[key])) is not None:
+                if test.n_row >= (most.get(test.row, max_seeds) if test.row in controls else max_seeds):
+                    found = (*found[:-1], 1.0)  # its last look, whatever it reached: the rest of its share is spent
+                family[key], at[key] = cv.sides, found
+        size = len({k for k, cv in verdicts.items() if cv.sides is not None} | set(decided) | set(history))
+
+        rows_of_key = {k: seeds.get(verdicts[k].comparison.row, 0) for k in family}
+        tested = decide(
+            family,
+            functools.partial(_level_of, error, at, rows_of_key, max_seeds),
+            decided=list(decided),
+            size=size,
+        )
+        decided.update({k: t.way for k, t in tested.items() if t.way is not None})
+        share = ALPHA / max(size - len(decided), 1)
+        found = _row_looks(looked, decided, at, reach, share, seeds, max_seeds)
         for r in rows:
-            if r in controls and r not in controlled or states.get(r, "open") != "open":
+            if r in controls and r not in found or states.get(r, "open") != "open":
                 if looks and r in looks[-1].rows:  # stopped at an earlier look: as it stood then
                     found[r] = looks[-1].rows[r]
                 continue
@@ -414,7 +434,60 @@ def walk(
                 look = replace(look, state="out_of_reach", why="the archive has no more seeds of it")
             states[r] = look.state
             found[r] = look
-        looks.append(Look(seeds=dict(seeds), level=at, rows=found))
+        looks.append(Look(seeds=dict(seeds), levels={k: t.level for k, t in tested.items()}, rows=found))
+
+
+def _level_of(
+    error: ErrorControl, at: Mapping[str, tuple[float, ...]], seeds: Mapping[str, int], max_seeds: int, key: str,
+    share: float,
+) -> float:  # fmt: skip
+    """The level `decide` tests a comparison at, at this look, for its share (`boundary_level`)."""
+    return boundary_level(error, at[key], share, seeds[key], max_seeds)
+
+
+def _row_looks(
+    looked: Mapping[str, ComparisonVerdict],
+    decided: Mapping[str, str],
+    at: Mapping[str, tuple[float, ...]],
+    reach: Mapping[str, tuple[int, int]],
+    share: float,
+    seeds: Mapping[str, int],
+    max_seeds: int,
+) -> dict[str, RowLook]:
+    """Each row a looked-at comparison names, after the look: open if any of its comparisons is (and it is below
+    `max_seeds`), else out of reach if any is, else decided."""
+    found: dict[str, list[tuple[str, State, str, str]]] = {}
+    for key, cv in looked.items():
+        row, n = cv.comparison.row, seeds.get(cv.comparison.row, 0)
+        excluded = [w for b in cv.budgets for w in b.excluded]
+        if key in decided:
+            state, why, verdict = "decided", f"{decided[key]} at the family's level", decided[key]
+        elif cv.sides is None and excluded:
+            state, why, verdict = (
+                "out_of_reach",
+                f"no verdict whatever its seeds: {'; '.join(excluded)}",
+                "inconclusive",
+            )
+        elif key not in at or n < 2:
+            state, why, verdict = "open", "undecided", "inconclusive"
+        else:
+            power = conditional_power(cv, at[key], share, reach[key])
+            if power < FUTILITY:
+                why = f"conditional power {power:.0%} under the smallest effect the study sets out to see"
+                state, verdict = "out_of_reach", "inconclusive"
+            else:
+                state, why, verdict = "open", f"undecided, conditional power {power:.0%}", "inconclusive"
+        found.setdefault(row, []).append((key, state, why, verdict))
+    out = {}
+    for row, comps in found.items():
+        n = seeds.get(row, 0)
+        kinds = [s for _, s, _, _ in comps]
+        state: State = "open" if "open" in kinds else "out_of_reach" if "out_of_reach" in kinds else "decided"
+        why = next(w for _, s, w, _ in comps if s == state)
+        if state == "open" and n >= max_seeds:
+            state, why = "out_of_reach", f"still open at max_seeds ({max_seeds})"
+        out[row] = RowLook(row=row, seeds=n, state=state, why=why, verdicts={k: v for k, _, _, v in comps})
+    return out
 
 
 def without_failed(
@@ -433,6 +506,7 @@ def without_failed(
 
 __all__ = [
     "FAILED",
+    "FUTILITY",
     "STATES",
     "Decision",
     "ErrorControl",
@@ -442,21 +516,18 @@ __all__ = [
     "Sequential",
     "State",
     "Walk",
-    "at_level",
+    "boundary_level",
     "comparison_key",
-    "comparison_state",
+    "conditional_power",
+    "fractions",
+    "information",
     "confseq_level",
     "controls_of",
     "dunnett",
     "first_look",
-    "level",
-    "look_level",
-    "look_seeds",
     "policy",
-    "row_states",
     "rows_of",
     "seed_range",
-    "spent",
     "walk",
     "without_failed",
 ]

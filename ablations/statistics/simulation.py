@@ -1,168 +1,223 @@
-"""The sequential design simulated against the fixed one: rows with planted effects against one control, each look
-testing every row as the report does (moderated seed variances, Welch t, Holm over the rows at the look's level).
-What it measured, and the command: docs/SCIENCE.md, "The sequential design"."""
+"""The shipped rule, simulated: a study's claims on synthetic per-seed scores, judged by the code a sweep runs.
+
+Each replicate draws every row's seeds at both budgets (T/2 and T: seed SDs and their correlation from an archive)
+and a dev set (each row's sentence-level scores, so that the paired bootstrap measures sentence noise as it does on
+real records, and the dev set's own luck moves each row's score). It then runs the design exactly as the sweep does:
+`ablations.statistics.sequential.walk` takes the looks, each look's evidence comes from
+`ablations.statistics.significance.compare_rows` and `ablations.statistics.verdicts.judge` on the seeds it reads,
+and the family, the boundaries and the futility rule are theirs. Nothing here re-implements a rule: what is measured
+is what ships. A fixed design is the same walk with min_seeds = max_seeds (one look, Holm over the claims).
+
+What a replicate counts: a comparison's final verdict is wrong when it is reproduced though the planted truth is
+not what the claim says (no difference, or the other sign; for `same`, a difference at the margin or beyond; for
+`no_worse`, worse by the margin or more), or contradicted though the truth is what the claim says (or is on the
+margin). The family-wise error is the share of replicates with any wrong verdict; the power of a comparison, the
+share in which it is reproduced; the cost, the trials the design ran.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
-from ablate.ablations.statistics.sequential import ErrorControl, dunnett, level, policy
-from ablate.ablations.statistics.significance import ALPHA
-from ablate.ablations.statistics.variance import holm, moderate
+from ablate.ablations.statistics.claims import Claim, Comparison, Metric
+from ablate.ablations.statistics.sequential import (
+    ErrorControl,
+    comparison_key,
+    controls_of,
+    seed_range,
+    walk,
+)
+from ablate.ablations.statistics.significance import SystemScores, compare_rows
+from ablate.ablations.statistics.verdicts import ClaimVerdict, judge
+
+
+@dataclass(frozen=True, kw_only=True)
+class Noise:
+    """The noise a simulated study's scores carry, in the metric's units (default: table3-tiny's archive, BLEU)."""
+
+    seed_sd: tuple[float, float] = (1.13, 0.85)
+    """One seed's SD at T/2 and at T."""
+    correlation: float = 0.76
+    """Of a seed's scores at T/2 and at T."""
+    sentence_se: float = 0.35
+    """The paired bootstrap's SE of a difference between two rows' means (sentence noise), at both budgets."""
+    blocks: int = 40
+    """Dev-set blocks the sentence noise is drawn over (each a group of sentences): the bootstrap resamples them."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Design:
+    """The design simulated: a sequential one (min_seeds < max_seeds) or a fixed one (equal)."""
+
+    min_seeds: int = 2
+    max_seeds: int = 3
+    error: ErrorControl = "spending"
 
 
 @dataclass(frozen=True, kw_only=True)
 class SimulationResult:
     """What `simulate` measured over its replicates."""
 
+    replicates: int
     fwer: float
-    """Share of replicates with a wrong verdict on an ordinary row (a difference where none is planted, or the wrong
-    sign)."""
-    wrong_unstable: float
-    """Share of replicates with a wrong verdict on a row with tenfold variance."""
-    coverage: float
-    """Share of the ordinary rows' final 95% intervals that hold the planted effect."""
-    coverage_unstable: float
-    """The same for the rows with tenfold variance."""
-    trials: float
-    """Mean trials run (rows and control)."""
-    fixed_trials: int
-    """Trials of the fixed design at max_seeds (the control at round(sqrt(k) max_seeds))."""
-    decided: float
-    """Mean share of rows with a planted effect that ended decided."""
+    """Share of replicates with any wrong verdict among the claimed comparisons."""
+    fwer_upper: float
+    """The upper end of the family-wise error's 95% Clopper-Pearson interval (Monte Carlo error)."""
+    reproduced: dict[str, float] = field(default_factory=dict)
+    """'row/metric/expect/against' -> share of replicates in which the comparison was reproduced."""
+    wrong: dict[str, float] = field(default_factory=dict)
+    """'row/metric/expect/against' -> share of replicates in which its verdict was wrong."""
+    trials: float = 0.0
+    """Mean trials the design ran (every row, controls included)."""
+    most_trials: int = 0
+    """Trials if every row ran to max_seeds (the controls at their share)."""
 
 
 def simulate(
-    effects: Sequence[float],
+    claims: Sequence[Claim],
+    rows: Sequence[str],
+    base: str,
     *,
-    unstable: Sequence[int] = (),
-    min_seeds: int = 2,
-    max_seeds: int = 6,
-    sd: float = 1.0,
-    replicates: int = 400,
-    sequential: bool = True,
-    error: ErrorControl = "spending",
+    metrics: Mapping[str, Metric],
+    effects: Mapping[tuple[str, str], float] | None = None,
+    unstable: Sequence[str] = (),
+    design: Design = Design(),
+    noise: Noise = Noise(),
+    replicates: int = 1000,
+    n_samples: int = 200,
     seed: int = 0,
 ) -> SimulationResult:
-    """Rows with planted `effects` against one control (seed SD `sd`; the rows in `unstable` with ten times the
-    variance), each look testing every row with the report's moderated seed variances and Welch t, Holm over the
-    rows at the look's spent level (`error`: alpha spending, or a confidence sequence's level); `sequential=False`
-    runs every row to max_seeds and tests once at ALPHA."""
+    """The claims of a study of `rows` (its base `base`) simulated at `design`: `effects` plants a true difference
+    (row, metric) -> its value against the base at both budgets (0 elsewhere; a comparison against another row
+    sees the difference of the two); the rows in `unstable` have ten times the seed variance. `n_samples`: the
+    bootstrap's resamples (fewer than a report's 1000 keeps a replicate fast; the sentence SE is estimated well)."""
     from scipy import stats
 
+    effects = dict(effects or {})
     rng = np.random.default_rng(seed)
-    k = len(effects)
-    sds = np.array([sd * (math.sqrt(10) if i in unstable else 1.0) for i in range(k)])
-    truth = np.asarray(effects, dtype=float)
-    control_max = dunnett(k, max_seeds)
-    wrong, wrong_u, covered, covered_u, trials, decided = 0, 0, [], [], [], []
+    comparisons = [c for claim in claims for c in claim.compare]
+    controls = controls_of([(c.row, c.against) for c in comparisons], base, list(rows))
+    most = seed_range(rows, controls, min_seeds=design.min_seeds, max_seeds=design.max_seeds)[1]
+    keys = [comparison_key(c) for c in comparisons]
+    wrong_any, trials = 0, 0
+    wrong = dict.fromkeys(keys, 0)
+    reproduced = dict.fromkeys(keys, 0)
+    metric_names = sorted({c.metric for c in comparisons})
     for _ in range(replicates):
-        rows = rng.normal(truth[:, None], sds[:, None], size=(k, max_seeds))
-        control = rng.normal(0.0, sd, size=control_max)
-        seeds, states, bad, wrong_here = _sim_looks(
-            rows, control, truth, unstable, min_seeds=min_seeds, max_seeds=max_seeds, sequential=sequential,
-            error=error,
-        )  # fmt: skip
-        wrong_u += wrong_here
-        tests = _sim_tests(rows, control, seeds, k)
-        for i, (effect, se, df, _) in enumerate(tests):
-            half = stats.t.ppf(1 - ALPHA / 2, df) * se
-            (covered_u if i in unstable else covered).append(abs(effect - truth[i]) <= half)
-        wrong += bool(bad)
-        trials.append(sum(seeds.values()))
-        planted = [i for i in range(k) if truth[i] != 0]
-        decided.append(np.mean([states[str(i)] == "decided" for i in planted]) if planted else 0.0)
+        drawn = _draw(rng, rows, most, metric_names, effects, unstable, noise)
+        judged = _judged(drawn, claims, rows, base, metrics, n_samples)
+        have = {r: list(range(most.get(r, design.max_seeds))) for r in rows}
+        walked = walk(judged, have, controls, min_seeds=design.min_seeds, max_seeds=design.max_seeds,
+                      error=design.error)  # fmt: skip
+        stopped = walked.stopped()
+        bad = False
+        for c, key in zip(comparisons, keys, strict=True):
+            row = stopped.get(c.row)
+            verdict = row.verdicts.get(key, "inconclusive") if row is not None else "inconclusive"
+            truth = effects.get((c.row, c.metric), 0.0) - effects.get((c.against or base, c.metric), 0.0)
+            is_wrong = _wrong(c, verdict, truth, metrics[c.metric].higher_is_better)
+            wrong[key] += is_wrong
+            reproduced[key] += verdict == "reproduced"
+            bad |= is_wrong
+        wrong_any += bad
+        trials += sum(walked.seeds.values())
+    upper = float(stats.beta.ppf(0.975, wrong_any + 1, replicates - wrong_any)) if wrong_any < replicates else 1.0
     return SimulationResult(
-        fwer=wrong / replicates,
-        wrong_unstable=wrong_u / replicates,
-        coverage=float(np.mean(covered)),
-        coverage_unstable=float(np.mean(covered_u)) if covered_u else math.nan,
-        trials=float(np.mean(trials)),
-        fixed_trials=k * max_seeds + control_max,
-        decided=float(np.mean(decided)),
+        replicates=replicates,
+        fwer=wrong_any / replicates,
+        fwer_upper=upper,
+        reproduced={k: v / replicates for k, v in reproduced.items()},
+        wrong={k: v / replicates for k, v in wrong.items()},
+        trials=trials / replicates,
+        most_trials=sum(most.get(r, design.max_seeds) for r in rows),
     )
 
 
-def _sim_looks(
-    rows: np.ndarray,
-    control: np.ndarray,
-    truth: np.ndarray,
-    unstable: Sequence[int],
-    *,
-    min_seeds: int,
-    max_seeds: int,
-    sequential: bool,
-    error: ErrorControl,
-):
-    """One replicate's looks, as `simulate` describes them: (each row's seeds at the end, row i as "i" and the
-    control as "c"; each row's state; whether an ordinary row got a wrong verdict; how many rows with tenfold
-    variance did)."""
-    k = len(truth)
-    seeds: dict[str, int] = {str(i): 0 for i in range(k)} | {"c": 0}
-    states: dict = {}
-    first = min_seeds if sequential else max_seeds
-    previous, bad, wrong_u = 0, False, 0
-    while True:
-        target = (
-            policy(seeds, states, {"c": [str(i) for i in range(k)]}, min_seeds=first, max_seeds=max_seeds)
-            if sequential or not states
-            else seeds
-        )
-        if target == seeds:
-            return seeds, states, bad, wrong_u
-        seeds = target
-        n = max(seeds[str(i)] for i in range(k) if states.get(str(i), "open") == "open")
-        at = level(error, n, previous, max_seeds) if sequential else ALPHA
-        previous = n
-        tests = _sim_tests(rows, control, seeds, k)
-        p_holm = holm([p for _, _, _, p in tests])
-        for i, ((effect, se, _df, _), p) in enumerate(zip(tests, p_holm, strict=True)):
-            if states.get(str(i)) in ("decided", "out_of_reach"):
-                continue
-            if p is not None and p < at:
-                states[str(i)] = "decided"
-                wrong = truth[i] == 0 or np.sign(truth[i]) != np.sign(effect)
-                if i not in unstable:  # the family-wise error over the ordinary rows, as section 9 measures it
-                    bad |= wrong
-                wrong_u += i in unstable and wrong
-            else:
-                states[str(i)] = _sim_undecided(effect, se, seeds[str(i)], at, max_seeds, sequential)
+def _wrong(comparison: Comparison, verdict: str, truth: float, higher_is_better: bool) -> bool:
+    """Whether a verdict is wrong for the planted truth (see the module docstring)."""
+    margin = comparison.margin or 0.0
+    if comparison.expect == "same":
+        holds, fails = abs(truth) < margin, abs(truth) > margin
+    elif comparison.expect == "no_worse":
+        better = truth if higher_is_better else -truth
+        holds, fails = better > -margin, better < -margin
+    else:
+        sign = 1.0 if comparison.expect == "higher" else -1.0
+        holds, fails = sign * truth > 0, sign * truth < 0
+    return (verdict == "reproduced" and not holds) or (verdict == "contradicted" and not fails)
 
 
-def _sim_undecided(effect: float, se: float, n: int, at: float, max_seeds: int, sequential: bool) -> str:
-    """An undecided row after a look: open while the power model says max_seeds could decide it, else out of reach."""
-    from scipy import stats
-
-    if n >= max_seeds or not sequential:
-        return "out_of_reach"
-    z = stats.norm.ppf(1 - at / 2) + stats.norm.ppf(0.8)
-    need = (z * se / max(abs(effect), 1e-9)) ** 2 * n
-    return "open" if need <= max_seeds else "out_of_reach"
+Drawn = dict[tuple[str, int, float, str], SystemScores]
+"""(row, seed, budget, metric) -> the system's synthetic scores."""
 
 
-def _sim_tests(
-    rows: np.ndarray, control: np.ndarray, seeds: Mapping[str, int], k: int
-) -> list[tuple[float, float, float, float]]:
-    """(effect, SE, df, p) of every row against the control from the seeds run so far, as
-    `ablations.statistics.significance` does."""
-    from scipy import stats
-
-    values = [list(rows[i, : seeds[str(i)]]) for i in range(k)] + [list(control[: seeds["c"]])]
-    moderated, _ = moderate(values)
-    ref = moderated[-1]
-    out = []
-    for i in range(k):
-        mine, n, m = moderated[i], seeds[str(i)], seeds["c"]
-        a, b = mine.var / n, ref.var / m
-        se = math.sqrt(a + b)
-        df = (a + b) ** 2 / (a**2 / mine.df + b**2 / ref.df) if mine.df > 0 and ref.df > 0 else 1.0
-        effect = float(np.mean(values[i]) - np.mean(values[-1]))
-        p = float(2 * stats.t.sf(abs(effect) / se, df)) if se > 0 else 1.0
-        out.append((effect, se, df, p))
+def _draw(
+    rng: np.random.Generator,
+    rows: Sequence[str],
+    most: Mapping[str, int],
+    metric_names: Sequence[str],
+    effects: Mapping[tuple[str, str], float],
+    unstable: Sequence[str],
+    noise: Noise,
+) -> Drawn:
+    """One replicate's systems: each row's seeds at T/2 and T, on a dev set of `noise.blocks` blocks whose
+    sentence-level differences give the paired bootstrap the archive's sentence SE."""
+    half, full = noise.seed_sd
+    cov = np.array([[half**2, noise.correlation * half * full], [noise.correlation * half * full, full**2]])
+    # Each row's block scores: independent N(0, tau^2 blocks) offsets, so that its mean over the dev set moves by
+    # N(0, tau^2) and the difference of two rows by the archive's sentence SE (tau = SE / sqrt 2).
+    tau = noise.sentence_se / math.sqrt(2)
+    out: Drawn = {}
+    for metric in metric_names:
+        for row in rows:
+            n = most.get(row, 1)
+            scale = math.sqrt(10.0) if row in unstable else 1.0
+            seeds = rng.multivariate_normal([0.0, 0.0], cov, size=n) * scale
+            blocks = rng.normal(0.0, tau * math.sqrt(noise.blocks), size=noise.blocks)
+            for s in range(n):
+                for b, fraction in enumerate((0.5, 1.0)):
+                    level = effects.get((row, metric), 0.0) + seeds[s, b]
+                    values = (level + blocks)[:, None] / noise.blocks  # summed over the blocks: their mean
+                    score = float(values.sum())
+                    out[(row, s, fraction, metric)] = SystemScores(
+                        score=score, stats=values, scorer=_block_mean, scores_of=_block_means
+                    )
     return out
 
 
-__all__ = ["SimulationResult", "simulate"]
+def _block_mean(sums: np.ndarray) -> float:
+    return float(sums[0])
+
+
+def _block_means(sums: np.ndarray) -> np.ndarray:
+    return sums[:, 0]
+
+
+def _judged(drawn: Drawn, claims: Sequence[Claim], rows: Sequence[str], base: str, metrics, n_samples: int):
+    """The evidence of a look on the drawn systems: every row against the base and each claimed pair, at both
+    budgets, judged as a study's records are (`ablations.results.evidence.study_verdicts`)."""
+    claimed = [(c.row, c.against) for claim in claims for c in claim.compare if c.against]
+    pairs = [(r, base) for r in rows if r != base]
+    pairs += [p for p in dict.fromkeys(claimed) if p not in pairs and p[0] != p[1]]
+    metric_names = sorted({c.metric for claim in claims for c in claim.compare})
+    seen: dict[tuple, list[ClaimVerdict]] = {}
+
+    def judged(chosen: Mapping[str, tuple[int, ...]]) -> list[ClaimVerdict]:
+        key = tuple(sorted((r, len(s)) for r, s in chosen.items()))
+        if key not in seen:
+            tests = {}
+            for fraction in (0.5, 1.0):
+                tests[fraction] = {}
+                for metric in metric_names:
+                    systems = {r: [drawn[(r, s, fraction, metric)] for s in chosen.get(r, ())] for r in rows}
+                    tests[fraction].update(compare_rows(systems, pairs, metric, n_samples=n_samples))
+            seen[key] = judge(list(claims), tests, base, metrics=metrics)
+        return seen[key]
+
+    return judged
+
+
+__all__ = ["Design", "Noise", "SimulationResult", "simulate"]

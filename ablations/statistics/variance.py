@@ -142,8 +142,6 @@ def moderate(rows: Sequence[Sequence[float]], *, robust: bool = True) -> tuple[l
 
 def _prior(values: list[list[float]], own: list[tuple[float, int]]) -> Prior | None:
     """The ordinary rows' prior: fitted by moments when Bartlett's test finds their variances unequal, else pooled."""
-    from scipy import stats
-
     if not own:
         return None
     s2, d = _valid([v for v, _ in own], [n for _, n in own])
@@ -151,13 +149,29 @@ def _prior(values: list[list[float]], own: list[tuple[float, int]]) -> Prior | N
     if len(own) < 3 or all(v == 0 for v, _ in own):
         return pooled
     with np.errstate(divide="ignore", invalid="ignore"):  # a row of identical seeds (log 0): no test, pooled
-        p = float(stats.bartlett(*values).pvalue)
+        p = _bartlett(values)
     return (fit_prior(s2, d) or pooled) if p < HETEROGENEITY_ALPHA else pooled
+
+
+def _bartlett(values: list[list[float]]) -> float:
+    """Bartlett's test of equal variances (Bartlett, 1937): the p of its chi-squared statistic, as
+    `scipy.stats.bartlett` gives it. Written out because scipy's wrapper costs milliseconds a call (its input checks)
+    and a simulation of the design calls it millions of times; `tests/ablations/statistics/test_variance.py` checks
+    it against scipy's."""
+    from scipy.special import chdtrc
+
+    n = np.array([len(v) for v in values], dtype=float)
+    s2 = np.array([np.var(v, ddof=1) for v in values])
+    k, total = len(values), float(n.sum())
+    pooled = float(np.sum((n - 1) * s2) / (total - k))
+    statistic = (total - k) * math.log(pooled) - float(np.sum((n - 1) * np.log(s2)))
+    statistic /= 1 + (float(np.sum(1 / (n - 1))) - 1 / (total - k)) / (3 * (k - 1))
+    return float(chdtrc(k - 1, statistic))
 
 
 def _outliers(fitted: dict[int, tuple[float, int]]) -> set[int]:
     """Rows whose variance is above the others' pooled one at OUTLIER_ALPHA, Holm-corrected (step 1)."""
-    from scipy import stats
+    from scipy.special import fdtrc
 
     tails = []
     for i in fitted:
@@ -165,7 +179,7 @@ def _outliers(fitted: dict[int, tuple[float, int]]) -> set[int]:
         df_others = sum(fitted[j][1] for j in others)
         pooled = sum(fitted[j][0] * fitted[j][1] for j in others) / df_others
         ratio = fitted[i][0] / pooled if pooled > 0 else (math.inf if fitted[i][0] > 0 else 1.0)
-        tails.append(float(stats.f.sf(ratio, fitted[i][1], df_others)))
+        tails.append(float(fdtrc(fitted[i][1], df_others, ratio)))
     return {i for i, p in zip(fitted, holm(tails), strict=True) if p is not None and p < OUTLIER_ALPHA}
 
 

@@ -6,13 +6,17 @@ a non-inferiority margin (`no_worse`). `ablations.statistics.significance` tests
 pair a claim
 names); this module reads those tests and turns them into verdicts:
 
-- a difference comparison is *reproduced* when the Holm-corrected p-value is below ALPHA and the difference has the
-  expected sign, *contradicted* when it is below ALPHA with the other sign, *inconclusive* otherwise;
-- an equivalence comparison is *reproduced* when the whole 95% confidence interval lies inside +-margin,
-  *contradicted* when it lies wholly outside, *inconclusive* when it straddles a bound;
+- a difference comparison is *reproduced* when its interval excludes 0 on the expected side, *contradicted* when it
+  excludes 0 on the other side, *inconclusive* otherwise;
+- an equivalence comparison is *reproduced* when the whole interval lies inside +-margin (TOST), *contradicted* when
+  it lies wholly outside, *inconclusive* when it straddles a bound;
 - a non-inferiority comparison (`no_worse`) is *reproduced* when the interval's worse end is better than -margin (a
   large gain passes), *contradicted* when its better end is at -margin or worse, *inconclusive* otherwise;
 - a claim is contradicted when any comparison is, reproduced when all are, inconclusive otherwise.
+
+The interval is the one at the level the comparison is tested at: every claimed comparison of the study is one family
+(`ablations.statistics.family`: Holm over all of them, whatever their metric, reference or kind), so the probability
+of any wrong verdict among the study's claims is at most ALPHA.
 
 Every comparison is tested at every training budget the study scored (T, and shorter ones such as T/2: branches of
 the same runs, each annealed). It is reproduced or contradicted only when it is so at every budget; a verdict that
@@ -26,11 +30,12 @@ effect of its test: an effect too small for the study, or a study too noisy to s
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ablate.ablations.statistics.budgets import budget_label
 from ablate.ablations.statistics.claims import Claim, Comparison, Metric
+from ablate.ablations.statistics.family import Sides, across_budgets, adjusted, decide, sides
 from ablate.ablations.statistics.significance import ALPHA, RowTest
 
 Verdict = Literal["reproduced", "contradicted", "inconclusive", "untested"]
@@ -48,6 +53,8 @@ class BudgetVerdict:
     """The test at this budget (None when a row has no complete trial)."""
     excluded: tuple[str, ...] = ()
     """Why this budget gives no verdict whatever its test says ('A1 not trainable at this preset (...)')."""
+    sides: Sides | None = None
+    """The test's two p-values, reproduced and contradicted (`ablations.statistics.family.sides`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +74,15 @@ class ComparisonVerdict:
     advice: str = ""
     """For a comparison too noisy to see the paper's own difference: the seeds it would need at 80% power and what
     they would cost (`reports.table`, from the rows' measured trial times); '' otherwise."""
+    sides: Sides | None = None
+    """Its two p-values over every budget (the intersection-union test, `ablations.statistics.family.across_budgets`);
+    None when it is not in the study's family (excluded, untested, no seed noise, or the study gives no verdict)."""
+    level: float | None = None
+    """The level it was tested at in the study's family (Holm's share, passed on by the comparisons decided)."""
+    p_family: float | None = None
+    """Its p, Holm-adjusted over the study's family: the verdict is decided when it is below ALPHA."""
+    family: int = 0
+    """How many comparisons the family holds."""
 
     @property
     def test(self) -> RowTest | None:
@@ -93,31 +109,15 @@ class ClaimVerdict:
 # --- verdicts -----------------------------------------------------------------------------------------------------
 
 
-def comparison_verdict(comparison: Comparison, test: RowTest | None, higher_is_better: bool) -> Verdict:
-    """The verdict of one comparison from its test at one budget (see the module docstring); `higher_is_better`,
-    the metric's direction, says which end of the interval is worse for `no_worse`."""
+def comparison_verdict(
+    comparison: Comparison, test: RowTest | None, higher_is_better: bool, level: float = ALPHA
+) -> Verdict:
+    """The verdict of one comparison from its test at one budget, at `level` (see the module docstring);
+    `higher_is_better`, the metric's direction, says which end of the interval is worse for `no_worse`."""
     if test is None or test.effect is None:
         return "untested"
-    if comparison.expect == "same":
-        margin = comparison.margin or 0.0
-        lo, hi = test.ci
-        if -margin < lo and hi < margin:
-            return "reproduced"
-        if lo >= margin or hi <= -margin:
-            return "contradicted"
-        return "inconclusive"
-    if comparison.expect == "no_worse":  # non-inferiority: the interval's worse end inside the margin
-        margin = comparison.margin or 0.0
-        worse, better = _worse_and_better_ends(test, higher_is_better)
-        if worse > -margin:
-            return "reproduced"
-        if better <= -margin:
-            return "contradicted"
-        return "inconclusive"
-    if test.p_holm is None or test.p_holm >= ALPHA:
-        return "inconclusive"
-    agrees = test.effect > 0 if comparison.expect == "higher" else test.effect < 0
-    return "reproduced" if agrees else "contradicted"
+    found = sides(comparison, test, higher_is_better)
+    return (found.at(level) if found is not None else None) or "inconclusive"
 
 
 def _worse_and_better_ends(test: RowTest, higher_is_better: bool) -> tuple[float, float]:
@@ -156,7 +156,7 @@ def judge(
     (study.json's pipeline_check), else None."""
     paper = paper or {}
     excluded = excluded or {}
-    out = []
+    found: list[list[ComparisonVerdict]] = []
     for claim in claims:
         parts = []
         for comp in claim.compare:
@@ -168,21 +168,54 @@ def judge(
             )
             mine, theirs = paper.get(comp.row, {}).get(comp.metric), paper.get(against, {}).get(comp.metric)
             paper_delta = mine - theirs if mine is not None and theirs is not None else None
-            verdict, reason = _across_budgets(comp, budgets, paper_delta, withheld, metric)
+            tested = not withheld and all(not b.excluded and b.sides is not None for b in budgets)
             parts.append(
                 ComparisonVerdict(
                     comparison=comp,
-                    verdict=verdict,
+                    verdict="inconclusive",
                     budgets=budgets,
                     paper_delta=paper_delta,
-                    reason=reason,
                     higher_is_better=metric.higher_is_better,
+                    sides=across_budgets([b.sides for b in budgets]) if tested else None,
+                )
+            )
+        found.append(parts)
+    family = {(i, j): cv.sides for i, parts in enumerate(found) for j, cv in enumerate(parts) if cv.sides is not None}
+    decided, p_family = decide(family), adjusted(family)
+    out = []
+    for i, (claim, parts) in enumerate(zip(claims, found, strict=True)):
+        judged = []
+        for j, cv in enumerate(parts):
+            at = decided[(i, j)].level if (i, j) in decided else ALPHA
+            budgets = tuple(_at_level(b, cv.comparison, at, cv.higher_is_better) for b in cv.budgets)
+            verdict, reason = _across_budgets(
+                cv.comparison, budgets, cv.paper_delta, withheld, metrics[cv.comparison.metric], len(family)
+            )
+            judged.append(
+                replace(
+                    cv,
+                    verdict=verdict,
+                    reason=reason,
+                    budgets=budgets,
+                    level=at if (i, j) in decided else None,
+                    p_family=p_family.get((i, j)),
+                    family=len(family),
                 )
             )
         out.append(
-            ClaimVerdict(claim=claim, verdict=claim_verdict([p.verdict for p in parts]), comparisons=tuple(parts))
+            ClaimVerdict(claim=claim, verdict=claim_verdict([p.verdict for p in judged]), comparisons=tuple(judged))
         )
     return out
+
+
+def _at_level(budget: BudgetVerdict, comp: Comparison, level: float, higher_is_better: bool) -> BudgetVerdict:
+    """The budget's verdict at the level its comparison was tested at in the family."""
+    if budget.test is None or budget.test.effect is None:
+        return budget
+    verdict = comparison_verdict(comp, budget.test, higher_is_better, level)
+    if budget.excluded and verdict in ("reproduced", "contradicted"):
+        verdict = "inconclusive"
+    return replace(budget, verdict=verdict)
 
 
 def _at_budget(
@@ -191,13 +224,14 @@ def _at_budget(
     """The comparison at one budget: its test's verdict, unless a row of it gives none there."""
     test = tests.get((comp.row, against, comp.metric))
     verdict = comparison_verdict(comp, test, metric.higher_is_better)
+    found = sides(comp, test, metric.higher_is_better)
     why = tuple(f"{name} {excluded[name]}" for name in dict.fromkeys((comp.row, against)) if name in excluded)
     if test is not None and test.effect is not None and test.se_seeds is None:
         # Sentence noise alone would judge a single training run as if it were the row: no verdict without seeds.
         why = (*why, "seed noise not estimated (no row has two complete seeds yet: run --seeds 2 or more)")
     if why and verdict in ("reproduced", "contradicted"):
         verdict = "inconclusive"
-    return BudgetVerdict(fraction=fraction, verdict=verdict, test=test, excluded=why)
+    return BudgetVerdict(fraction=fraction, verdict=verdict, test=test, excluded=why, sides=found)
 
 
 def _across_budgets(
@@ -206,6 +240,7 @@ def _across_budgets(
     paper_delta: float | None,
     withheld: str | None,
     metric: Metric,
+    family: int,
 ) -> tuple[Verdict, str]:
     """The comparison's verdict over every budget, and why it is inconclusive: decisive only when every budget
     says the same."""
@@ -223,10 +258,10 @@ def _across_budgets(
     if verdicts & {"reproduced", "contradicted"}:
         by = ", ".join(f"{b.verdict} at {budget_label(b.fraction)}" for b in budgets)
         return "inconclusive", f"budget-sensitive: {by}"
-    return "inconclusive", _undetected(comp, budgets[-1].test, paper_delta, metric)
+    return "inconclusive", _undetected(comp, budgets[-1].test, paper_delta, metric, family)
 
 
-def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | None, spec: Metric) -> str:
+def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | None, spec: Metric, family: int) -> str:
     """Why a test at the full budget found nothing, told with its minimum detectable effect."""
     mde = test.mde if test is not None else None
     if test is None or test.effect is None or mde is None:
@@ -241,7 +276,7 @@ def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | Non
         return f"too noisy to tell (detectable: {detectable})"
     if abs(test.effect) < mde:
         return f"|effect| below the detectable {detectable}"
-    return f"not significant after Holm's correction (detectable: {detectable})"
+    return f"not significant over the study's {family} claimed comparisons (Holm; detectable: {detectable})"
 
 
 __all__ = [

@@ -174,7 +174,7 @@ def test_the_marks_and_the_verdicts_come_from_one_test(tmp_path):
     doc = json.loads(to_json(table))
     assert {r["row"]: r["significance"] for r in doc["rows"]} == {"base": "", "X": "", "N": "", "C1": c1.mark}
     assert "bleu_p_value" not in doc["rows"][1]  # the per-seed test is gone
-    assert any("the one test behind the marks and the verdicts" in line for line in doc["legend"])
+    assert any("the test behind the marks and the verdicts" in line for line in doc["legend"])
 
 
 # --- models that did not learn, pipeline checks -------------------------------------------------------------------

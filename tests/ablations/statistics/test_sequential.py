@@ -1,51 +1,89 @@
-"""The sequential design's error control and cost, by simulation (`reports.sequential.simulate`): planted effects
-and nulls, ordinary rows and one with ten times the variance, every look. Seconds, no training."""
+"""The sequential design's looks (`ablations.statistics.sequential`): the information each comparison's look reached,
+the boundary its share of the error gives it there, and futility by conditional power."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
-from ablate.ablations.statistics.sequential import confseq_level, look_level, look_seeds, spent
-from ablate.ablations.statistics.significance import ALPHA
-from ablate.ablations.statistics.simulation import simulate
+from ablate.ablations.statistics.boundaries import nominal_level, obf_spending, spending_bounds
+from ablate.ablations.statistics.claims import Comparison
+from ablate.ablations.statistics.family import sides
+from ablate.ablations.statistics.sequential import (
+    boundary_level,
+    conditional_power,
+    confseq_level,
+    fractions,
+    information,
+    seed_range,
+)
+from ablate.ablations.statistics.significance import ALPHA, RowTest
+from ablate.ablations.statistics.verdicts import BudgetVerdict, ComparisonVerdict
 
-NULL = [0.0] * 20
-PLANTED = [-3, -2, -1, 0, 0, 1, 2, 3, 26, -13, -5, 4, 0, 0, -1.5, 1.5, 0.5, -0.5, 0, 8]  # BLEU, seed SD 1
+
+def _test(effect: float, n_row: int, n_against: int, var: float = 1.0, sentences: float = 0.3) -> RowTest:
+    se = math.sqrt(var / n_row + var / n_against + sentences**2)
+    return RowTest(row="R", against="base", metric="bleu", n_row=n_row, n_against=n_against, effect=effect, se=se,
+                   se_seeds=math.sqrt(var / n_row + var / n_against), se_sentences=sentences, df=30.0,
+                   ci=(effect - 2 * se, effect + 2 * se), p=0.5, seed_vars=(var, var))  # fmt: skip
 
 
-def test_the_looks_spend_alpha_in_the_obrien_fleming_shape():
-    levels = [look_level(n, n - 1 if n > 2 else 0, 6) for n in range(2, 7)]
-    assert sum(levels) == pytest.approx(ALPHA) and spent(1.0) == pytest.approx(ALPHA)
-    assert levels[0] < 0.001 < levels[-1]  # early looks spend little, the last one most
-    assert confseq_level(2, 6) < levels[0]  # a confidence sequence pays for every look it never takes
+def test_a_looks_information_fraction_comes_from_its_seeds_and_the_variances_behind_its_test():
+    test = _test(0.0, 2, 7)
+    assert information(test, 2, 7) == pytest.approx(1 / test.se**2)
+    at = fractions(test, [(2, 7), (3, 11)], (3, 11))
+    assert at is not None and at[-1] == pytest.approx(1.0)
+    seeds_only = (1 / 2 + 1 / 7) ** -1 / (1 / 3 + 1 / 11) ** -1
+    # The sentence noise does not shrink with seeds: the first look holds more of the information than seeds say.
+    assert seeds_only < at[0] < 1
+    assert fractions(_test(0.0, 2, 7, sentences=0.0), [(2, 7)], (3, 11)) == pytest.approx((seeds_only,))
+    noisy_row = RowTest(**{**_test(0.0, 2, 7).__dict__, "seed_vars": (10.0, 1.0)})
+    assert fractions(noisy_row, [(2, 7)], (3, 11))[0] < at[0]  # a noisy row gains more from its third seed
 
 
-def test_a_look_is_at_the_tested_rows_seeds_not_at_a_tested_controls_share():
-    """The modern study: the base (8 seeds, its sqrt(16) share) is also tested against E1 (RoPE's claim). Its seeds
-    must not set the look's information fraction: at 8 of max_seeds 3 the first look would spend all of alpha."""
+def test_a_control_that_is_tested_too_counts_at_its_own_share_not_as_full_information():
+    """The modern study's base (its sqrt(k) share of seeds) is also tested against E1 (RoPE's claim): a look at its
+    8 seeds must not count as the last one, which would spend the comparison's whole share at the first look."""
     controls = {"base": [f"r{i}" for i in range(16)], "E1": ["E2", "base"]}
-    seeds = {"base": 8, "E1": 3, **{f"r{i}": 2 for i in range(16)}, "E2": 2}
-    assert look_seeds(seeds, {}, controls, 0) == 2
-    level = look_level(look_seeds(seeds, {}, controls, 0), 0, 3)
-    assert level == pytest.approx(spent(2 / 3)) and level < ALPHA / 2
-    later = {**seeds, "r3": 3}
-    states = {r: "decided" for r in seeds} | {"r3": "open"}
-    assert look_seeds(later, states, controls, 2) == 3
-    assert look_seeds(later, {r: "decided" for r in seeds}, controls, 2) == 2  # nothing open: no new error
-    assert look_seeds({"x": 2, "y": 3}, {}, {}, 0) == 3  # no control: every row is tested
+    rows = ["base", "E1", "E2", *(f"r{i}" for i in range(16))]
+    most = seed_range(rows, controls, min_seeds=2, max_seeds=3)[1]
+    assert most["base"] > 8 and most["E1"] >= 3
+    test = RowTest(**{**_test(0.0, 8, 3).__dict__, "row": "base", "against": "E1"})
+    at = fractions(test, [(8, 3)], (most["base"], most["E1"]))
+    assert at is not None and at[0] < 1
+    assert boundary_level("spending", at, ALPHA, 8, 3) < 0.6 * ALPHA
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("effects", [NULL, PLANTED], ids=["null", "planted"])
-def test_the_family_wise_error_and_coverage_hold_with_every_look_and_the_design_costs_less(effects, capsys):
-    seq = simulate(effects, unstable=(3,), min_seeds=2, max_seeds=6, replicates=150, seed=1)
-    fixed = simulate(effects, unstable=(3,), min_seeds=2, max_seeds=6, replicates=150, seed=1, sequential=False)
-    assert seq.fwer <= 0.05  # a wrong reproduced or contradicted among the ordinary rows, over all looks
-    assert seq.coverage >= 0.93  # the final 95% intervals of the ordinary rows
-    assert seq.trials < 0.6 * fixed.trials
-    with capsys.disabled():
-        print(
-            f"\n  sequential: {seq.trials:.1f} trials (fixed at max_seeds: {seq.fixed_trials}), FWER {seq.fwer:.3f}"
-            f" (fixed {fixed.fwer:.3f}), coverage {seq.coverage:.3f}, tenfold-variance row wrong "
-            f"{seq.wrong_unstable:.3f} (fixed {fixed.wrong_unstable:.3f}), planted effects decided "
-            f"{seq.decided:.2f} (fixed {fixed.decided:.2f})"
-        )
+def test_each_comparison_is_tested_at_its_boundary_for_its_share():
+    at = (0.6, 1.0)
+    bounds = spending_bounds(at, ALPHA / 4)
+    assert boundary_level("spending", at, ALPHA / 4, 3, 3) == pytest.approx(nominal_level(bounds[-1]))
+    assert boundary_level("spending", at[:1], ALPHA / 4, 2, 3) < boundary_level("spending", at, ALPHA / 4, 3, 3)
+    assert boundary_level("confseq", at, ALPHA / 4, 2, 3) == pytest.approx(confseq_level(2, 3, ALPHA / 4))
+    # With the looks' correlation the last look keeps nearly all of its share: more than a Bonferroni split would.
+    assert boundary_level("spending", at, ALPHA, 3, 3) > ALPHA - obf_spending(0.6, ALPHA)
+
+
+def _verdict(comparison: Comparison, test: RowTest) -> ComparisonVerdict:
+    found = sides(comparison, test, True)
+    budgets = tuple(BudgetVerdict(fraction=f, verdict="inconclusive", test=test, sides=found) for f in (0.5, 1.0))
+    return ComparisonVerdict(comparison=comparison, verdict="inconclusive", budgets=budgets, higher_is_better=True,
+                             sides=found)  # fmt: skip
+
+
+def test_futility_is_conditional_power_under_the_smallest_effect_the_study_sets_out_to_see():
+    lower = Comparison(row="R", metric="bleu", expect="lower")
+    at = fractions(_test(0.0, 2, 7), [(2, 7)], (3, 11))
+    assert at is not None
+    share = ALPHA / 14
+    clear = conditional_power(_verdict(lower, _test(-4.0, 2, 7)), at, share, (3, 11))
+    nothing = conditional_power(_verdict(lower, _test(0.0, 2, 7)), at, share, (3, 11))
+    wrong_way = conditional_power(_verdict(lower, _test(+4.0, 2, 7)), at, share, (3, 11))
+    assert clear > 0.9 and wrong_way > 0.9  # either way is a decision
+    assert nothing < clear
+    # At the last look there is nothing left to learn: no power to gain.
+    assert conditional_power(_verdict(lower, _test(-0.5, 3, 11)), (1.0,), share, (3, 11)) == 0.0
+    same = Comparison(row="R", metric="bleu", expect="same", margin=1.0)
+    near = conditional_power(_verdict(same, _test(0.0, 2, 7, var=0.1, sentences=0.05)), at, share, (3, 11))
+    far = conditional_power(_verdict(same, _test(0.0, 2, 7, var=4.0, sentences=0.5)), at, share, (3, 11))
+    assert near > far  # an equivalence the seeds can show, against one too noisy for the margin

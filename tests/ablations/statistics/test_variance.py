@@ -193,3 +193,13 @@ def test_the_seed_correlation_is_measured_while_some_rows_still_lack_a_seed():
     scores |= {"A1": {0: 50.0}, "big": {0: 52.0}}
     got = seed_correlation(scores)
     assert (got.rows, got.seeds) == (19, 2) and got.rho > 0.5
+
+
+def test_bartletts_test_written_out_agrees_with_scipys():
+    from ablate.ablations.statistics.variance import _bartlett
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        rows = [list(rng.normal(0, rng.uniform(0.5, 3), size=rng.integers(2, 6))) for _ in range(rng.integers(3, 20))]
+        assert _bartlett(rows) == pytest.approx(float(stats.bartlett(*rows).pvalue), rel=1e-9)
