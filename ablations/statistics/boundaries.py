@@ -32,7 +32,7 @@ import numpy as np
 
 GRID = 101
 """Points of the grid each look's sub-density is carried on (odd, for Simpson's rule): 101 gives the boundaries of
-401 to 1e-7 in z (Jennison and Turnbull's tables, to three decimals, in tests/ablations/statistics/test_boundaries.py)."""
+401 to 1e-7 in z, and Jennison and Turnbull's tables to three decimals (tests/ablations/statistics)."""
 _LARGEST = 12.0
 """A boundary never needs to be above this z (its one-sided tail is 2e-33)."""
 
