@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "two sweeps row by row, two runs side by side, or the claims over model sizes (--claims)",
     ),
     "replay": ("ablate.reports.commands.replay", "a finished study replayed under the sequential design"),
+    "simulate": ("ablate.ablations.commands.simulate", "a study's claims at its design, simulated: error, power, cost"),
     "archive": ("ablate.ablations.commands.archive", "pack a study into one file that opens anywhere as a live folder"),
     "translate": ("ablate.ablations.commands.translate", "decode text with a trained model; score it with sacreBLEU"),
     "status": ("ablate.ablations.commands.status", "live view of a sweep: rows done, running, pending, failed, ETA"),

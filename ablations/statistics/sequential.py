@@ -152,6 +152,12 @@ def confseq_level(seeds: int, max_seeds: int, alpha: float = ALPHA) -> float:
     return float(2 * stats.norm.sf(z))
 
 
+DECIDING_SEEDS = 3
+"""The fewest seeds a row is decided on. Two seeds give its own spread one degree of freedom: a row of ten times the
+others' variance then looks ordinary often enough (its mean is independent of its spread), borrows the pooled
+variance, and breaks the study's error guarantee (simulated: docs/SCIENCE.md, "What the verdicts guarantee"). The
+look at two seeds stops rows for futility only."""
+
 FUTILITY = 0.1
 """A comparison is out of reach when its conditional power under the smallest effect the study sets out to see is
 below this (`conditional_power`)."""
@@ -386,6 +392,7 @@ def walk(
     looks: list[Look] = []
     history: dict[str, list[tuple[int, int]]] = {}
     decided: dict[str, str] = {}
+    levels: dict[str, float] = {}
     while True:
         target = policy(seeds, states, controls, min_seeds=min_seeds, max_seeds=max_seeds)
         if archive:
@@ -406,14 +413,18 @@ def walk(
             test = cv.test
             if key in decided or cv.sides is None or test is None:
                 continue
-            history.setdefault(key, []).append((test.n_row, test.n_against))
             reach[key] = (most.get(test.row, max_seeds), most.get(test.against, max_seeds))
-            if (found := fractions(test, history[key], reach[key])) is not None:
-                if test.n_row >= (most.get(test.row, max_seeds) if test.row in controls else max_seeds):
-                    found = (*found[:-1], 1.0)  # its last look, whatever it reached: the rest of its share is spent
-                family[key], at[key] = cv.sides, found
+            looks_of = [*history.get(key, []), (test.n_row, test.n_against)]
+            if (found := fractions(test, looks_of, reach[key])) is None:
+                continue
+            if test.n_row >= (most.get(test.row, max_seeds) if test.row in controls else max_seeds):
+                found = (*found[:-1], 1.0)  # its last look, whatever it reached: the rest of its share is spent
+            at[key] = found
+            if test.n_row >= min(
+                DECIDING_SEEDS, max_seeds
+            ):  # tested at this look (a look it is not tested at spends nothing)
+                history[key], family[key] = looks_of, cv.sides
         size = len({k for k, cv in verdicts.items() if cv.sides is not None} | set(decided) | set(history))
-
         rows_of_key = {k: seeds.get(verdicts[k].comparison.row, 0) for k in family}
         tested = decide(
             family,
@@ -422,8 +433,9 @@ def walk(
             size=size,
         )
         decided.update({k: t.way for k, t in tested.items() if t.way is not None})
+        levels.update({k: t.level for k, t in tested.items() if t.way is not None})
         share = ALPHA / max(size - len(decided), 1)
-        found = _row_looks(looked, decided, at, reach, share, seeds, max_seeds)
+        found = _row_looks(looked, decided, levels, at, reach, share, seeds, max_seeds)
         for r in rows:
             if r in controls and r not in found or states.get(r, "open") != "open":
                 if looks and r in looks[-1].rows:  # stopped at an earlier look: as it stood then
@@ -448,6 +460,7 @@ def _level_of(
 def _row_looks(
     looked: Mapping[str, ComparisonVerdict],
     decided: Mapping[str, str],
+    levels: Mapping[str, float],
     at: Mapping[str, tuple[float, ...]],
     reach: Mapping[str, tuple[int, int]],
     share: float,
@@ -461,7 +474,7 @@ def _row_looks(
         row, n = cv.comparison.row, seeds.get(cv.comparison.row, 0)
         excluded = [w for b in cv.budgets for w in b.excluded]
         if key in decided:
-            state, why, verdict = "decided", f"{decided[key]} at the family's level", decided[key]
+            state, why, verdict = "decided", f"{decided[key]} at level {levels[key]:.4f}", decided[key]
         elif cv.sides is None and excluded:
             state, why, verdict = (
                 "out_of_reach",

@@ -18,7 +18,7 @@ share in which it is reproduced; the cost, the trials the design ran.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,11 +89,13 @@ def simulate(
     replicates: int = 1000,
     n_samples: int = 200,
     seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimulationResult:
     """The claims of a study of `rows` (its base `base`) simulated at `design`: `effects` plants a true difference
     (row, metric) -> its value against the base at both budgets (0 elsewhere; a comparison against another row
     sees the difference of the two); the rows in `unstable` have ten times the seed variance. `n_samples`: the
-    bootstrap's resamples (fewer than a report's 1000 keeps a replicate fast; the sentence SE is estimated well)."""
+    bootstrap's resamples (fewer than a report's 1000 keeps a replicate fast; the sentence SE is estimated well).
+    `progress(done, replicates)` is called after each replicate."""
     from scipy import stats
 
     effects = dict(effects or {})
@@ -106,7 +108,7 @@ def simulate(
     wrong = dict.fromkeys(keys, 0)
     reproduced = dict.fromkeys(keys, 0)
     metric_names = sorted({c.metric for c in comparisons})
-    for _ in range(replicates):
+    for done in range(replicates):
         drawn = _draw(rng, rows, most, metric_names, effects, unstable, noise)
         judged = _judged(drawn, claims, rows, base, metrics, n_samples)
         have = {r: list(range(most.get(r, design.max_seeds))) for r in rows}
@@ -124,6 +126,8 @@ def simulate(
             bad |= is_wrong
         wrong_any += bad
         trials += sum(walked.seeds.values())
+        if progress is not None:
+            progress(done + 1, replicates)
     upper = float(stats.beta.ppf(0.975, wrong_any + 1, replicates - wrong_any)) if wrong_any < replicates else 1.0
     return SimulationResult(
         replicates=replicates,

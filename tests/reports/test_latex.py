@@ -208,7 +208,7 @@ def test_p_values_and_symbols_are_math_and_a_short_caption_and_notes_say_what_th
     assert "dev set; BLEU (test) on the test set" in caption and "Blank cells: as the base row." in caption
     assert "$p<0.05$" in notes[0] and "$p<0.01$" in notes[0]
     text = "\n".join(line for line in tex.splitlines() if line.startswith((r"\caption", r"\parbox")) or "&" in line)
-    assert "$<$0.001" in text  # the claims' p(Holm) <0.001, as math
+    assert "$<$0.001" in text  # the claims' p <0.001, as math
     assert "<" not in outside_math(text) and ">" not in outside_math(text)  # OT1 text mode prints them as ¡ and ¿
     assert not re.search(r"[^\x00-\x7f]", tex), "non-ASCII characters left for LaTeX"
     assert f"Corpus {corpus}" in notes[0] and corpus.startswith("builtin (SentencePiece")  # type: ignore[union-attr]
@@ -216,7 +216,7 @@ def test_p_values_and_symbols_are_math_and_a_short_caption_and_notes_say_what_th
     assert "per subword token of our SentencePiece vocabulary" in notes[0] and "not comparable" in notes[0]
     assert "Vaswani" in notes[0] and "Not at plateau:" in notes[0]
     assert "the base has norm=post, positions=sinusoidal" in notes[0]  # what E1 and F1 change, from what
-    assert "Holm-corrected p" in notes[1]  # the claims legend
+    assert "Holm-adjusted over every claimed comparison" in notes[1]  # the claims legend
     assert all(rf"\usepackage{{{p}}}" in tex.splitlines()[0] for p in ("booktabs", "graphicx"))
     # the difference of row E written across its blank configuration cells, as in the paper
     assert re.search(r"^\(E\) & E1 & \\multicolumn\{9\}\{l\}\{positions=learned\} & ", tex, re.M)
