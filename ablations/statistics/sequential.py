@@ -158,7 +158,7 @@ others' variance then looks ordinary often enough (its mean is independent of it
 variance, and breaks the study's error guarantee (simulated: docs/SCIENCE.md, "What the verdicts guarantee"). The
 look at two seeds stops rows for futility only."""
 
-FUTILITY = 0.1
+FUTILITY = 0.03
 """A comparison is out of reach when its conditional power under the smallest effect the study sets out to see is
 below this (`conditional_power`)."""
 

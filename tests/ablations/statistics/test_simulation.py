@@ -14,8 +14,11 @@ from ablate.ablations.study import load_study
 from ablate.lightning_modules.metrics import METRICS
 
 REPLICATES = int(os.environ.get("ABLATE_SIMULATION_REPLICATES", "400"))
-"""Replicates per case: 400 in the suite (minutes on two cores); `ablate simulate --replicates 10000` gives the
-figures docs/SCIENCE.md states, with the same code."""
+"""Replicates per case: 400 in the suite (seconds each); ABLATE_SIMULATION_REPLICATES=10000 runs the test as the
+issue states it (minutes a case), and `ablate simulate --replicates 10000` gives the figures docs/SCIENCE.md states,
+with the same code."""
+SLACK = 0.0 if REPLICATES >= 5000 else 0.015
+"""At 400 replicates the Monte Carlo interval is wide: its upper end is held to 5% plus this."""
 
 
 def _study(name: str):
@@ -42,22 +45,20 @@ def test_the_family_wise_error_holds_over_every_claim_budget_and_look(study, cap
         for case, result in (("global null", null), ("mixed null", mixed), ("a 10x-variance row", noisy)):
             print(f"\n  {study}, {case}: FWER {result.fwer:.4f} (95% upper {result.fwer_upper:.4f}) over "
                   f"{result.replicates} replicates, {result.trials:.1f} trials")  # fmt: skip
-    assert null.fwer_upper <= 0.05 + (0.02 if REPLICATES < 2000 else 0.0)
-    assert mixed.fwer_upper <= 0.05 + (0.02 if REPLICATES < 2000 else 0.0)
-    assert noisy.fwer <= 0.05 + (0.02 if REPLICATES < 2000 else 0.0)
+    for result in (null, mixed, noisy):
+        assert result.fwer_upper <= 0.05 + SLACK
 
 
 @pytest.mark.slow
 def test_the_sequential_design_is_as_powerful_as_the_fixed_one_for_fewer_trials(capsys):
-    claims, rows, base, study = _study("table3")
-    target = ("C1", "bleu")
-    planted = {target: -2.0 / 0.85}  # 2 BLEU at the archive's seed SD of 0.85, in SD units of the default noise
-    planted = {target: -2.0}
+    """A true 2-BLEU effect at both budgets (2.4 seed SDs at T): the default design (2 to 4 seeds) reproduces it at
+    least as often as every claimed row at three seeds, for fewer trials."""
+    planted = {("C1", "bleu"): -2.0}
     sequential = _run("table3", effects=planted, seed=4)
-    fixed = _run("table3", effects=planted, seed=4, design=Design(min_seeds=study.max_seeds, max_seeds=study.max_seeds))
+    fixed = _run("table3", effects=planted, seed=4, design=Design(min_seeds=3, max_seeds=3))
     key = "C1/bleu/lower/"
     with capsys.disabled():
         print(f"\n  2 BLEU: sequential reproduces {sequential.reproduced[key]:.3f} for {sequential.trials:.1f} trials, "
-              f"fixed {fixed.reproduced[key]:.3f} for {fixed.trials:.1f}")  # fmt: skip
+              f"fixed at three seeds {fixed.reproduced[key]:.3f} for {fixed.trials:.1f}")  # fmt: skip
     assert sequential.trials < fixed.trials
-    assert sequential.reproduced[key] >= fixed.reproduced[key] - 0.05
+    assert sequential.reproduced[key] >= fixed.reproduced[key] - (0.0 if REPLICATES >= 5000 else 0.04)
