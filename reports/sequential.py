@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ablate.ablations.results import finished_seeds, looks
-from ablate.ablations.statistics import FUTILITY, ErrorControl, Sequential, Walk, comparison_key, rows_of, walk
+from ablate.ablations.statistics import (
+    DECIDING_SEEDS,
+    FUTILITY,
+    ErrorControl,
+    Sequential,
+    Walk,
+    comparison_key,
+    rows_of,
+    walk,
+)
 
 ERROR_CONTROLS: dict[str, str] = {
     "spending": (
@@ -109,8 +118,9 @@ def method_note(walked: Walk, meta: Mapping, max_seeds: int, error: ErrorControl
         f"Sequential design ({meta.get('min_seeds')} to {max_seeds} seeds a row, {ERROR_CONTROLS[error]}; the controls "
         f"keep Dunnett's sqrt(k) share of the open rows' seeds): every row starts at min_seeds, and a row gets one "
         f"more seed only while a comparison of it is open (its conditional power, under the smallest effect the study "
-        f"sets out to see, at least {FUTILITY:.0%}). A comparison's verdict is its test at its nominal level at the "
-        f"look that decided it (the intervals shown are 95%); a comparison is decided only when every budget decides "
+        f"sets out to see, at least {FUTILITY:.0%}); no row is decided on fewer than {DECIDING_SEEDS} seeds (two give "
+        f"its own spread one degree of freedom: the first look stops rows for futility only). A comparison's verdict "
+        f"is its test at its nominal level at the look that decided it (the intervals shown are 95%); a comparison is decided only when every budget decides "
         f"it the same way. Guaranteed: the chance of any wrong verdict among the study's claims, over every budget "
         f"and look, is at most 5% (docs/SCIENCE.md, 'What the verdicts guarantee', gives the simulated figures). "
         + ("; ".join(looks) + ". " if looks else "No look taken yet. ")

@@ -48,6 +48,7 @@ from ablate.ablations.statistics.convergence import (  # noqa: F401 - the public
 from ablate.ablations.statistics.family import Sides, sides  # noqa: F401 - the public face
 from ablate.ablations.statistics.family import decide as decide_family  # noqa: F401 - the public face
 from ablate.ablations.statistics.sequential import (  # noqa: F401 - the public face
+    DECIDING_SEEDS,
     FAILED,
     FUTILITY,
     STATES,
@@ -129,6 +130,7 @@ __all__ = [
     "BOOTSTRAP_SEED",
     "DEV_FACTORS",
     "EXPECTS",
+    "DECIDING_SEEDS",
     "FAILED",
     "FUTILITY",
     "HETEROGENEITY_ALPHA",

@@ -518,6 +518,7 @@ def without_failed(
 
 
 __all__ = [
+    "DECIDING_SEEDS",
     "FAILED",
     "FUTILITY",
     "STATES",

@@ -70,7 +70,7 @@ class ComparisonVerdict:
     the test detects, ...); '' when it is not, or when nothing was tested."""
     higher_is_better: bool
     """The metric's direction (its `Metric`), kept so that a look can judge the comparison again at its own level
-    (`ablations.statistics.sequential.comparison_state`)."""
+    (`ablations.statistics.sequential.walk`)."""
     advice: str = ""
     """For a comparison too noisy to see the paper's own difference: the seeds it would need at 80% power and what
     they would cost (`reports.table`, from the rows' measured trial times); '' otherwise."""

@@ -30,9 +30,10 @@ def test_a_sequential_report_gives_each_row_the_verdict_it_stopped_with_and_stat
                         meta={"claims": CLAIMS, "allocation": DESIGN})  # fmt: skip
     results = load_results(out, use_optuna=False)
     table = report_table(results, n_samples=100)
-    assert verdicts(table)["C1"][0] == "reproduced"  # a large effect, decided at the first look
+    assert verdicts(table)["C1"][0] == "reproduced"  # a large effect, decided on its third seed
     note = next(n for n in table.notes if n.startswith("Sequential design"))
-    assert "look 1 at 7 trials, levels 0.0" in note and "C1 2 seeds, decided" in note and "O'Brien-Fleming" in note
+    assert "look 1 at 7 trials, nothing tested: open C1" in note and "look 2 at 8 trials, levels 0.0" in note
+    assert "C1 3 seeds, decided" in note and "O'Brien-Fleming" in note and "no row is decided on fewer than 3" in note
     assert "one family over every claimed comparison" in note and "at most 5%" in note
     assert "The design is finished" in note or "still running" in note
     fixed = build_table(results, n_samples=100)  # the same records read as a fixed design: no method note
@@ -78,5 +79,5 @@ def test_status_says_where_each_row_stands_and_which_rows_no_sweep_queued(tmp_pa
     text = capsys.readouterr().out
     assert "1 row(s) not queued by any sweep: A1" in text
     assert "A1  " not in text.split("not queued")[0]  # not listed as pending trials in the table
-    assert "sequential design, 2 to 4 seeds a row; after 1 look(s): decided C1" in text
+    assert "sequential design, 2 to 4 seeds a row; after 2 look(s): decided C1" in text
     assert "  C1: decided, reproduced at level 0.0" in text and "  E1: out of reach, conditional power" in text
