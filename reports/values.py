@@ -110,6 +110,9 @@ def claims_data(table: ReportTable) -> list[dict[str, Any]]:
                 "se_sentences": rounded(t.se_sentences) if t else None,
                 "seeds": f"{t.n_row}/{t.n_against}" if t else "",
                 "paper_effect": rounded(c.paper_delta),
+                "p_claims": rounded(c.p_family),
+                "level": rounded(c.level),
+                "family": c.family,
             }
             if len(c.budgets) > 1:
                 for b in c.budgets:
