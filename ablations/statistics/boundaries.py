@@ -161,7 +161,8 @@ def _solve(probability: Callable[[float], float], target: float) -> float:
     low, high = 1e-6, _LARGEST
     if probability(low) <= target:
         return low
-    return float(brentq(lambda c: probability(c) - target, low, high, xtol=1e-10))
+    root = brentq(lambda c: probability(c) - target, low, high, xtol=1e-10, full_output=False)
+    return float(root)  # pyright: ignore[reportArgumentType]
 
 
 __all__ = [

@@ -152,10 +152,11 @@ def decide(
         done += len(fresh)
 
 
-def adjusted(family: Mapping[Hashable, Sides], alpha: float = ALPHA) -> dict[Hashable, float]:
+def adjusted(family: Mapping[K, Sides], alpha: float = ALPHA) -> dict[K, float]:
     """Holm-adjusted p of each comparison (the smallest alpha at which `decide` would decide it), for the report."""
     order = sorted(family, key=lambda k: family[k].p)
-    out, running, m = {}, 0.0, len(order)
+    out: dict[K, float] = {}
+    running, m = 0.0, len(order)
     for rank, key in enumerate(order):
         running = max(running, min(1.0, (m - rank) * family[key].p))
         out[key] = running

@@ -99,8 +99,8 @@ class Study:
     n_control / n_row = sqrt(k)). An integer sets it outright for every control (at least the rows' seeds)."""
     allocation: Literal["fixed", "sequential"] = "fixed"
     """'fixed': every row trains `seeds`. 'sequential': every row starts at `min_seeds`, and a row gets one more seed
-    only while one of its comparisons is open (not yet decided at the spent error rate, and within reach of
-    `max_seeds` by the power model); `ablations.statistics.sequential` has the design and its error control. `ablate
+    only while one of its comparisons is open (not yet decided, and with a conditional power of deciding it by
+    `max_seeds` of at least `FUTILITY`); `ablations.statistics.sequential` has the design and its error control. `ablate
     sweep`
     takes the looks as trials finish; `ablate replay OUT` applies the design to a finished fixed study."""
     recipes: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)

@@ -17,8 +17,11 @@ REPLICATES = int(os.environ.get("ABLATE_SIMULATION_REPLICATES", "400"))
 """Replicates per case: 400 in the suite (seconds each); ABLATE_SIMULATION_REPLICATES=10000 runs the test as the
 issue states it (minutes a case), and `ablate simulate --replicates 10000` gives the figures docs/SCIENCE.md states,
 with the same code."""
+NOISY_REPLICATES = max(REPLICATES, 1000)
+"""The case with a 10x-variance row sits nearer the 5% (3.0-3.5% at 10,000 replicates, docs/SCIENCE.md): at 400
+replicates its interval's upper end reaches 6-7% by chance alone, so it gets 1,000."""
 SLACK = 0.0 if REPLICATES >= 5000 else 0.015
-"""At 400 replicates the Monte Carlo interval is wide: its upper end is held to 5% plus this."""
+"""Under 5,000 replicates the Monte Carlo interval is wide: its upper end is held to 5% plus this."""
 
 
 def _study(name: str):
@@ -29,7 +32,8 @@ def _study(name: str):
 def _run(name: str, **kwargs):
     claims, rows, base, study = _study(name)
     design = kwargs.pop("design", Design(min_seeds=study.min_seeds, max_seeds=study.max_seeds))
-    return simulate(claims, rows, base, metrics=METRICS, design=design, replicates=REPLICATES, **kwargs)
+    replicates = kwargs.pop("replicates", REPLICATES)
+    return simulate(claims, rows, base, metrics=METRICS, design=design, replicates=replicates, **kwargs)
 
 
 @pytest.mark.slow
@@ -40,7 +44,7 @@ def test_the_family_wise_error_holds_over_every_claim_budget_and_look(study, cap
     half = {(row, "bleu"): -3.0 for row in claimed[::2]}  # a mixed null: every other claimed row differs
     null = _run(study, seed=1)
     mixed = _run(study, effects=half, seed=2)
-    noisy = _run(study, unstable=(claimed[0],), seed=3)
+    noisy = _run(study, unstable=(claimed[0],), seed=3, replicates=NOISY_REPLICATES)
     with capsys.disabled():
         for case, result in (("global null", null), ("mixed null", mixed), ("a 10x-variance row", noisy)):
             print(f"\n  {study}, {case}: FWER {result.fwer:.4f} (95% upper {result.fwer_upper:.4f}) over "
