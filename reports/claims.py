@@ -40,6 +40,7 @@ def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
         text += f"; p(claims) {p_text(cv.p_family)}"
     if cv.paper_delta is not None:
         text += f" (paper {cv.paper_delta:+.{METRICS[comp.metric].digits}f}{_scale_text(cv)})"
+    text += _power_text(cv)
     text = f"{text}; {cv.reason}" if cv.reason else text
     return f"{text}; {cv.advice}" if cv.advice else text
 
@@ -51,6 +52,17 @@ def paper_ratio(cv: ComparisonVerdict, floor: float = 0.3) -> float | None:
     if test is None or test.effect is None or cv.paper_delta is None or abs(cv.paper_delta) < floor:
         return None
     return test.effect / cv.paper_delta
+
+
+def _power_text(cv: ComparisonVerdict) -> str:
+    """'; power 80% at 2.31, 6% at the paper's': the design's power for the claim, at the level the family first
+    holds it to, with the seeds it ran (`ComparisonVerdict.detectable`, `.power`); '' outside the family."""
+    detectable = cv.detectable
+    if detectable is None:
+        return ""
+    power = cv.power
+    at_paper = f", {power:.0%} at the paper's" if power is not None else ""
+    return f"; power 80% at {detectable:.{METRICS[cv.comparison.metric].digits}f}{at_paper}"
 
 
 def _scale_text(cv: ComparisonVerdict) -> str:

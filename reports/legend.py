@@ -193,8 +193,10 @@ def claims_legend(table: ReportTable) -> str:
         "inconclusive otherwise, saying why: budget-sensitive (the budgets disagree), no verdict for a row that "
         "diverged or was not trainable at this preset, seed noise not yet estimated (one seed per row), or an effect "
         "below the minimum detectable one, "
-        f"(t(1 - {ALPHA}/2, df) + t({POWER:g}, df)) × SE, the effect the test finds with {POWER:.0%} power ('too "
-        "noisy to tell' when it exceeds the paper's own difference)."
+        f"(t(1 - a/2, df) + t({POWER:g}, df)) × SE at the level a the family first holds the comparison to "
+        f"({ALPHA} over the claimed comparisons), the effect the test finds with {POWER:.0%} power ('too "
+        "noisy to tell' when it exceeds the paper's own difference). Power, beside each verdict: that effect, and "
+        "the chance of finding the paper's own difference at level a, with the seeds the row ran."
     )
     if len(table.fractions) == 1:
         text += " Judged at T alone: not checked across budgets."

@@ -113,6 +113,8 @@ def claims_data(table: ReportTable) -> list[dict[str, Any]]:
                 "p_claims": rounded(c.p_family),
                 "level": rounded(c.level),
                 "family": c.family,
+                "detectable": rounded(c.detectable),
+                "power_at_paper": rounded(c.power),
             }
             if len(c.budgets) > 1:
                 for b in c.budgets:

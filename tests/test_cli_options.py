@@ -29,6 +29,8 @@ OWN: dict[str, set[str]] = {
                "--no_plots", "--samples", "--quiet", "--claims"},  # fmt: skip
     "compare": {"--out", "--study", "--format", "--json", "--runs_dir", "--plot", "--samples", "--claims"},
     "replay": {"--runs_dir", "--min_seeds", "--max_seeds", "--design", "--samples"},
+    "simulate": {"--replicates", "--min_seeds", "--max_seeds", "--fixed", "--effect", "--unstable", "--noise",
+                 "--seed"},  # issue 74: the shipped rule simulated
     "translate": {"--row", "--seed", "--input", "--refs", "--beam", "--length_penalty", "--batch_size", "--device"},
     "archive": {"--to", "--study"},
     "status": {"--storage", "--watch", "--json"},

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ablate.ablations.statistics.boundaries import nominal_level, spending_bounds
-from ablate.ablations.statistics.family import decide
+from ablate.ablations.statistics.family import Sides, decide
 from ablate.ablations.statistics.significance import ALPHA, POWER, RowTest
 from ablate.ablations.statistics.verdicts import ClaimVerdict, ComparisonVerdict
 
@@ -404,34 +404,13 @@ def walk(
         seeds = target
         chosen = {r: tuple(list(have.get(r, []))[:n]) for r, n in seeds.items()}
         verdicts = {comparison_key(cv.comparison): cv for claim in judged(chosen) for cv in claim.comparisons}
-        looked = {
-            k: cv for k, cv in verdicts.items()
-            if cv.comparison.row in seeds and states.get(cv.comparison.row, "open") == "open"
-        }  # fmt: skip
-        family, at, reach = {}, {}, {}
-        for key, cv in looked.items():
-            test = cv.test
-            if key in decided or cv.sides is None or test is None:
-                continue
-            reach[key] = (most.get(test.row, max_seeds), most.get(test.against, max_seeds))
-            looks_of = [*history.get(key, []), (test.n_row, test.n_against)]
-            if (found := fractions(test, looks_of, reach[key])) is None:
-                continue
-            if test.n_row >= (most.get(test.row, max_seeds) if test.row in controls else max_seeds):
-                found = (*found[:-1], 1.0)  # its last look, whatever it reached: the rest of its share is spent
-            at[key] = found
-            if test.n_row >= min(
-                DECIDING_SEEDS, max_seeds
-            ):  # tested at this look (a look it is not tested at spends nothing)
-                history[key], family[key] = looks_of, cv.sides
+        looked = {k: cv for k, cv in verdicts.items() if states.get(cv.comparison.row, "open") == "open"
+                  and cv.comparison.row in seeds}  # fmt: skip
+        family, at, reach = _tested_now(looked, decided, history, most, controls, max_seeds)
         size = len({k for k, cv in verdicts.items() if cv.sides is not None} | set(decided) | set(history))
         rows_of_key = {k: seeds.get(verdicts[k].comparison.row, 0) for k in family}
-        tested = decide(
-            family,
-            functools.partial(_level_of, error, at, rows_of_key, max_seeds),
-            decided=list(decided),
-            size=size,
-        )
+        level = functools.partial(_level_of, error, at, rows_of_key, max_seeds)
+        tested = decide(family, level, decided=list(decided), size=size)
         decided.update({k: t.way for k, t in tested.items() if t.way is not None})
         levels.update({k: t.level for k, t in tested.items() if t.way is not None})
         share = ALPHA / max(size - len(decided), 1)
@@ -441,12 +420,46 @@ def walk(
                 if looks and r in looks[-1].rows:  # stopped at an earlier look: as it stood then
                     found[r] = looks[-1].rows[r]
                 continue
-            look = found.get(r, RowLook(row=r, seeds=seeds[r], state="decided", why="no claim names it"))
-            if archive and look.state == "open" and seeds[r] >= len(have[r]):
-                look = replace(look, state="out_of_reach", why="the archive has no more seeds of it")
-            states[r] = look.state
-            found[r] = look
+            found[r] = _row_now(found.get(r), r, seeds[r], archive and seeds[r] >= len(have[r]))
+            states[r] = found[r].state
         looks.append(Look(seeds=dict(seeds), levels={k: t.level for k, t in tested.items()}, rows=found))
+
+
+def _tested_now(
+    looked: Mapping[str, ComparisonVerdict],
+    decided: Mapping[str, str],
+    history: dict[str, list[tuple[int, int]]],
+    most: Mapping[str, int],
+    controls: Mapping[str, Sequence[str]],
+    max_seeds: int,
+) -> tuple[dict[str, Sides], dict[str, tuple[float, ...]], dict[str, tuple[int, int]]]:
+    """What a look tests: each undecided comparison's information fractions (`at`) and the most seeds its row and
+    reference can reach (`reach`); once its row has DECIDING_SEEDS, its two p-values (`family`), and its `history`
+    gains the look (a look it is not tested at spends nothing)."""
+    family, at, reach = {}, {}, {}
+    for key, cv in looked.items():
+        test = cv.test
+        if key in decided or cv.sides is None or test is None:
+            continue
+        reach[key] = (most.get(test.row, max_seeds), most.get(test.against, max_seeds))
+        looks_of = [*history.get(key, []), (test.n_row, test.n_against)]
+        if (found := fractions(test, looks_of, reach[key])) is None:
+            continue
+        if test.n_row >= (most.get(test.row, max_seeds) if test.row in controls else max_seeds):
+            found = (*found[:-1], 1.0)  # its last look, whatever it reached: the rest of its share is spent
+        at[key] = found
+        if test.n_row >= min(DECIDING_SEEDS, max_seeds):
+            history[key], family[key] = looks_of, cv.sides
+    return family, at, reach
+
+
+def _row_now(look: RowLook | None, row: str, seeds: int, run_out: bool) -> RowLook:
+    """A row still open before this look, after it: a row no claim names is decided, and over an archive a row
+    whose seeds `run_out` cannot stay open."""
+    look = look or RowLook(row=row, seeds=seeds, state="decided", why="no claim names it")
+    if run_out and look.state == "open":
+        return replace(look, state="out_of_reach", why="the archive has no more seeds of it")
+    return look
 
 
 def _level_of(

@@ -102,11 +102,26 @@ class RowTest:
     def mde(self) -> float | None:
         """The minimum detectable effect: the smallest |effect| this test finds with POWER at ALPHA (two-sided),
         (t_{1-ALPHA/2, df} + t_{POWER, df}) * SE, with the test's own SE and df; None without a standard error."""
+        return self.detectable(ALPHA)
+
+    def detectable(self, level: float) -> float | None:
+        """The smallest |effect| this test finds with POWER at a two-sided `level` (`mde` at ALPHA; a claim's at the
+        level its family holds it to); None without a standard error."""
         if not self.se > 0:
             return None
         from scipy import stats
 
-        return float((stats.t.ppf(1 - ALPHA / 2, self.df) + stats.t.ppf(POWER, self.df)) * self.se)
+        return float((stats.t.ppf(1 - level / 2, self.df) + stats.t.ppf(POWER, self.df)) * self.se)
+
+    def power(self, delta: float, level: float) -> float | None:
+        """The chance that a two-sided test at `level` finds a true difference `delta` with its sign:
+        1 - T_df(t_{1-level/2, df} - |delta| / SE), the shifted-t approximation `detectable` inverts (at
+        |delta| = detectable(level) it gives POWER). None without a standard error."""
+        if not self.se > 0:
+            return None
+        from scipy import stats
+
+        return float(stats.t.sf(stats.t.ppf(1 - level / 2, self.df) - abs(delta) / self.se, self.df))
 
     def p_tost(self, margin: float) -> float | None:
         """p-value of the two one-sided tests (TOST) of |effect| < margin (equivalence)."""
@@ -207,15 +222,11 @@ def compare(
         notes.append("one seed per row: seed noise not estimated (run more seeds)")
     else:
         variance += se_seeds**2
-    se_sent = None
-    if weights is not None:
-        present = [b for s in (*mine, *theirs) if (b := _cached(s, weights, cache)) is not None]
-        if len(present) == len(mine) + len(theirs):
-            diff = np.mean(present[: len(mine)], axis=0) - np.mean(present[len(mine) :], axis=0)
-            se_sent = float(np.std(diff, ddof=1))
-            variance += se_sent**2
+    se_sent = _sentence_se(mine, theirs, weights, cache)
     if se_sent is None:
         notes.append("no per-sentence statistics: sentence noise not counted")
+    else:
+        variance += se_sent**2
     se = math.sqrt(variance)
     # Welch-Satterthwaite: only the seed part is estimated from few values; the bootstrap part is known well.
     df = (
@@ -245,6 +256,23 @@ def compare(
         seed_vars=None if se_seeds is None else (float(noise.row_var or 0.0), float(noise.ref_var or 0.0)),
         notes=tuple(notes),
     )
+
+
+def _sentence_se(
+    mine: list[SystemScores],
+    theirs: list[SystemScores],
+    weights: np.ndarray | None,
+    cache: dict[int, np.ndarray | None] | None,
+) -> float | None:
+    """The sentence part of the difference's standard error: the SD of the paired bootstrap's differences of the
+    two rows' mean scores; None when any system has no per-sentence statistics."""
+    if weights is None:
+        return None
+    present = [b for s in (*mine, *theirs) if (b := _cached(s, weights, cache)) is not None]
+    if len(present) != len(mine) + len(theirs):
+        return None
+    diff = np.mean(present[: len(mine)], axis=0) - np.mean(present[len(mine) :], axis=0)
+    return float(np.std(diff, ddof=1))
 
 
 def bootstrap_all(systems: Sequence[SystemScores], weights: np.ndarray) -> dict[int, np.ndarray | None]:

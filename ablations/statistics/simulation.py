@@ -25,6 +25,7 @@ import numpy as np
 from ablate.ablations.statistics.claims import Claim, Comparison, Metric
 from ablate.ablations.statistics.sequential import (
     ErrorControl,
+    Walk,
     comparison_key,
     controls_of,
     seed_range,
@@ -114,15 +115,13 @@ def simulate(
         have = {r: list(range(most.get(r, design.max_seeds))) for r in rows}
         walked = walk(judged, have, controls, min_seeds=design.min_seeds, max_seeds=design.max_seeds,
                       error=design.error)  # fmt: skip
-        stopped = walked.stopped()
+        verdicts = _verdicts(walked, comparisons, keys)
         bad = False
         for c, key in zip(comparisons, keys, strict=True):
-            row = stopped.get(c.row)
-            verdict = row.verdicts.get(key, "inconclusive") if row is not None else "inconclusive"
             truth = effects.get((c.row, c.metric), 0.0) - effects.get((c.against or base, c.metric), 0.0)
-            is_wrong = _wrong(c, verdict, truth, metrics[c.metric].higher_is_better)
+            is_wrong = _wrong(c, verdicts[key], truth, metrics[c.metric].higher_is_better)
             wrong[key] += is_wrong
-            reproduced[key] += verdict == "reproduced"
+            reproduced[key] += verdicts[key] == "reproduced"
             bad |= is_wrong
         wrong_any += bad
         trials += sum(walked.seeds.values())
@@ -138,6 +137,16 @@ def simulate(
         trials=trials / replicates,
         most_trials=sum(most.get(r, design.max_seeds) for r in rows),
     )
+
+
+def _verdicts(walked: Walk, comparisons: Sequence[Comparison], keys: Sequence[str]) -> dict[str, str]:
+    """Each comparison's verdict as its row stopped with it (inconclusive where its row never stopped)."""
+    stopped = walked.stopped()
+    out = {}
+    for c, key in zip(comparisons, keys, strict=True):
+        row = stopped.get(c.row)
+        out[key] = row.verdicts.get(key, "inconclusive") if row is not None else "inconclusive"
+    return out
 
 
 def _wrong(comparison: Comparison, verdict: str, truth: float, higher_is_better: bool) -> bool:

@@ -89,6 +89,33 @@ class ComparisonVerdict:
         """The test at the full budget T."""
         return self.budgets[-1].test if self.budgets else None
 
+    @property
+    def family_level(self) -> float | None:
+        """The level the family first holds it to (Holm's first step: ALPHA over the family); None outside it."""
+        return ALPHA / self.family if self.sides is not None and self.family else None
+
+    @property
+    def detectable(self) -> float | None:
+        """The design's power for this claim as an effect: the smallest |difference| its tests find four times in
+        five at every budget, at `family_level`, with the seeds it ran (a difference claim; None otherwise)."""
+        level = self.family_level
+        if level is None or self.comparison.expect in ("same", "no_worse"):
+            return None
+        found = [b.test.detectable(level) if b.test is not None else None for b in self.budgets]
+        return None if not found or None in found else max(f for f in found if f is not None)
+
+    @property
+    def power(self) -> float | None:
+        """The design's power for this claim at the paper's difference: the chance, were `paper_delta` the truth at
+        this scale, that its least likely budget's test finds it at `family_level` with the seeds it ran (an upper
+        bound on reproducing it, which takes every budget). None without the paper's difference in the claim's
+        direction, or for `same` and `no_worse`."""
+        level, delta, expect = self.family_level, self.paper_delta, self.comparison.expect
+        if level is None or delta is None or expect not in ("higher", "lower") or (delta > 0) != (expect == "higher"):
+            return None
+        found = [b.test.power(delta, level) if b.test is not None else None for b in self.budgets]
+        return None if not found or None in found else min(f for f in found if f is not None)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ClaimVerdict:
@@ -156,30 +183,11 @@ def judge(
     (study.json's pipeline_check), else None."""
     paper = paper or {}
     excluded = excluded or {}
-    found: list[list[ComparisonVerdict]] = []
-    for claim in claims:
-        parts = []
-        for comp in claim.compare:
-            against = comp.against or base or ""
-            metric = metrics[comp.metric]
-            budgets = tuple(
-                _at_budget(comp, against, fraction, tests[fraction], excluded.get(fraction, {}), metric)
-                for fraction in sorted(tests)
-            )
-            mine, theirs = paper.get(comp.row, {}).get(comp.metric), paper.get(against, {}).get(comp.metric)
-            paper_delta = mine - theirs if mine is not None and theirs is not None else None
-            tested = not withheld and all(not b.excluded and b.sides is not None for b in budgets)
-            parts.append(
-                ComparisonVerdict(
-                    comparison=comp,
-                    verdict="inconclusive",
-                    budgets=budgets,
-                    paper_delta=paper_delta,
-                    higher_is_better=metric.higher_is_better,
-                    sides=across_budgets([b.sides for b in budgets]) if tested else None,
-                )
-            )
-        found.append(parts)
+    found = [
+        [_tested(comp, comp.against or base or "", tests, paper, metrics[comp.metric], excluded, withheld)
+         for comp in claim.compare]
+        for claim in claims
+    ]  # fmt: skip
     family = {(i, j): cv.sides for i, parts in enumerate(found) for j, cv in enumerate(parts) if cv.sides is not None}
     decided, p_family = decide(family), adjusted(family)
     out = []
@@ -206,6 +214,33 @@ def judge(
             ClaimVerdict(claim=claim, verdict=claim_verdict([p.verdict for p in judged]), comparisons=tuple(judged))
         )
     return out
+
+
+def _tested(
+    comp: Comparison,
+    against: str,
+    tests: dict[float, Tests],
+    paper: dict[str, dict[str, float | None]],
+    metric: Metric,
+    excluded: dict[float, dict[str, str]],
+    withheld: str | None,
+) -> ComparisonVerdict:
+    """One comparison at every budget, before the study's family decides it: its two p-values over the budgets
+    when every budget tested it (None when a row is excluded, untested or the study gives no verdict)."""
+    budgets = tuple(
+        _at_budget(comp, against, fraction, tests[fraction], excluded.get(fraction, {}), metric)
+        for fraction in sorted(tests)
+    )
+    mine, theirs = paper.get(comp.row, {}).get(comp.metric), paper.get(against, {}).get(comp.metric)
+    tested = not withheld and all(not b.excluded and b.sides is not None for b in budgets)
+    return ComparisonVerdict(
+        comparison=comp,
+        verdict="inconclusive",
+        budgets=budgets,
+        paper_delta=mine - theirs if mine is not None and theirs is not None else None,
+        higher_is_better=metric.higher_is_better,
+        sides=across_budgets([b.sides for b in budgets]) if tested else None,
+    )
 
 
 def _at_level(budget: BudgetVerdict, comp: Comparison, level: float, higher_is_better: bool) -> BudgetVerdict:
@@ -263,7 +298,7 @@ def _across_budgets(
 
 def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | None, spec: Metric, family: int) -> str:
     """Why a test at the full budget found nothing, told with its minimum detectable effect."""
-    mde = test.mde if test is not None else None
+    mde = test.detectable(ALPHA / max(family, 1)) if test is not None else None  # at the family's level
     if test is None or test.effect is None or mde is None:
         return ""
     detectable = f"{mde:.{spec.digits}f} {spec.label}"

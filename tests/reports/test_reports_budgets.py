@@ -292,6 +292,32 @@ def test_an_inconclusive_comparison_states_what_the_study_could_have_detected():
     assert _judged("lower", [22.0, 22.4], paper=-0.9).reason == ""  # reproduced: nothing to explain
 
 
+def test_each_claim_states_the_design_s_power_at_the_level_its_family_holds_it_to():
+    """Power beside the verdict: the effect found four times in five at ALPHA over the family (Holm's first step),
+    and the chance of finding the paper's difference; the shifted-t power inverts the detectable effect."""
+    one = _judged("lower", [22.0, 22.4], paper=-0.9)
+    test = one.test
+    assert one.family == 1 and one.detectable == pytest.approx(test.mde)
+    assert test.power(-test.mde, 0.05) == pytest.approx(0.8)
+    assert test.power(-0.9, 0.05) < 0.8 and test.power(-5.0, 0.05) > 0.8  # power rises with the effect
+    assert one.power == pytest.approx(test.power(-0.9, 0.05))
+    assert f"; power 80% at {test.mde:.2f}, {one.power:.0%} at the paper's" in comparison_text(one, "base")
+    assert _judged("lower", [22.0, 22.4], paper=+0.9).power is None  # the paper's difference the other way
+    assert _judged("same", [25.1, 25.3], paper=-0.1, margin=0.2).detectable is None
+    # A family of three: each is first held to 0.05 / 3, where a larger effect is needed for the same power.
+    theirs = [25.0, 25.4]
+    rows = {"R": [22.0, 22.4], "S": [24.0, 24.6], "U": [25.2, 25.5]}
+    noise = pooled_seed_variance([*rows.values(), theirs])
+    tests = {(r, "base", "bleu"): compare(r, "base", "bleu", [_s(v) for v in vs], [_s(v) for v in theirs], noise, None)
+             for r, vs in rows.items()}  # fmt: skip
+    compare_to = [{"row": r, "metric": "bleu", "expect": "lower"} for r in rows]
+    chosen = parse_claims({"claims": [{"id": "c", "text": "t", "compare": compare_to}]}, "test")
+    (claim,) = judge(chosen, {1.0: tests}, "base", {}, metrics=METRICS)
+    for cv in claim.comparisons:
+        assert cv.family == 3 and cv.family_level == pytest.approx(0.05 / 3)
+        assert cv.detectable == pytest.approx(cv.test.detectable(0.05 / 3)) and cv.detectable > cv.test.mde
+
+
 def test_the_claims_csv_and_json_carry_the_detectable_effect_per_budget(tmp_path):
     out = fx.make_study(tmp_path / "s", rows=ROWS, storage=None, budgets=HALF, ratios={})
     study = json.loads((out / "study.json").read_text())

@@ -11,9 +11,9 @@ def test_a_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys, monkeypa
     out = tmp_path / "study"
     assert cli.main(["sweep", "table3", "--preset", "tiny", "--out", str(out), "--dry_run"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0] == "ablate sweep table3 at preset tiny: 21 rows, sequential design, 2 to 3 seeds a row (dry run)"
+    assert printed[0] == "ablate sweep table3 at preset tiny: 21 rows, sequential design, 2 to 4 seeds a row (dry run)"
     rows = {line.split()[0]: line for line in printed[2:23]}
-    assert len(rows) == 21 and rows["base"].split()[2] == "7-11" and rows["A2"].split()[2] == "1"
+    assert len(rows) == 21 and rows["base"].split()[2] == "7-15" and rows["A2"].split()[2] == "1"
     assert rows["B1"].endswith("d_k=2")  # the preset's size (d_model 64, h 8: d_k 8 -> 2), not the paper's 16
     assert "train.max_steps=8400" in rows["big"]
     assert any(line.startswith("  claims tested: A-single-head") for line in printed)
