@@ -379,8 +379,13 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
         low, high = sequential_range(plan.controls(), low_n, high_n, trial_s)
         ours = {row.name for row, _ in plan.keys()}
         whose = f" (the study's {len(trial_s)} rows)" if set(trial_s) - ours else ""  # a sweep over some of them
+        from ablate.ablations.statistics.sequential import DECIDING_SEEDS
+
+        deciding = min(DECIDING_SEEDS, high_n)  # no row is decided on fewer: a clear effect costs this many
+        middle = sequential_range(plan.controls(), deciding, deciding, trial_s)[0]
+        decided = f", {middle / 3600:.1f} (every row decided at {deciding} seeds)" if low_n < deciding < high_n else ""
         line += (
-            f"; sequential{whose}: from {low / 3600:.1f} (every row settled at min_seeds {low_n}) to "
+            f"; sequential{whose}: from {low / 3600:.1f} (every row stopped at min_seeds {low_n}){decided} to "
             f"{high / 3600:.1f} core-hours (every row open to max_seeds {high_n})"
         )
     if cores is None:

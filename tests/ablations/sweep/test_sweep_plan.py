@@ -238,15 +238,16 @@ def test_the_cost_line_of_a_sequential_study_states_its_range(tmp_path, monkeypa
     the_plan.study = replace(the_plan.study, allocation="sequential", min_seeds=2, max_seeds=4)
     the_plan.allocation = Sequential(2, 4)
     work = dict.fromkeys(["ok1", "nan", "ok2"], base)  # no base row: every row at 2 seeds, or at 4
-    assert "; sequential: from 1.0 (every row settled at min_seeds 2) to 2.0 core-hours (every row open to " in (
-        cost_line(the_plan, work, workers=2, cores=2)
+    assert (
+        "; sequential: from 1.0 (every row stopped at min_seeds 2), 1.5 (every row decided at 3 seeds) to 2.0 "
+        "core-hours (every row open to " in (cost_line(the_plan, work, workers=2, cores=2))
     )
     the_plan.only = ["ok1"]  # a sweep over one of the rows of a study that began the others: the range is the study's
     (tmp_path / "records").mkdir()
     (tmp_path / "records" / "nan__seed0.json").write_text("{}")
     line = cost_line(the_plan, work, workers=2, cores=2)
     assert line.startswith("cost: 2 trials") and "; sequential: from 1.0" not in line
-    assert "; sequential (the study's 2 rows): from 0.7 (every row settled" in line  # ok1 and nan; ok2 never began
+    assert "; sequential (the study's 2 rows): from 0.7 (every row stopped" in line  # ok1 and nan; ok2 never began
 
 
 def test_a_rows_subset_says_which_claims_it_leaves_untested_and_what_they_need(capsys):
