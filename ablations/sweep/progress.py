@@ -374,20 +374,7 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     if extra:
         line += f", of which the controls' {len(extra)} extra seeds {sum(extra) / 3600:.1f}"
     if plan.allocation is not None:
-        low_n, high_n = plan.allocation.min_seeds, plan.allocation.max_seeds
-        trial_s = {name: per_step * work[name].total * size[name] for name in plan.judged()}  # the study's rows
-        low, high = sequential_range(plan.controls(), low_n, high_n, trial_s)
-        ours = {row.name for row, _ in plan.keys()}
-        whose = f" (the study's {len(trial_s)} rows)" if set(trial_s) - ours else ""  # a sweep over some of them
-        from ablate.ablations.statistics.sequential import DECIDING_SEEDS
-
-        deciding = min(DECIDING_SEEDS, high_n)  # no row is decided on fewer: a clear effect costs this many
-        middle = sequential_range(plan.controls(), deciding, deciding, trial_s)[0]
-        decided = f", {middle / 3600:.1f} (every row decided at {deciding} seeds)" if low_n < deciding < high_n else ""
-        line += (
-            f"; sequential{whose}: from {low / 3600:.1f} (every row stopped at min_seeds {low_n}){decided} to "
-            f"{high / 3600:.1f} core-hours (every row open to max_seeds {high_n})"
-        )
+        line += _sequential_cost(plan, {name: per_step * work[name].total * size[name] for name in plan.judged()})
     if cores is None:
         return f"{line}; this machine's GPUs will differ"
     wall = max(sum(times) / max(min(workers, cores), 1), max(times, default=0.0))
@@ -401,6 +388,24 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
         fast = max(sum(times) / (workers * threads), max(times, default=0.0) / threads)
         about = f"{_fmt(fast)} to {about} (each on {threads} threads, as far as they speed it)"
     return f"{line}; on this machine's {machine} with {workers} worker(s) about {about}"
+
+
+def _sequential_cost(plan: Any, trial_s: dict[str, float]) -> str:
+    """The cost line's sequential part: the study's core-hours with every row stopped at min_seeds, decided at its
+    deciding seed count, and open to max_seeds. `trial_s`: the seconds of one trial of each of the study's rows."""
+    from ablate.ablations.statistics.sequential import DECIDING_SEEDS
+
+    low_n, high_n = plan.allocation.min_seeds, plan.allocation.max_seeds
+    low, high = sequential_range(plan.controls(), low_n, high_n, trial_s)
+    ours = {row.name for row, _ in plan.keys()}
+    whose = f" (the study's {len(trial_s)} rows)" if set(trial_s) - ours else ""  # a sweep over some of them
+    deciding = min(DECIDING_SEEDS, high_n)  # no row is decided on fewer: a clear effect costs this many
+    middle = sequential_range(plan.controls(), deciding, deciding, trial_s)[0]
+    decided = f", {middle / 3600:.1f} (every row decided at {deciding} seeds)" if low_n < deciding < high_n else ""
+    return (
+        f"; sequential{whose}: from {low / 3600:.1f} (every row stopped at min_seeds {low_n}){decided} to "
+        f"{high / 3600:.1f} core-hours (every row open to max_seeds {high_n})"
+    )
 
 
 def sequential_range(
