@@ -32,9 +32,12 @@ class Comparison:
     worse than it by more than `margin` (the metric's own direction says which way is worse)."""
 
     row: str
+    """The row the comparison tests."""
     metric: str
     """'bleu', 'chrf' or 'ppl' (`lightning_modules.metrics.METRICS`)."""
     expect: Expect
+    """'higher', 'lower' (than `against`, in the metric's own sense of better), 'same' (within `margin`) or
+    'no_worse' (by no more than `margin`)."""
     against: str | None = None
     """Reference row; None: the study's base."""
     margin: float | None = None
@@ -46,9 +49,14 @@ class Claim:
     """A claim of the paper (or of the user) and the comparisons that test it."""
 
     id: str
+    """A short name, unique in the study (`C-depth`); the report and `ablate compare --claims` match claims by it."""
     text: str
+    """The claim in words, as the report prints it beside its verdict."""
     section: str = ""
+    """Where the paper (or the literature) makes it (`6.2`), shown beside the text."""
     compare: tuple[Comparison, ...]
+    """The comparisons that test it, each `{row, metric, expect, against, margin}` in the file; the claim's verdict
+    combines theirs (`ablations.statistics.verdicts`)."""
 
 
 __all__ = ["EXPECTS", "MARGINED", "Claim", "Comparison", "Expect", "Metric"]

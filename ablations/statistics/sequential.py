@@ -494,6 +494,8 @@ def _row_looks(
                 f"no verdict whatever its seeds: {'; '.join(excluded)}",
                 "inconclusive",
             )
+        elif cv.withheld:  # a smoke run, or a base that learnt nothing: more seeds of this preset change nothing
+            state, why, verdict = "out_of_reach", "no verdict whatever its seeds: the study gives none", "inconclusive"
         elif key not in at or n < 2:
             state, why, verdict = "open", "undecided", "inconclusive"
         else:

@@ -83,6 +83,8 @@ class ComparisonVerdict:
     """Its p, Holm-adjusted over the study's family: the verdict is decided when it is below ALPHA."""
     family: int = 0
     """How many comparisons the family holds."""
+    withheld: bool = False
+    """The study gives no verdict at all (a pipeline check, or a base that learnt nothing): no seed can decide it."""
 
     @property
     def test(self) -> RowTest | None:
@@ -240,6 +242,7 @@ def _tested(
         paper_delta=mine - theirs if mine is not None and theirs is not None else None,
         higher_is_better=metric.higher_is_better,
         sides=across_budgets([b.sides for b in budgets]) if tested else None,
+        withheld=bool(withheld),
     )
 
 

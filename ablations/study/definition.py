@@ -40,9 +40,14 @@ class Row:
     """One line of the study's table: a name, the group it is shown in, and its overrides of the base."""
 
     name: str
+    """The row's name in the table, the report and the trial's files (`A1`, `big`)."""
     group: str
+    """The table's group the row is shown in ('base' for the base row); default: the row's name."""
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)  # {"model": {...}, "train": {...}, ...}
+    """The row's changes to the base, by config section: in the file, `model: {d_k: 16}` and the like on the row
+    itself (any of model, train, data, hardware, tracking)."""
     paper: dict[str, float] = field(default_factory=dict)  # reference results to show beside ours (ppl, bleu, ...)
+    """The published numbers shown beside ours, by metric (`{bleu: 25.8, ppl: 4.92}`)."""
     recipe: str | None = None
     """The study's recipe this row trains with (`Study.recipes`); None: the study's default (`Study.recipe`)."""
 
@@ -58,11 +63,17 @@ class SearchDim:
     """One hyperparameter of `ablate tune`: a float or int range (optionally log-scaled) or a list of choices."""
 
     name: str  # "train.lr_factor"
+    """The field searched, as SECTION.FIELD (`train.lr_factor`): the key of its entry under `search_space:`."""
     low: float | None = None
+    """The range's lower end (float and int)."""
     high: float | None = None
+    """The range's upper end (float and int)."""
     log: bool = False
+    """Sample the range on a log scale."""
     type: str = "float"  # "float" | "int" | "categorical"
+    """'float', 'int' or 'categorical' (a list of `choices`)."""
     choices: tuple[Any, ...] = ()
+    """The values of a categorical dimension."""
 
     @property
     def bounds(self) -> tuple[float, float]:
@@ -77,18 +88,27 @@ class Study:
     """A named set of rows run against one base, each with several seeds."""
 
     name: str
+    """The study's name (default: the file's stem): the sweep's output is runs/<name>-<preset>."""
     description: str
+    """One paragraph on what the study asks, shown at the top of its report."""
     scale: str  # "paper": overrides are in the paper's units and shrunk by the preset; "none": used as written
+    """'paper': the base and the rows are in the paper's units and every preset shrinks them keeping their ratios;
+    'none': they are used as written."""
     seeds: int
+    """Seeds per row (fixed allocation); the preset's own, if more, wins."""
     base: dict[str, dict[str, Any]]
+    """The base configuration every row overrides, by section (`model: {...}`, `train: {...}`)."""
     rows: tuple[Row, ...]
+    """The table's rows, in order: one `{name, group, paper, recipe, model: {...}, ...}` mapping each."""
     search_space: tuple[SearchDim, ...] = ()
     """`ablate tune`'s search space. In a `scale: paper` study its ranges are in the paper's units and every preset
     maps them to its own (`Preset.search_factor`), like the rows."""
     tune_objective: str = "bleu"
     """What `ablate tune` optimises (`TUNE_OBJECTIVES`); `--objective` on the command line overrides it."""
     default_preset: str | None = None
+    """`preset:` in the file: the preset a sweep of the study runs when none is given (default: tiny)."""
     source: str = ""
+    """The file the study was read from (set when it is read, not written in it)."""
     claims: tuple[Claim, ...] = ()
     """The claims the report gives a verdict on (`claims:` in the YAML: a file next to the study, or a list)."""
     control_seeds: int | Literal["auto"] = "auto"

@@ -7,7 +7,7 @@ import math
 
 import pytest
 from ablate.ablations.statistics.boundaries import nominal_level, obf_spending, spending_bounds
-from ablate.ablations.statistics.claims import Comparison
+from ablate.ablations.statistics.claims import Claim, Comparison
 from ablate.ablations.statistics.family import sides
 from ablate.ablations.statistics.sequential import (
     boundary_level,
@@ -16,9 +16,10 @@ from ablate.ablations.statistics.sequential import (
     fractions,
     information,
     seed_range,
+    walk,
 )
 from ablate.ablations.statistics.significance import ALPHA, RowTest
-from ablate.ablations.statistics.verdicts import BudgetVerdict, ComparisonVerdict
+from ablate.ablations.statistics.verdicts import BudgetVerdict, ClaimVerdict, ComparisonVerdict
 
 
 def _test(effect: float, n_row: int, n_against: int, var: float = 1.0, sentences: float = 0.3) -> RowTest:
@@ -87,3 +88,29 @@ def test_futility_is_conditional_power_under_the_smallest_effect_the_study_sets_
     near = conditional_power(_verdict(same, _test(0.0, 2, 7, var=0.1, sentences=0.05)), at, share, (3, 11))
     far = conditional_power(_verdict(same, _test(0.0, 2, 7, var=4.0, sentences=0.5)), at, share, (3, 11))
     assert near > far  # an equivalence the seeds can show, against one too noisy for the margin
+
+
+@pytest.mark.parametrize("withheld", [False, True])
+def test_a_study_that_gives_no_verdict_stops_every_row_at_the_first_look_instead_of_running_it_to_max_seeds(withheld):
+    """A smoke run (its pipeline check) or a base that learnt nothing gives no verdict whatever the seeds: the first
+    look stops its rows out of reach. An undecided row of a study that does give verdicts asks for its next seed."""
+    lower = Comparison(row="R", metric="bleu", expect="lower")
+    claim = Claim(id="c", text="R is worse", compare=(lower,))
+
+    def judged(chosen):
+        n_row, n_base = len(chosen["R"]), len(chosen["base"])
+        test = _test(-0.5, n_row, n_base, var=4.0)
+        budgets = tuple(BudgetVerdict(fraction=f, verdict="inconclusive", test=test) for f in (0.5, 1.0))
+        found = None if withheld else sides(lower, test, True)
+        cv = ComparisonVerdict(comparison=lower, verdict="inconclusive", budgets=budgets, higher_is_better=True,
+                               sides=found, withheld=withheld)  # fmt: skip
+        return [ClaimVerdict(claim=claim, verdict="inconclusive", comparisons=(cv,))]
+
+    have = {"base": list(range(12)), "R": list(range(4))}
+    walked = walk(judged, have, {"base": ["R"]}, min_seeds=2, max_seeds=4)
+    first = walked.looks[0].rows["R"]
+    if withheld:
+        assert (first.state, first.seeds, walked.finished) == ("out_of_reach", 2, True)
+        assert "no verdict whatever its seeds" in first.why and walked.target["R"] == 2
+    else:
+        assert first.state == "open" and walked.target["R"] > 2
