@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 EXTRAS ?= dev,postgres,dashboard,slurm
 STAMP := $(VENV)/.installed
 
-.PHONY: study test setup lint bench clean
+.PHONY: study test setup lint docs bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "ablate needs Python >= 3.10")'
@@ -30,9 +30,15 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/pyright
+	$(MAKE) docs
+
+# The docs site, built strictly into site/ (a broken link or anchor, a page left out of the nav, a module mkdocstrings
+# cannot find, or a config field without a docstring fails it). `$(BIN)/mkdocs serve` previews it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(STAMP)
 	$(BIN)/ablate bench --preset tiny
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site

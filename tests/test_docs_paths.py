@@ -1,9 +1,9 @@
 """Nothing names a module, function, file or docs section that does not exist: the docs (README.md, docs/*.md) and
 the code's own docstrings and comments are read for
 
-- repository paths (`ablations/statistics/sequential.py`, `tests/ablations/sweep/test_sweep.py`, `docs/SCIENCE.md`),
+- repository paths (`ablations/statistics/sequential.py`, `tests/ablations/sweep/test_sweep.py`, `docs/method/sequential.md`),
 - dotted names of this project (`ablations.statistics.sequential.walk`, `ablate.reports.table`, `reports.load`),
-- docs sections named in quotes after their file (docs/SCIENCE.md, "The sequential design"),
+- docs sections named in quotes after their file (docs/method/sequential.md, "The looks"),
 
 and each must resolve: the file exists; the longest prefix of a dotted name is a module and the rest a name defined
 in it (a function, class, constant or a class's attribute); the section is a heading of that file. Read with `ast`
@@ -134,12 +134,12 @@ def test_the_code_names_only_what_exists():
 def test_the_check_finds_what_it_is_for():
     text = (
         "see `ablations/design.py`, `ablations.stats.holm`, `ablations.statistics.sequential.nothing_here`, "
-        'docs/SCIENCE.md, "A section nobody wrote"; and `ablations/statistics/sequential.py`, '
+        'docs/method/verdicts.md, "A section nobody wrote"; and `ablations/statistics/sequential.py`, '
         "`ablations.statistics.sequential.walk`, `ablate.reports.table`, `reports.load`"
     )
     assert problems(text, "x") == [
         "x: no such path ablations/design.py",
         "x: ablations.stats.holm names no module or name of this repository",
         "x: ablations.statistics.sequential.nothing_here names no module or name of this repository",
-        'x: docs/SCIENCE.md has no section "A section nobody wrote"',
+        'x: docs/method/verdicts.md has no section "A section nobody wrote"',
     ]

@@ -38,7 +38,7 @@ def command_parser(
     """A parser with --config and --print_config, plus the overrides of the named config sections.
 
     `documented`: the sections' options carry their fields' docstrings as help, read from the source, which is slow
-    (docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/commands/options.py"): only for a parser
+    (docs/reference/code-figures.md, "ablations/commands/options.py"): only for a parser
     that prints its help. `aliases`: other spellings of options, read as the ones they name before parsing
     ('--workers' -> '--sweep.workers', '--retry_failed' -> '--sweep.retry_failed=true'; `respell`)."""
     import argparse

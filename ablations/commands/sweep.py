@@ -238,8 +238,9 @@ def _report(plan) -> None:
 
 
 def verdict_summary(out: Path) -> str:
-    """The end of a sweep in a few lines: each claim's verdict with its rows' effects at T, and where the whole table
-    is (the report's own JSON, read as data: the command does not import the reports)."""
+    """The end of a sweep in a few lines: what the report says first (a study that gives no verdict says so and why),
+    each claim's verdict with its rows' effects at T, and where the whole table is (the report's own JSON, read as
+    data: the command does not import the reports)."""
     import json
 
     reports = sorted((out / "report").glob("*.json"), key=lambda p: p.stat().st_mtime)
@@ -249,7 +250,8 @@ def verdict_summary(out: Path) -> str:
     claims: dict[str, list[dict]] = {}
     for line in table.get("claims") or []:
         claims.setdefault(line["claim"], []).append(line)
-    lines = [f"verdicts ({len(claims)} claims, effects at T with 95% intervals):" if claims else "no claims tested"]
+    lines = list(table.get("headline") or [])  # what the report says first: no verdicts at all, or effects' regime
+    lines.append(f"verdicts ({len(claims)} claims, effects at T with 95% intervals):" if claims else "no claims tested")
     for claim, parts in claims.items():
         effects = ", ".join(
             f"{_label(p)} {p['effect']:+.2f} [{p['ci_low']:+.2f}, {p['ci_high']:+.2f}]" if p.get("effect") is not None

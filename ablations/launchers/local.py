@@ -191,7 +191,7 @@ def coordinate(plan: Plan, workers: int | None) -> bool:
 def default_workers(plan: Plan) -> int:
     """One worker per GPU; on a CPU, one single-thread worker per core: single-thread workers side by side train
     more tokens a second than one process on every core (measured at the tiny preset:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/launchers/local.py"). More workers than
+    docs/reference/code-figures.md, "ablations/launchers/local.py"). More workers than
     GPUs (`--workers N`) share the cards round-robin (`placement`): what small presets need to fill a GPU."""
     run = plan.run_config(plan.study.rows[0], 0)
     gpus = _gpus()

@@ -108,7 +108,7 @@ def pack(record: Record, out: Path, *, files: bool = True) -> dict[str, Any]:
     its own files (dev and test hypotheses, per-sentence NLL, and each budget's) gzip+base64 inline, in `files_gz`
     beside the keys naming them. `files` False: none inline (an archive carries them as files, and a journal without
     them is a small fraction of one with them:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/ledger.py")."""
+    docs/reference/code-figures.md, "ablations/results/ledger.py")."""
     packed = record.to_json(Layout(out))
     curves = dict(packed.get("curves") or {})
     train = curves.get("train") or []

@@ -6,7 +6,7 @@ resample these per-sentence statistics.
 The statistics of a hypotheses file are kept on disk ($ABLATE_CACHE/scores, by the contents of the hypotheses and
 references, the metric, its signature and sacreBLEU's version), so a report or comparison run again reads them
 instead of scoring every system's dev sentences again, which takes minutes for a study (timed:
-docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py")."""
+docs/reference/code-figures.md, "ablations/results/scores.py")."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _read(path: Path | None) -> list[str] | None:
 def _scorer(kind: str, signature: str | None, ref_path: Path, stamp: float):
     """sacreBLEU's metric with `ref_path`'s references preprocessed once. A study's systems share their references:
     preprocessing them again for each (sacreBLEU's default when they are passed in) was a large share of a claims
-    comparison's time (docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py")."""
+    comparison's time (docs/reference/code-figures.md, "ablations/results/scores.py")."""
     refs = _read(ref_path)
     return bleu_metric(signature, refs) if kind == "bleu" else chrf_metric(refs)
 
@@ -73,7 +73,7 @@ def _corpus_stats(kind: str, signature: str | None, hyp_path: Path, ref_path: Pa
 
 
 # sacreBLEU scores one vector of sums per Python call; the bootstrap asks it for 1000 replicates of every system,
-# most of a report's time (docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py").
+# most of a report's time (docs/reference/code-figures.md, "ablations/results/scores.py").
 # The two functions below are its `BLEU.compute_bleu` and `CHRF._compute_f_score` over an (n, k) array, step for
 # step in the same order, and a test holds them to sacreBLEU's own on real and edge-case statistics
 # (tests/ablations/results/test_scores_many.py). A metric configured some way they do not follow gives None: the
@@ -164,7 +164,7 @@ def segment_statistics(kind: str, signature: str | None, ref_path: Path, hyps: l
                        hi: int | None = None) -> np.ndarray:  # fmt: skip
     """sacreBLEU's per-sentence statistics of `hyps[lo:hi]` against the references, each (sentence, hypothesis)
     scored once in this process: a study's systems share most of their sentences, so a first report scores only the
-    distinct ones (docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py").
+    distinct ones (docs/reference/code-figures.md, "ablations/results/scores.py").
 
     The loop of sacreBLEU's `Metric._extract_corpus_statistics` (preprocess the segment, then
     `_compute_segment_statistics` against the cached reference), one segment at a time so that a segment seen before
@@ -211,7 +211,7 @@ def _load(path: Path) -> np.ndarray | None:
 def _save(path: Path, stats: np.ndarray) -> None:
     """Counts as int32 (sacreBLEU's statistics are integers), compressed and atomically; a cache that cannot be
     written (read-only home, full disk) only costs the next run the time. Sizes:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py"."""
+    docs/reference/code-figures.md, "ablations/results/scores.py"."""
     counts = stats.astype(np.int32)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, stats=counts if np.array_equal(counts, stats) else stats)
@@ -268,7 +268,7 @@ def score_ahead(records: Iterable[Record], say: Callable[[str], None] | None = N
     """Score every record's dev translations (BLEU and chrF, per sentence) before a table needs them, saying how far
     it is every few seconds once it has taken `after_s`: a study not reported before scores every dev sentence of a
     system and metric (minutes for a study), one reported before reads them from the disk (timed:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py")."""
+    docs/reference/code-figures.md, "ablations/results/scores.py")."""
     todo = [(r, m) for r in records if r.hypotheses is not None for m in ("bleu", "chrf")]
     start = last = time.monotonic()
     if _score_in_processes(todo, say):  # the uncached ones on every core, each into the cache
@@ -340,7 +340,7 @@ def _nll_stats(path: Path, mtime: float) -> np.ndarray | None:
     if not lines:
         return None
     # numpy parses the numbers in C, far faster than float() a field:
-    # docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/results/scores.py"
+    # docs/reference/code-figures.md, "ablations/results/scores.py"
     fields = "\t".join(lines).split("\t")
     stats = np.array(fields, dtype=np.float64).reshape(len(lines), -1) if len(fields) == 2 * len(lines) else None
     if stats is None:  # a malformed line: numpy's reshape would hide which

@@ -5,7 +5,7 @@ A trial is at its plateau when dev BLEU moved by less than PLATEAU_BLEU between 
 same dev sentences (the final validation also scores the subset the periodic ones decode: `bleu_tracked`), and its
 dev perplexity fell by less than PLATEAU_PPL. It is *rising* when BLEU still gained that much, or when perplexity
 still fell that much (a model that has not started to translate has a flat BLEU of 0 while it learns; measured:
-docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/statistics/convergence.py"), *falling* when BLEU
+docs/reference/code-figures.md, "ablations/statistics/convergence.py"), *falling* when BLEU
 lost that much (over-fitting or instability), and *diverged* when training failed as diverged or its dev perplexity
 ended above that of a uniform guess over the vocabulary (a finite blow-up). The state is information for the reader:
 a verdict is withheld for a diverged row, not for one still rising (verdicts are checked across training budgets
@@ -30,7 +30,7 @@ PLATEAU_BLEU = 1.0
 PLATEAU_PPL = 0.05
 """Largest relative fall of dev perplexity between the last two validations of a trial at its plateau: above what
 rows whose BLEU had settled still fell at the tiny preset, below what a model still learning falls (measured:
-docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/statistics/convergence.py")."""
+docs/reference/code-figures.md, "ablations/statistics/convergence.py")."""
 
 SOURCE_RATIO_MIN = 2.0
 """Lowest source_ppl_ratio of a model that learnt to translate: the right source must at least halve its dev
@@ -44,7 +44,7 @@ def trainable_threshold(base_ratio: float) -> float:
     """The lowest source_ppl_ratio of a row this preset trained, given the base's at the same budget: the midpoint on
     the log scale between a language model of the target (x1) and the base (sqrt of the base's ratio), and never
     below SOURCE_RATIO_MIN. Calibrated on the base alone, so it follows the corpus (values on two corpora:
-    docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/statistics/convergence.py"). A row below it
+    docs/reference/code-figures.md, "ablations/statistics/convergence.py"). A row below it
     at a budget has not left the language-model plateau there, however well the base did: 'not trainable at this
     preset'."""
     return max(SOURCE_RATIO_MIN, base_ratio**0.5)

@@ -278,7 +278,7 @@ def _sentence_se(
 def bootstrap_all(systems: Sequence[SystemScores], weights: np.ndarray) -> dict[int, np.ndarray | None]:
     """`bootstrap_scores` of every system, by id: the sums of all of them from one product with the weights.
     Each product reads the whole (1000 x sentences) weights, which costs more than the arithmetic; once for all is one
-    read (docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/statistics/significance.py")."""
+    read (docs/reference/code-figures.md, "ablations/statistics/significance.py")."""
     unique = list({id(s): s for s in systems}.values())
     out: dict[int, np.ndarray | None] = {}
     for system in unique:  # resampled before with these weights (another look or table of the same report)

@@ -33,7 +33,7 @@ of freedom each, its moment estimate of d0 is often finite when the truth is d0 
 less than they claim; so the pooled variance is kept unless the rows show that they differ. An unstable row with two
 seeds still looks ordinary most of the time, and no interval narrow enough for the other rows can cover it then.
 Measured by simulation (`tests/ablations/statistics/test_variance.py`): docs/SCIENCE.md, section 9, and
-docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/statistics/variance.py".
+docs/reference/code-figures.md, "ablations/statistics/variance.py".
 
 scipy supplies the digamma and trigamma (polygamma) functions and the F, chi2 and Bartlett tests; the rest is the
 papers' formulas.

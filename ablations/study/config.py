@@ -126,7 +126,7 @@ def add_sections(parser: Any, sections: Iterable[str] = tuple(SECTIONS)) -> None
 def _typed(layer: str) -> dict[str, dict[str, Any]]:
     """The jsonargparse check of a layer given as JSON, remembered: a study resolves the same preset and row layers
     for every seed and preset, and each check costs milliseconds (timed:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/study/config.py"). The values are immutable
+    docs/reference/code-figures.md, "ablations/study/config.py"). The values are immutable
     (numbers, strings, tuples), so sharing them is safe; callers copy the dicts."""
     import argparse
 

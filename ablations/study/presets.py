@@ -141,7 +141,7 @@ PRESETS: dict[str, Preset] = {
             # left the base, or the deepest and most dropped rows, near a language model. 800 trains every row, and
             # the base still meets its calibration. Chosen on whether every row leaves the plateau, never on a row's
             # BLEU (docs/SCIENCE.md, section 8; the warmups tried:
-            # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
+            # docs/reference/code-figures.md, "ablations/study/presets.py").
             # The last 20% of the steps anneal the rate to zero, and a branch from 40% scores the half budget, annealed
             # the same way: the two budgets every verdict must hold at (Hagele et al., 2024, on such cooldowns).
             # Validation every 400 steps (the curves are information; the budgets are what is compared).
@@ -163,7 +163,7 @@ PRESETS: dict[str, Preset] = {
             # the seed and sentence noise of the default study; the sentence SE falls as 1/sqrt(sentences), and part
             # of the seed variance is each model's luck on the sentences scored, so two seeds cannot get there at any
             # dev size. The base still meets its calibration on 8000 (the noise, the projection and the cost:
-            # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
+            # docs/reference/code-figures.md, "ablations/study/presets.py").
             data={
                 "vocab_size": 1000,
                 "tokens_per_batch": 4096,
@@ -178,7 +178,7 @@ PRESETS: dict[str, Preset] = {
             # study's base trials, each alone on its core with one thread (2800 steps + the T/2 branch's 280,
             # validations on the 8000 dev sentences, test decoding; docs/SCIENCE.md, section 11). Their dates and
             # range, and the cost line against the study's real cost:
-            # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py".
+            # docs/reference/code-figures.md, "ablations/study/presets.py".
             base_step_s=0.145,
             base_trial_s=590.0,
         ),
@@ -236,11 +236,11 @@ PRESETS = dict(
                 width_scale=0.25,
                 # 100K -> 5600 steps, by tiny's rule on the base alone on gettext:de (docs/SCIENCE.md, section
                 # 15): the fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's (the steps
-                # tried: docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
+                # tried: docs/reference/code-figures.md, "ablations/study/presets.py").
                 # Tiny's 800-step warmup and every other setting unchanged, so the rungs differ in width and steps only.
                 step_scale=0.056,
                 # The base trial at 5600 steps on one core (one thread, the other core training too; its date:
-                # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
+                # docs/reference/code-figures.md, "ablations/study/presets.py").
                 base_trial_s=1705.0,
             ),
         ),
@@ -254,11 +254,11 @@ PRESETS = dict(
                 width_scale=0.5,
                 # 100K -> 8400 steps, by tiny's rule on the base alone on gettext:de (docs/SCIENCE.md, section 19):
                 # the fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's (the steps tried:
-                # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
+                # docs/reference/code-figures.md, "ablations/study/presets.py").
                 step_scale=0.084,
                 # The base trial at 8400 steps on one core (one thread, the other core training too; its date, and
                 # its step time against shorter probes:
-                # docs/SCIENCE.md, "Figures moved from the code's docstrings: ablations/study/presets.py").
+                # docs/reference/code-figures.md, "ablations/study/presets.py").
                 base_trial_s=11552.0,
             ),
         ),

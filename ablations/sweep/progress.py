@@ -183,7 +183,7 @@ class Eta:
        parameters alpha is 1 (cost in proportion to parameters, as FLOPs per token are about 6 x parameters); the
        fit is clipped to 0 <= alpha <= 1 (a bigger model is never cheaper, nor dearer than in proportion). It is a
        fit because small models on a CPU do not follow FLOPs (the smoke preset's rows:
-       docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/sweep/progress.py").
+       docs/reference/code-figures.md, "ablations/sweep/progress.py").
     A running trial is left its row's whole time less the time it has run, and at least its own pace over its steps
     left. Without `work` (the rows' steps and sizes) a trial that nothing is known of counts the median wall time
     of the finished trials.
@@ -329,7 +329,7 @@ def eta_seconds(rows: list[RowStatus], workers: int, eta: Eta | None = None) -> 
 CPU_SIZE_ALPHA = 0.69
 """How a row's time per step grows with its parameter count on one CPU core: time ~ params ** CPU_SIZE_ALPHA, fitted
 by least squares on the 21 Table 3 rows' step times relative to the base at the tiny preset (docs/SCIENCE.md, section
-3). The rows' ratios: docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/sweep/progress.py"."""
+3). The rows' ratios: docs/reference/code-figures.md, "ablations/sweep/progress.py"."""
 
 
 def threads_per_worker(cores: int, workers: int) -> int:
@@ -384,7 +384,7 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     if threads > 1:
         # How far a worker's threads speed its trial depends on the model's size, so the line gives the range from
         # their full speed-up to none (docs/SCIENCE.md, section 20;
-        # docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/sweep/progress.py").
+        # docs/reference/code-figures.md, "ablations/sweep/progress.py").
         fast = max(sum(times) / (workers * threads), max(times, default=0.0) / threads)
         about = f"{_fmt(fast)} to {about} (each on {threads} threads, as far as they speed it)"
     return f"{line}; on this machine's {machine} with {workers} worker(s) about {about}"

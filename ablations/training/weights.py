@@ -5,7 +5,7 @@ it), the model's config, the decoding its dev and test scores were taken with (b
 and the SentencePiece model's bytes, so no corpus or cache is needed to use it. Written atomically once a fit
 reaches max_steps, by rank 0; checkpoints may be pruned after (train.keep_checkpoints), this file stays. In float32:
 about 4 bytes a parameter plus the tokenizer (sizes at the presets:
-docs/RESULTS.md, "Figures moved from the code's docstrings: ablations/training/weights.py").
+docs/reference/code-figures.md, "ablations/training/weights.py").
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ whole table (142 lines for a two-row sweep of Table 3), read from the report a r
 
 from __future__ import annotations
 
+import json
+
 from ablate.ablations.commands.sweep import verdict_summary
 from ablate.reports.build import build_report
 from reports_fixtures import TABLE3_ROWS, make_study
@@ -16,7 +18,11 @@ def test_a_sweep_ends_with_its_verdicts_in_a_few_lines(tmp_path):
         "                                   {row: B1, metric: ppl, expect: higher}]}\n"
     )
     build_report(out, ["md", "json"], n_samples=100, claims=claims)
+    headline = json.loads((out / "report" / "table3-smoke.json").read_text())["headline"]
+    assert headline  # a smoke study's report says first that it gives no verdict, and why
     lines = verdict_summary(out).splitlines()
+    assert lines[: len(headline)] == headline  # and so does the end of its sweep
+    lines = lines[len(headline) :]
     assert lines[0] == "verdicts (1 claims, effects at T with 95% intervals):"
     verdict, effects = lines[1].split(" (", 1)
     assert verdict.split(": ")[1] in ("REPRODUCED", "CONTRADICTED", "INCONCLUSIVE")
