@@ -10,7 +10,7 @@ length bucket, a batch holds pairs of one bucket padded to that bucket's lengths
 set every epoch and on every machine. A GPU pays for every new shape (cuDNN builds an attention plan, torch.compile
 a graph); greedy cuts give most batches of an epoch their own shape. The trade is padding, about as much as the
 greedy cut's at 8 buckets, or less (`ablate data prepare` prints both; measured:
-docs/RESULTS.md, "Figures moved from the code's docstrings: data/batching.py").
+docs/reference/code-figures.md, "data/batching.py").
 
 Pure numpy (no torch), so `ablate data prepare` can report padding without importing torch. DataLoader accepts any
 iterable of index lists with a length as `batch_sampler`, so the samplers need not subclass torch's Sampler.
@@ -91,7 +91,7 @@ class ShapeBuckets:
         batch is full: a bucket's last batch is topped up with the first pairs of its own shuffled order, which so
         train twice that epoch (different ones each epoch), as torch's DistributedSampler repeats indices to even out
         its shards. Every step then trains on a full token budget (a shorter last batch a bucket cut the tiny
-        preset's pairs a step: docs/RESULTS.md, "Figures moved from the code's docstrings: data/batching.py") and
+        preset's pairs a step: docs/reference/code-figures.md, "data/batching.py") and
         a run sees one shape a bucket. A bucket smaller than one batch keeps its one batch."""
         out = []
         for bucket, size in enumerate(self.size.tolist()):
@@ -127,7 +127,7 @@ def plan_buckets(src_len: np.ndarray, tgt_len: np.ndarray, buckets: int, budget:
     source units. The ranges are the contiguous cuts of that order with the fewest padded positions, found exactly by
     dynamic programming over its distinct values (a few hundred; milliseconds). A range pads every pair to the range's
     longest source and longest target. This key pads least of the keys tried (the target length alone, source +
-    target, the plain max: docs/RESULTS.md, "Figures moved from the code's docstrings: data/batching.py").
+    target, the plain max: docs/reference/code-figures.md, "data/batching.py").
 
     Why not a library: tensor2tensor's `bucket_by_sequence_length` and torchtext's bucket iterators take fixed,
     hand-set boundaries on one length and pad both sides to it; fairseq's batches are greedy like ours (no fixed

@@ -230,19 +230,19 @@ class TrainConfig:
     Table 3 itself is on dev."""
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed"] = "auto"
     """'auto': bf16 mixed precision on a GPU that supports it, fp32 on CPU (bf16 is slower on CPUs without AMX:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/config.py").
+    docs/reference/code-figures.md, "lightning_modules/config.py").
     What a card takes, and the lease that measured it: `lightning_modules/card.py`."""
     compile: bool = False
     """Compile the training forward with torch.compile, once for every batch shape (dynamic shapes; graphs cached on
     disk for the next trial). Worth it on a GPU: fused element-wise work. On a CPU the hand-written kernels are faster
     than compiled code, and a cold compile adds its own cost
-    (docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/config.py")."""
+    (docs/reference/code-figures.md, "lightning_modules/config.py")."""
     compile_scope: Literal["model", "layers"] = "layers"
     """What train.compile compiles: 'layers', each encoder and decoder layer in place, the N identical layers sharing
     one graph (PyTorch's regional compilation); 'model', the whole training forward as one graph, which also fuses
     across layers. A cold compile by layers costs a layer's, not the model's: by layers the paper base reached its
     first compiled step where the whole model's compile did not finish on a card, and took far longer on a CPU core
-    (docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/config.py").
+    (docs/reference/code-figures.md, "lightning_modules/config.py").
     Evaluation and decoding stay eager either way."""
     decoding: Literal["auto", "dynamic", "static"] = "auto"
     """How beam search runs (the same hypotheses either way, tested): 'dynamic' (`decoding.beam_search`: finished
@@ -261,7 +261,7 @@ class TrainConfig:
     flash and memory-efficient kernels, which need no per-shape plan. cuDNN builds a plan for every new shape, and a
     run sees many: batch shapes, the dev set's eval batches, and beam search's keys, one length longer each step.
     Off, a tiny run on a card was faster, at the same dev perplexity within bf16 noise. Only on CUDA; CPUs have no
-    cuDNN. Timed: docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/config.py"."""
+    cuDNN. Timed: docs/reference/code-figures.md, "lightning_modules/config.py"."""
     fused_loss: bool = False
     """Compute the pre-softmax projection and the label-smoothed loss together, chunk by chunk of target tokens, so the
     (tokens x vocabulary) logits never exist whole (`kernels.FusedLinearLabelSmoothedNLL`): the same loss within

@@ -112,7 +112,7 @@ MATMUL_ATTENTION_MAX_SCORES = 96 * 96
 """On CPU, attention with at most this many scores per head (query length x key length) runs as batched matmuls
 (`MatmulAttention`) instead of SDPA. PyTorch's CPU flash kernel pays a fixed cost per (batch, head, query block)
 that dominates short sequences; the two meet near this length, beyond which the flash kernel's memory traffic wins
-(docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py")."""
+(docs/reference/code-figures.md, "lightning_modules/kernels.py")."""
 
 
 def cpu_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout_p: float) -> Tensor:
@@ -138,7 +138,7 @@ def cpu_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: 
 def _bmm(a: Tensor, b: Tensor) -> Tensor:
     """a @ b for (n, r, m) @ (n, m, c). When c < r it returns (b^T a^T)^T: MKL's batched GEMM is slow for narrow
     outputs, such as attention weights times values with small heads. The result may be a transposed view. Timed:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py"."""
+    docs/reference/code-figures.md, "lightning_modules/kernels.py"."""
     if b.size(-1) < a.size(-2):
         return torch.bmm(b.transpose(1, 2), a.transpose(1, 2)).transpose(1, 2)
     return torch.bmm(a, b)
@@ -151,7 +151,7 @@ class MatmulAttention(torch.autograd.Function):
     d_k-wide outputs, the slow shape for MKL when heads are small (`_bmm`). Here every product takes the faster
     orientation: at the tiny preset's head width a self-attention layer's forward and backward are faster than
     through SDPA or autograd over matmuls, and at the paper's head width it matches SDPA (timed:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py").
+    docs/reference/code-figures.md, "lightning_modules/kernels.py").
     """
 
     @staticmethod
@@ -198,7 +198,7 @@ def cpu_dropout(x: Tensor, p: float) -> Tensor:
     It draws 4 masks per 64-bit random integer instead of one uniform float per element: PyTorch's CPU generator
     is sequential and F.dropout's `bernoulli_` costs a draw per element, which dominates a small model's dropout
     (timed against F.dropout and `torch.rand`:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py").
+    docs/reference/code-figures.md, "lightning_modules/kernels.py").
     Each int64 from `random_()` holds 63 random bits; viewed as four int16 and masked to 15 bits, they are four
     independent uniform draws from [0, 32768), and an element is kept when its draw is >= round(p * 32768).
     """
@@ -229,7 +229,7 @@ class CpuDropout(nn.Module):
 
 def _gather_into(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
     """index_select written straight into the new cache buffer: one copy instead of two (timed on CPU only:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/transformer.py")."""
+    docs/reference/code-figures.md, "lightning_modules/transformer.py")."""
     torch.index_select(prefix, 0, rows, out=out)
 
 
@@ -268,7 +268,7 @@ def compile_for_training(
     constants of the config.
 
     The compile times behind these choices, on a CPU core and on cards:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py"."""
+    docs/reference/code-figures.md, "lightning_modules/kernels.py"."""
     torch._dynamo.config.specialize_float = True
     if scope == "layers":
         owner = getattr(model, "__self__", model)  # `features` is a bound method of the model
@@ -301,7 +301,7 @@ class LabelSmoothedNLL(torch.autograd.Function):
     d loss_i / d z_ik = (g_i + h_i) softmax_ik - eps g_i / V - [k = y_i] ((1 - eps) g_i + h_i), for upstream
     gradients g (loss) and h (nll). Rows are processed in chunks, so float32 temporaries stay bounded for bf16
     logits. Less memory above the logits and a faster step than autograd's, in fp32 and bf16 (measured at the
-    paper's vocabulary: docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/kernels.py").
+    paper's vocabulary: docs/reference/code-figures.md, "lightning_modules/kernels.py").
     """
 
     CHUNK = 1 << 24

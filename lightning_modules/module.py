@@ -64,7 +64,7 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, eps: float, pad_id: int) 
     largest activation of the step, and `LabelSmoothedNLL` needs a fraction of F.cross_entropy's peak memory above
     the logits (in bf16 the saving is larger: chunked float32 temporaries). At a paper batch that saving decides
     whether the base model fits a GPU, so the custom loss stays, on every device. Measured:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/module.py".
+    docs/reference/code-figures.md, "lightning_modules/module.py".
     """
     return LabelSmoothedNLL.apply(logits, target, eps, pad_id)
 
@@ -258,7 +258,7 @@ class TranslationModule(pl.LightningModule):
         cfg = self.train_config
         # The fused kernel exists for CPU and CUDA: one pass over all parameters instead of a Python loop of small
         # ops, far faster at the tiny preset on CPU:
-        # docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/module.py".
+        # docs/reference/code-figures.md, "lightning_modules/module.py".
         fused = all(p.device.type in ("cpu", "cuda") for p in self.parameters())
         opt = torch.optim.Adam(self.parameters(), lr=1.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=fused or None)
         d_model = self.model_config.d_model

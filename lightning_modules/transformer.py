@@ -37,7 +37,7 @@ class SelfAttentionCache:
     appending a position writes one slot instead of concatenating (copying) the whole prefix. Beam search reorders
     the rows at every step; `select` writes them straight into a new buffer with one free slot, so the next append
     copies nothing else, which is faster than index_select and cat (timed:
-    docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/transformer.py").
+    docs/reference/code-figures.md, "lightning_modules/transformer.py").
     `gather_rows` is the kernels' way of writing the selected rows.
     h_kv is model.n_kv_heads (grouped-query attention caches only the shared heads); keys are cached after their
     rotary positions are applied (RoPE), so a cached key never moves.
@@ -344,7 +344,7 @@ class Transformer(nn.Module):
         if torch.compiler.is_compiling() or card.takes("padding mask", src.is_cuda):
             # No data-dependent branch in a compiled graph (it broke the graph), nor a host read on a card that takes
             # that path: an all-True mask gives the same attention, by a kernel that takes a mask. Where and how it
-            # broke: docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/transformer.py".
+            # broke: docs/reference/code-figures.md, "lightning_modules/transformer.py".
             return keep[:, None, None, :]
         return None if bool(keep.all()) else keep[:, None, None, :]
 
@@ -412,6 +412,6 @@ class Transformer(nn.Module):
     def count(cls, cfg: ModelConfig) -> int:
         """`num_parameters` of the model `cfg` makes, built on the meta device (no memory, no initialisation; the
         first still imports torch._dynamo for the meta kernels, which takes a while:
-        docs/RESULTS.md, "Figures moved from the code's docstrings: lightning_modules/transformer.py")."""
+        docs/reference/code-figures.md, "lightning_modules/transformer.py")."""
         with torch.device("meta"):
             return cls(cfg).num_parameters()

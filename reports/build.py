@@ -141,7 +141,7 @@ def _claims(results: StudyResults, claims: str | Path | None) -> list[Claim] | N
 PLOTS_DRAWN = "plots.json"
 """In the plot folder: what its plots were drawn from (a digest) and which they are, so that a report of the same
 inputs reuses them. Matplotlib takes most of a warm report's time (timed:
-docs/RESULTS.md, "Figures moved from the code's docstrings: reports/build.py")."""
+docs/reference/code-figures.md, "reports/build.py")."""
 
 
 def _draw_plots(table: ReportTable, results: StudyResults, plot_dir: Path) -> list[Plot]:
