@@ -3,7 +3,7 @@ that measured it on a card, or none.
 
 A card turns on by default only what has run on a card. A setting whose `measured` is None is opt-in until a lease
 measures it: on a card `auto` keeps the value it has elsewhere, and a user turns the card's value on by name (its
-field, or `ABLATE_CARD=all` for a path that has no field). The leases and their figures are in docs/RESULTS.md.
+field, or `ABLATE_CARD=all` for a path that has no field). The leases and their figures are in docs/speed.md.
 
 `ABLATE_CARD` resolves these settings as a card would on any device, so that the card's configuration runs on a CPU
 too, in the tests (bf16 autocast, the reference kernels and static decoding all run on a CPU):
@@ -32,7 +32,7 @@ class Lease:
     torch: str
     figure: str
     section: str
-    """The heading of docs/RESULTS.md that holds the lease's command and figures."""
+    """The heading of docs/speed.md that holds the lease's command and figures."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class CardSetting:
     """How a user turns the card value on by hand."""
 
 
-H200 = "GPU path on an H200 (2026-11-26, 23:22-23:44 UTC, issue 44)"
+H200 = "H200 lease: the paper base compiled by layers, and cuDNN's attention off"
 
 SETTINGS: dict[str, CardSetting] = {
     s.name: s

@@ -36,8 +36,9 @@ class Comparison:
     metric: str
     """'bleu', 'chrf' or 'ppl' (`lightning_modules.metrics.METRICS`)."""
     expect: Expect
-    """'higher', 'lower' (than `against`, in the metric's own sense of better), 'same' (within `margin`) or
-    'no_worse' (by no more than `margin`)."""
+    """'higher' or 'lower': the sign of the row's value minus `against`'s, whatever the metric's direction (D3's
+    perplexity is `lower`); 'same': within `margin` either way; 'no_worse': worse, in the metric's own direction, by
+    no more than `margin`."""
     against: str | None = None
     """Reference row; None: the study's base."""
     margin: float | None = None

@@ -228,17 +228,21 @@ class Study:
         # Layers, later ones winning: the preset (the paper's base at its size, and its settings), the study's
         # base, the row's recipe (`recipes`, in the preset's own units), the row, the seed, then command-line
         # settings. Overrides written in the paper's units are scaled.
-        layers = [
-            preset.base_layer(),
-            self._in_preset_units(self.base, preset),
-            self.recipe_layer(row, preset),
-            self._in_preset_units(row.overrides, preset),
-        ]
+        where = f"{self.source or self.name}: row {row.name!r}"
+        try:  # scaling to the preset fails on a value it cannot scale to a whole number: the row is to blame
+            layers = [
+                preset.base_layer(),
+                self._in_preset_units(self.base, preset),
+                self.recipe_layer(row, preset),
+                self._in_preset_units(row.overrides, preset),
+            ]
+        except AblateError as err:
+            raise AblateError(f"{where}: {err}") from None
         layers += [{"train": {"seed": seed}}, extra]
         try:
             return build_run_config(*layers)
         except AblateError as err:
-            blame = f"{self.source or self.name}: row {row.name!r}"
+            blame = where
             if any(extra.values()):  # the row builds without the command line's settings: they are to blame
                 try:
                     build_run_config(*layers[:-1])

@@ -20,7 +20,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from tests.lightning_modules.test_modern_knobs import KNOBS, knob_id
 from tests.lightning_modules.test_static_decoding import BOS, EOS, PAPER_KNOBS, eos_prone, sources
 
-RESULTS = Path(__file__).resolve().parents[2] / "docs" / "RESULTS.md"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "speed.md"
 
 
 def test_every_auto_field_is_listed_with_what_a_card_takes():

@@ -189,6 +189,10 @@ def test_a_report_of_two_recipes_says_which_rows_take_which():
         (GOOD + "recipes: {tuned: {huge: {train: {warmup_steps: 5}}}}\n", "recipes.tuned: unknown preset 'huge'"),
         (GOOD + "recipes: {preset: {smoke: {}}}\n", "recipes.preset: 'preset' names the preset's own settings"),
         (GOOD + "recipes: {tuned: {smoke: {train: {warmup: 5}}}}\n", "unknown field train.warmup"),
+        (  # a paper-unit value the preset cannot scale to a whole number: the row, not only the field
+            GOOD.replace("scale: none", "scale: paper").replace("d_ff: 256", "d_k: 12"),
+            "row 'wide': preset 'smoke' scales model.d_k=12 to",
+        ),
     ],
 )
 def test_bad_study_files_are_named_in_one_line(tmp_path, text, message):
