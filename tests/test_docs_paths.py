@@ -1,7 +1,7 @@
 """Nothing names a module, function, file or docs section that does not exist: the docs (README.md, docs/*.md) and
 the code's own docstrings and comments are read for
 
-- repository paths (`ablations/statistics/sequential.py`, `tests/ablations/sweep/test_sweep.py`, `docs/method/sequential.md`),
+- repository paths (`ablations/statistics/sequential.py`, `tests/ablations/sweep/test_sweep.py`, `docs/speed.md`),
 - dotted names of this project (`ablations.statistics.sequential.walk`, `ablate.reports.table`, `reports.load`),
 - docs sections named in quotes after their file (docs/method/sequential.md, "The looks"),
 
