@@ -122,7 +122,7 @@ def method_note(walked: Walk, meta: Mapping, max_seeds: int, error: ErrorControl
         f"its own spread one degree of freedom: the first look stops rows for futility only). A comparison's verdict "
         f"is its test at its nominal level at the look that decided it (the intervals shown are 95%); a comparison is "
         f"decided only when every budget decides it the same way. Guaranteed: the chance of any wrong verdict among "
-        f"the study's claims, over every budget and look, is at most 5% (docs/SCIENCE.md, 'What the verdicts "
+        f"the study's claims, over every budget and look, is at most 5% (docs/method/verdicts.md, 'What the verdicts "
         f"guarantee', gives the simulated figures). "
         + ("; ".join(looks) + ". " if looks else "No look taken yet. ")
         + (f"Rows: {'; '.join(rows)}. " if rows else "")

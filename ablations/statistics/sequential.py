@@ -155,8 +155,8 @@ def confseq_level(seeds: int, max_seeds: int, alpha: float = ALPHA) -> float:
 DECIDING_SEEDS = 3
 """The fewest seeds a row is decided on. Two seeds give its own spread one degree of freedom: a row of ten times the
 others' variance then looks ordinary often enough (its mean is independent of its spread), borrows the pooled
-variance, and breaks the study's error guarantee (simulated: docs/SCIENCE.md, "What the verdicts guarantee"). The
-look at two seeds stops rows for futility only."""
+variance, and breaks the study's error guarantee (simulated:
+docs/method/verdicts.md, "What the verdicts guarantee"). The look at two seeds stops rows for futility only."""
 
 FUTILITY = 0.03
 """A comparison is out of reach when its conditional power under the smallest effect the study sets out to see is

@@ -15,7 +15,7 @@ row whose seeds disagree far beyond the others keeps its own wide interval inste
 base trains more seeds than a row (`Study.control_seeds`, Dunnett's sqrt(k) allocation), as it is in every
 comparison. Rows are not paired by seed: how much rows trained with the same seed (the same data order) move
 together is measured on every study (`seed_correlation`) and stated in the report's method note
-(docs/SCIENCE.md, section 8, has the measured values). The bootstrap
+(docs/method/presets.md, has the measured values). The bootstrap
 resamples the sentences once per replicate for every system (paired), and recomputes corpus-level scores from
 sacreBLEU's sufficient statistics, as sacreBLEU's own paired test does. The interval uses Student's t with
 Welch-Satterthwaite degrees of freedom (each seed part on its moderated degrees of freedom); p-values are two-sided
@@ -287,7 +287,7 @@ def bootstrap_all(systems: Sequence[SystemScores], weights: np.ndarray) -> dict[
     fit = [(s, s.stats, s.scorer) for s in unique if id(s) not in out and s.stats is not None
            and s.scorer is not None and s.stats.shape[0] == weights.shape[1]]  # fmt: skip
     # Counts (sacreBLEU's statistics) whose every sum stays below 2^24 are summed exactly in float32, which is faster
-    # (docs/RESULTS.md, same section); the rest (perplexity's summed NLL) in float64.
+    # (docs/reference/code-figures.md, the same section); the rest (perplexity's summed NLL) in float64.
     limit = 2.0**24 / weights.shape[1]
     exact = {id(s) for s, stats, _ in fit if np.array_equal(stats, np.trunc(stats)) and np.abs(stats).max() < limit}
     counts = [item for item in fit if id(item[0]) in exact]
@@ -348,7 +348,7 @@ def seeds_needed(test: RowTest, effect: float, power: float = POWER, sentences: 
     `power` at ALPHA: the n with (z_{1-ALPHA/2} + z_power) * SE(n) <= |effect|, where
     SE(n)^2 = v (1/n + 1/(n c)) + SE_sentences^2 / sentences, v the per-seed variance behind the test's seed part,
     c the base's seeds over the row's, and `sentences` the dev set's size as a multiple of this one's (the paired
-    bootstrap's variance falls as 1 / sentences: measured, docs/SCIENCE.md section 10). Normal quantiles: with
+    bootstrap's variance falls as 1 / sentences: measured, docs/method/noise.md). Normal quantiles: with
     the seeds such a study has, the t's df are large. None when more seeds cannot do it: the dev set's sentence noise
     alone hides the effect (more dev sentences would), or the test has no seed part."""
     from scipy import stats

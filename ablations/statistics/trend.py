@@ -45,12 +45,12 @@ def classify(points: Sequence[tuple[float, float, float, float | None]], labels:
     # Why this rule. A sign change that both rungs' own intervals vouch for is the regime, whatever the sizes; it is
     # told first because it also moves the ratio. Otherwise the question is the reviewer's: is the largest model's
     # effect nearer the paper's than the smallest's, by more than the noise? The ratio is read on a log scale because
-    # effects are quoted as multiples of the paper's (docs/SCIENCE.md, section 11): 10x -> 2x and 0.1x -> 0.5x are both
-    # moves toward it, and 3x -> 0.2x (the effect vanishing) is a move away. The noise test is that of the difference of
-    # two independent estimates (the rungs are separate trials): the difference lies outside its own 95% interval. They
-    # share the dev sentences, whose noise then partly cancels, so the test errs on the side of 'flat'. The ends, not a
-    # fitted slope, carry the verdict: two or three points give a slope no usable error and assume a shape; the
-    # neighbouring steps only keep a zig-zag from reading as a trend.
+    # effects are quoted as multiples of the paper's (docs/findings/table3-builtin.md): 10x -> 2x and 0.1x -> 0.5x are
+    # both moves toward it, and 3x -> 0.2x (the effect vanishing) is a move away. The noise test is that of the
+    # difference of two independent estimates (the rungs are separate trials): the difference lies outside its own 95%
+    # interval. They share the dev sentences, whose noise then partly cancels, so the test errs on the side of 'flat'.
+    # The ends, not a fitted slope, carry the verdict: two or three points give a slope no usable error and assume a
+    # shape; the neighbouring steps only keep a zig-zag from reading as a trend.
     if len(points) < 2:
         return "n/a", f"tested at {len(points)} rung{'s' * (len(points) != 1)}: a trend needs two"
     for i, (e_i, lo_i, hi_i, _) in enumerate(points):

@@ -18,7 +18,7 @@ Empirical Bayes sits between the two, in three steps:
    (its claims decided on an interval a third as wide as it should be); what keeps it is that no row is decided on
    two seeds (`ablations.statistics.sequential.DECIDING_SEEDS`), where its spread cannot show, and this screen from
    three. Looser screens cost ordinary rows their power for little gain: a row screened keeps an interval on two
-   degrees of freedom. Simulated: docs/SCIENCE.md, "What the verdicts guarantee".
+   degrees of freedom. Simulated: docs/method/verdicts.md, "What the verdicts guarantee".
 2. **Moderated variances** (Smyth, 2004, "Linear models and empirical Bayes methods for assessing differential
    expression in microarray experiments", SAGMB 3; limma's `fitFDist` and `squeezeVar`), when the other rows'
    variances differ by more than chance (Bartlett's test of homogeneity, p < HETEROGENEITY_ALPHA, 1%): they are
@@ -32,7 +32,7 @@ Why the gates: limma is made for thousands of genes, where d0 is well determined
 of freedom each, its moment estimate of d0 is often finite when the truth is d0 = inf, and its intervals then cover
 less than they claim; so the pooled variance is kept unless the rows show that they differ. An unstable row with two
 seeds still looks ordinary most of the time, and no interval narrow enough for the other rows can cover it then.
-Measured by simulation (`tests/ablations/statistics/test_variance.py`): docs/SCIENCE.md, section 9, and
+Measured by simulation (`tests/ablations/statistics/test_variance.py`): docs/method/noise.md, and
 docs/reference/code-figures.md, "ablations/statistics/variance.py".
 
 scipy supplies the digamma and trigamma (polygamma) functions and the F, chi2 and Bartlett tests; the rest is the

@@ -131,7 +131,7 @@ PRESETS: dict[str, Preset] = {
             description="Table 3 on a CPU: widths /8, N /2 (base N=3, d_model=64), 2800 steps (big 8400), T/2 and T",
             width_scale=0.125,
             depth_scale=0.5,
-            # 100K -> 2800 steps (big: 8400), calibrated on the base row alone (docs/SCIENCE.md, section 5): the
+            # 100K -> 2800 steps (big: 8400), calibrated on the base row alone (docs/method/budgets.md): the
             # fewest steps at which the base's annealed dev BLEU at T/2 is at least 80% of its BLEU at T, and T's is
             # above 40, so the half budget is past early learning and a verdict that holds at both means something.
             step_scale=0.028,
@@ -140,7 +140,7 @@ PRESETS: dict[str, Preset] = {
             # would never reach 4000). Post-norm needs a long one: shorter warmups, a higher peak or smaller batches
             # left the base, or the deepest and most dropped rows, near a language model. 800 trains every row, and
             # the base still meets its calibration. Chosen on whether every row leaves the plateau, never on a row's
-            # BLEU (docs/SCIENCE.md, section 8; the warmups tried:
+            # BLEU (docs/method/presets.md; the warmups tried:
             # docs/reference/code-figures.md, "ablations/study/presets.py").
             # The last 20% of the steps anneal the rate to zero, and a branch from 40% scores the half budget, annealed
             # the same way: the two budgets every verdict must hold at (Hagele et al., 2024, on such cooldowns).
@@ -158,7 +158,7 @@ PRESETS: dict[str, Preset] = {
             # A smaller lexicon and shorter sentences than the default built-in corpus, and 5000 training pairs: a
             # data-limited regime where dropout has over-fitting to prevent (row D1). Sentences of at most 15 words
             # (25 before) learn in fewer steps.
-            # Intervals (docs/SCIENCE.md, section 10): 3 seeds a row (the base 13) and 8000 dev sentences are the
+            # Intervals (docs/method/noise.md): 3 seeds a row (the base 13) and 8000 dev sentences are the
             # cheapest design projected to bring the median 95% half-width of ΔBLEU at T under 1.5 with a margin, from
             # the seed and sentence noise of the default study; the sentence SE falls as 1/sqrt(sentences), and part
             # of the seed variance is each model's luck on the sentences scored, so two seeds cannot get there at any
@@ -174,9 +174,9 @@ PRESETS: dict[str, Preset] = {
                 "builtin_valid": 8000,
             },
             seeds=3,
-            # base_step_s: the base's step time (docs/SCIENCE.md, section 5). base_trial_s: the median of the default
+            # base_step_s: the base's step time (docs/method/budgets.md). base_trial_s: the median of the default
             # study's base trials, each alone on its core with one thread (2800 steps + the T/2 branch's 280,
-            # validations on the 8000 dev sentences, test decoding; docs/SCIENCE.md, section 11). Their dates and
+            # validations on the 8000 dev sentences, test decoding; docs/findings/table3-builtin.md). Their dates and
             # range, and the cost line against the study's real cost:
             # docs/reference/code-figures.md, "ablations/study/presets.py".
             base_step_s=0.145,
@@ -234,8 +234,8 @@ PRESETS = dict(
                 description="the scale ladder's second rung: tiny at widths /4 (base N=3, d_model=128), 5600 steps "
                 "(big 16800), calibrated on gettext:de",
                 width_scale=0.25,
-                # 100K -> 5600 steps, by tiny's rule on the base alone on gettext:de (docs/SCIENCE.md, section
-                # 15): the fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's (the steps
+                # 100K -> 5600 steps, by tiny's rule on the base alone on gettext:de (docs/method/presets.md): the
+                # fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's (the steps
                 # tried: docs/reference/code-figures.md, "ablations/study/presets.py").
                 # Tiny's 800-step warmup and every other setting unchanged, so the rungs differ in width and steps only.
                 step_scale=0.056,
@@ -252,7 +252,7 @@ PRESETS = dict(
                 description="the scale ladder's third rung: tiny at widths /2 (base N=3, d_model=256), 8400 steps "
                 "(big 25200), calibrated on gettext:de",
                 width_scale=0.5,
-                # 100K -> 8400 steps, by tiny's rule on the base alone on gettext:de (docs/SCIENCE.md, section 19):
+                # 100K -> 8400 steps, by tiny's rule on the base alone on gettext:de (docs/method/presets.md):
                 # the fewest steps tried at which the annealed dev BLEU at T/2 is at least 80% of T's (the steps tried:
                 # docs/reference/code-figures.md, "ablations/study/presets.py").
                 step_scale=0.084,

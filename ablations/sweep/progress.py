@@ -328,8 +328,8 @@ def eta_seconds(rows: list[RowStatus], workers: int, eta: Eta | None = None) -> 
 
 CPU_SIZE_ALPHA = 0.69
 """How a row's time per step grows with its parameter count on one CPU core: time ~ params ** CPU_SIZE_ALPHA, fitted
-by least squares on the 21 Table 3 rows' step times relative to the base at the tiny preset (docs/SCIENCE.md, section
-3). The rows' ratios: docs/reference/code-figures.md, "ablations/sweep/progress.py"."""
+by least squares on the 21 Table 3 rows' step times relative to the base at the tiny preset (docs/method/budgets.md).
+The rows' ratios: docs/reference/code-figures.md, "ablations/sweep/progress.py"."""
 
 
 def threads_per_worker(cores: int, workers: int) -> int:
@@ -383,7 +383,7 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     threads = threads_per_worker(cores, workers)
     if threads > 1:
         # How far a worker's threads speed its trial depends on the model's size, so the line gives the range from
-        # their full speed-up to none (docs/SCIENCE.md, section 20;
+        # their full speed-up to none (docs/findings/table3-gettext.md;
         # docs/reference/code-figures.md, "ablations/sweep/progress.py").
         fast = max(sum(times) / (workers * threads), max(times, default=0.0) / threads)
         about = f"{_fmt(fast)} to {about} (each on {threads} threads, as far as they speed it)"

@@ -1,6 +1,6 @@
-"""The studies' finished trials kept in the repository (`benchmarks/runs/*.tar.xz`, docs/SCIENCE.md section 11):
+"""The studies' finished trials kept in the repository (`benchmarks/runs/*.tar.xz`, docs/findings/table3-builtin.md):
 a long study goes on from them in a fresh clone, so each must be committed, whole, and of the design a sweep of the
-same study and preset runs today. (A `.gitignore` line once kept them out of every commit while SCIENCE.md told
+same study and preset runs today. (A `.gitignore` line once kept them out of every commit while the docs told
 readers to extract them.)"""
 
 from __future__ import annotations

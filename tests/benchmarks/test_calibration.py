@@ -1,4 +1,4 @@
-"""The calibration grids of benchmarks/calibration/ (SCIENCE.md section 17): each trains its study's base (a study file
+"""The calibration grids of benchmarks/calibration/ (docs/method/presets.md): each trains its study's base (a study file
 cannot include another, so the base is copied, and a copy drifts), its `base` row is the preset's own recipe, and
 the recipe a study names for that base is a point of the grid that chose it."""
 
@@ -46,7 +46,7 @@ def test_the_modern_study_trains_each_base_on_its_own_recipe_and_every_row_on_it
     study = load_study("modern")
     modern = study.run_config("base", "tiny").train
     paper = study.run_config("paper", "tiny").train
-    assert (modern.lr_factor, paper.lr_factor) == (3.0, 1.0)  # SCIENCE.md section 17's choice, and the preset's
+    assert (modern.lr_factor, paper.lr_factor) == (3.0, 1.0)  # docs/method/presets.md's choice, and the preset's
     for row in study.rows:
         base = "paper" if row.group in ("paper", "M") else "base"
         assert study.recipe_of(row) == study.recipe_of(study.row(base)), row.name

@@ -37,7 +37,7 @@ def smoke(sweeps, tmp_path_factory) -> Path:
 
 def readme_example() -> str:
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("### From Python") :]
+    section = text[text.index("## From Python") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 

@@ -206,7 +206,7 @@ def test_a_sweep_resumed_under_another_design_stops_with_one_line(tmp_path):
 
 
 def test_a_preset_that_needs_more_seeds_than_the_study_asks_gets_them():
-    """The tiny preset's seed noise needs 3 seeds a row for its intervals (SCIENCE.md, section 10); table3 asks 2."""
+    """The tiny preset's seed noise needs 3 seeds a row for its intervals (docs/method/noise.md); table3 asks 2."""
     table3 = load_study("table3")
     assert table3.seeds == 2 and PRESETS["tiny"].seeds == 3
     assert table3.seed_count("tiny") == 3 and table3.control_seed_count(3) == 13  # round(3 sqrt(20))
