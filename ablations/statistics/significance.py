@@ -15,7 +15,7 @@ row whose seeds disagree far beyond the others keeps its own wide interval inste
 base trains more seeds than a row (`Study.control_seeds`, Dunnett's sqrt(k) allocation), as it is in every
 comparison. Rows are not paired by seed: how much rows trained with the same seed (the same data order) move
 together is measured on every study (`seed_correlation`) and stated in the report's method note
-(docs/method/presets.md, has the measured values). The bootstrap
+(docs/method/noise.md has the measured values). The bootstrap
 resamples the sentences once per replicate for every system (paired), and recomputes corpus-level scores from
 sacreBLEU's sufficient statistics, as sacreBLEU's own paired test does. The interval uses Student's t with
 Welch-Satterthwaite degrees of freedom (each seed part on its moderated degrees of freedom); p-values are two-sided

@@ -131,7 +131,7 @@ PRESETS: dict[str, Preset] = {
             description="Table 3 on a CPU: widths /8, N /2 (base N=3, d_model=64), 2800 steps (big 8400), T/2 and T",
             width_scale=0.125,
             depth_scale=0.5,
-            # 100K -> 2800 steps (big: 8400), calibrated on the base row alone (docs/method/budgets.md): the
+            # 100K -> 2800 steps (big: 8400), calibrated on the base row alone (docs/method/presets.md): the
             # fewest steps at which the base's annealed dev BLEU at T/2 is at least 80% of its BLEU at T, and T's is
             # above 40, so the half budget is past early learning and a verdict that holds at both means something.
             step_scale=0.028,
@@ -174,7 +174,7 @@ PRESETS: dict[str, Preset] = {
                 "builtin_valid": 8000,
             },
             seeds=3,
-            # base_step_s: the base's step time (docs/method/budgets.md). base_trial_s: the median of the default
+            # base_step_s: the base's step time (docs/method/presets.md). base_trial_s: the median of the default
             # study's base trials, each alone on its core with one thread (2800 steps + the T/2 branch's 280,
             # validations on the 8000 dev sentences, test decoding; docs/findings/table3-builtin.md). Their dates and
             # range, and the cost line against the study's real cost:

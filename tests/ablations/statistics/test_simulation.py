@@ -15,11 +15,11 @@ from ablate.lightning_modules.metrics import METRICS
 
 REPLICATES = int(os.environ.get("ABLATE_SIMULATION_REPLICATES", "400"))
 """Replicates per case: 400 in the suite (seconds each); ABLATE_SIMULATION_REPLICATES=10000 runs the test as the
-issue states it (minutes a case), and `ablate simulate --replicates 10000` gives the figures docs/method/verdicts.md
+issue states it (minutes a case), and `ablate simulate --replicates 10000` gives the figures docs/method/sequential.md
 states, with the same code."""
 NOISY_REPLICATES = max(REPLICATES, 1000)
-"""The case with a 10x-variance row sits nearer the 5% (3.0-3.5% at 10,000 replicates, docs/method/verdicts.md): at 400
-replicates its interval's upper end reaches 6-7% by chance alone, so it gets 1,000."""
+"""The case with a 10x-variance row sits nearer the 5% (3.0-3.5% at 10,000 replicates, docs/method/sequential.md): at
+400 replicates its interval's upper end reaches 6-7% by chance alone, so it gets 1,000."""
 SLACK = 0.0 if REPLICATES >= 5000 else 0.015
 """Under 5,000 replicates the Monte Carlo interval is wide: its upper end is held to 5% plus this."""
 

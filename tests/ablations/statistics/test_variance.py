@@ -115,8 +115,8 @@ def _simulate(replicates: int, unstable_var: float, effects: bool, seed: int) ->
 
 @pytest.mark.slow
 def test_coverage_and_error_rate_by_simulation():
-    """Measured with 2000 replicates (docs/method/presets.md): the ordinary rows' intervals cover 94.8%
-    with every row alike (family-wise error 5.2%) and 95.5% beside a row of 10x the variance (family-wise error
+    """Measured with 2000 replicates (docs/method/noise.md, "Coverage, simulated"): the ordinary rows' intervals cover
+    94.8% with every row alike (family-wise error 5.2%) and 95.5% beside a row of 10x the variance (family-wise error
     among them 3.4%). That row is covered 63%, against 56% when every row shares the pooled variance; it is flagged
     in 22% of the replicates, and then always covered. It cannot reach 93% with two seeds under any interval that
     stays narrow for the others: its two seeds agree as closely as an ordinary row's in most replicates (10 x
