@@ -488,14 +488,9 @@ def _row_looks(
         excluded = [w for b in cv.budgets for w in b.excluded]
         if key in decided:
             state, why, verdict = "decided", f"{decided[key]} at level {levels[key]:.4f}", decided[key]
-        elif cv.sides is None and excluded:
-            state, why, verdict = (
-                "out_of_reach",
-                f"no verdict whatever its seeds: {'; '.join(excluded)}",
-                "inconclusive",
-            )
-        elif cv.withheld:  # a smoke run, or a base that learnt nothing: more seeds of this preset change nothing
-            state, why, verdict = "out_of_reach", "no verdict whatever its seeds: the study gives none", "inconclusive"
+        elif cv.sides is None and (excluded or cv.withheld):  # an excluded row, or a study that judges nothing
+            cause = "; ".join(excluded) or "the study gives none"  # (a smoke run, a base that learnt nothing)
+            state, why, verdict = "out_of_reach", f"no verdict whatever its seeds: {cause}", "inconclusive"
         elif key not in at or n < 2:
             state, why, verdict = "open", "undecided", "inconclusive"
         else:

@@ -21,8 +21,10 @@ def _link_the_packages() -> None:
     package.mkdir(parents=True, exist_ok=True)
     for folder in FOLDERS:
         link = package / folder
-        if not link.is_symlink():
-            link.symlink_to(REPO / folder, target_is_directory=True)
+        if link.is_symlink() and link.readlink() == REPO / folder:
+            continue
+        link.unlink(missing_ok=True)  # a link left by a clone at another path points at that clone's code
+        link.symlink_to(REPO / folder, target_is_directory=True)
 
 
 _link_the_packages()  # at import: the hooks load with the config, before mkdocstrings looks for a module
