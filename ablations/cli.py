@@ -72,12 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         return _unknown_command(name)
-    from ablate.ablations.runtime.interrupt import Interrupted, disk_error, path_error
+    from ablate.ablations.runtime.interrupt import Interrupted, disk_error, install, path_error
+    from ablate.ablations.runtime.stopping import Stalled
     from ablate.ablations.runtime.urls import ENV_VAR
     from ablate.data.errors import AblateError
 
     saved = (sys.argv, os.environ.get(ENV_VAR))
     _keep_storage_secret(rest)
+    if whole_process:  # a stop is bounded, a hang names itself (ablations/runtime/stopping.py)
+        install(name, rest)
     try:
         return run_command(name, rest)
     except AblateError as err:
@@ -98,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         if whole_process:  # a W&B torn down cannot be set up again in the same process
             _quiet_wandb_teardown()
         return 130
+    except Stalled as err:  # the watchdog's one line (the stacks are in the log it names)
+        print(f"ablate {name}: error: {err}", file=sys.stderr)
+        return 1
     except Exception as err:
         if _from_ctrl_c(err):  # Ctrl-C inside an import: the module raised ImportError (scipy does) from it
             print(f"ablate {name}: {Interrupted().describe(name, rest)}", file=sys.stderr)

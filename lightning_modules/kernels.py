@@ -25,6 +25,7 @@ The label-smoothed loss (`LabelSmoothedNLL`) saves memory on every device and is
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal, cast
@@ -234,6 +235,29 @@ def _gather_into(prefix: Tensor, rows: Tensor, out: Tensor) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------- compile
+COMPILE_WAIT_S = 600
+"""The longest Inductor waits for one kernel from a compile worker; past it the compile fails with an error (torch's
+default, 0, waits forever)."""
+
+
+def compile_workers() -> None:
+    """Inductor's compile workers, where they buy something, and never a wait without end (process-wide).
+
+    A pool of as many workers as this process has threads (its share of the cores in a sweep; torch's default is
+    every core of the machine, so 16 workers of 16 trials would each start 16): at one thread Inductor compiles in
+    this process, and no worker exists that a signal to the process group can kill while the trainer waits on it
+    (the 2026-12-04 lease's hang, docs/speed.md). Where a pool is kept, a dead or stuck worker fails the compile
+    after COMPILE_WAIT_S with torch's error, which the check before step 1 turns into one line naming
+    `--train.compile false`. TORCHINDUCTOR_COMPILE_THREADS and TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT, where set,
+    win."""
+    from torch._inductor import config as inductor
+
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+        inductor.compile_threads = max(1, min(torch.get_num_threads(), inductor.decide_compile_threads()))
+    if "TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT" not in os.environ:
+        inductor.compile_worker_wait_timeout = COMPILE_WAIT_S
+
+
 def compile_for_training(
     model: Callable[..., Tensor],
     backend: str = "inductor",
@@ -268,8 +292,11 @@ def compile_for_training(
     constants of the config.
 
     The compile times behind these choices, on a CPU core and on cards:
-    docs/reference/code-figures.md, "lightning_modules/kernels.py"."""
+    docs/reference/code-figures.md, "lightning_modules/kernels.py".
+
+    Compile workers can never hang the trainer (`compile_workers`)."""
     torch._dynamo.config.specialize_float = True
+    compile_workers()
     if scope == "layers":
         owner = getattr(model, "__self__", model)  # `features` is a bound method of the model
         compiled: list[str] = []  # the layers' names: a ModuleList inside a compiled layer is compiled with it

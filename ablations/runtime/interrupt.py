@@ -8,6 +8,11 @@ raises `Interrupted`. That is a BaseException, like KeyboardInterrupt, so it pas
 Ctrl-C stops at once (the last periodic checkpoint is then where the run resumes). Outside training, Ctrl-C raises
 KeyboardInterrupt as usual.
 
+Every stop request also arms the process's bound (`stopping.arm`): a process that cannot get to the end of its step
+(a compile, a CUDA graph recording, a long decode) is ended `hardware.stop_within_s` later with its stacks in its
+log. `install` sets the handlers of a whole `ablate` process: SIGTERM asks a run that trains to stop as Ctrl-C does,
+and stops any other command at once, as Ctrl-C does.
+
 Disk errors. A full disk (ENOSPC, EDQUOT, a file-size limit EFBIG) or an unwritable directory (EACCES, EROFS) is not
 a property of the trial: failing the trial and moving to the next would fail every remaining row the same way.
 `disk_error` finds such an OSError in an exception's chain (torch.save wraps it in a RuntimeError) and turns it
@@ -28,10 +33,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ablate.ablations.runtime import stopping
 from ablate.data.errors import AblateError
 
 _requested = threading.Event()
 _why = ["Ctrl-C"]
+_graceful = [0]  # how many `graceful` blocks the main thread is inside: a run is training or about to
 
 DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 NOT_WRITABLE = {errno.EACCES, errno.EROFS, errno.EPERM}
@@ -75,6 +82,7 @@ def request(why: str) -> None:
     if not _requested.is_set():
         _why[0] = why
         _requested.set()
+        stopping.arm(why)
         _say(f"\n{why}: saving a checkpoint at the end of the running step, then stopping\n")
 
 
@@ -118,8 +126,10 @@ def _handler(on_second: Callable[[], None] | None):
             _say("\nCtrl-C again: stopping at once; runs resume from their last saved checkpoint\n")
             if on_second is not None:
                 on_second()
+            stopping.kill_children()  # compile and data-loader workers go with it
             os._exit(130)
         _requested.set()
+        stopping.arm("Ctrl-C")
         _say("\nCtrl-C: saving a checkpoint at the end of the running step, then stopping (again: stop at once)\n")
 
     return handle
@@ -134,10 +144,41 @@ def graceful(on_second: Callable[[], None] | None = None) -> Iterator[None]:
         yield
         return
     previous = signal.signal(signal.SIGINT, _handler(on_second))
+    _graceful[0] += 1
     try:
         yield
     finally:
+        _graceful[0] -= 1
         signal.signal(signal.SIGINT, previous)
+
+
+def install(command: str, argv: list[str]) -> None:
+    """The signal handlers of a whole `ablate` process (main thread only), and the resume line its bound says.
+    SIGTERM inside `graceful` (a run trains) asks for a stop as Ctrl-C does; elsewhere it stops the command at
+    once, as Ctrl-C does (KeyboardInterrupt). Either way the bound is armed: whatever the process is inside, it is
+    gone `hardware.stop_within_s` later."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    stopping.enable()
+    stopping.resume_with(Interrupted().describe(command, argv).partition("Resume with: ")[2])
+
+    def on_sigint(signum, frame) -> None:
+        if stopping.is_armed():  # a second Ctrl-C, whatever runs (an atexit hook too): at once, without a traceback
+            _say("\nCtrl-C again: stopping at once\n")
+            stopping.kill_children()
+            os._exit(130)
+        stopping.arm("Ctrl-C")
+        raise KeyboardInterrupt
+
+    def on_sigterm(signum, frame) -> None:
+        if _graceful[0]:
+            request("SIGTERM (scancel, or the machine shutting down)")
+            return
+        stopping.arm("SIGTERM")
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 # ---------------------------------------------------------------------------------------------------- disk errors
@@ -208,6 +249,7 @@ def _free(path: Path | None) -> str:
 
 __all__ = [
     "Interrupted",
+    "install",
     "requested",
     "graceful",
     "disk_error",

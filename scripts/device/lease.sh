@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# One lease in one call (DEADLINE 540 s, the install included), for a session lent 15 minutes of a card (one start,
-# one call; run it with timeout_s 590). Each stage has a share of DEADLINE (SHARES: at most 80% in all, the rest is
-# the install, the machine's facts and the packing), writes its JSON into the packed archive, and is cut to what is
-# left of DEADLINE:
-#  1. `before`: a tiny trial's 400 steps and its whole-dev decode on the card's defaults (what lightning_modules/card.py
-#     lists as measured);
-#  2. `after`: the same with every card value a lease has not yet measured (ABLATE_CARD=all: static decoding, the
-#     loss watch on the device, the padding mask always passed), plus CUDA graphs in training;
-#  3. `study`: the default study from an empty folder with 8 workers (MPS), on whichever arm prices a whole trial
-#     cheaper, until its share is spent: trials finished, their walls, the ETA (its records come back as study.tgz);
-#  4. `status`: `ablate status --json` of that study;
-#  5. `paper`: the paper base's MFU eager beside MarianMT and nn.Transformer on the same batches.
-# Run from the repository root: bash scripts/device/lease.sh. Rehearsed on a CPU at smoke sizes in the tests
-# (tests/benchmarks/test_lease.py: PRESET=smoke BENCH_PRESET=smoke SHORT_STEPS=10 WORKERS=1 PEERS=torch GRAPHS=).
+# One lease in one call (DEADLINE 560 s, the install included), for a session lent 15 minutes of a card (one start,
+# one call; run it with timeout_s 600). Stages in the order of what a lease is for, each in its own process group and
+# cut at its limit (common.sh: run_stage; a hung stage is killed with its stacks in its log and the next one runs):
+#  1. `before`: a tiny trial's SHORT_STEPS steps and its whole-dev decode on the card's defaults (what
+#     lightning_modules/card.py lists as measured): does it run, and at what step time;
+#  2. `study`: the default study from an empty folder with WORKERS workers (MPS) on that arm, for about half the
+#     deadline: trials finished, their walls, the ETA (its records come back as study.tgz every 20 s);
+#  3. `status`: `ablate status --json` of that study;
+#  4. `paper`: the paper base's MFU eager beside nn.Transformer (and MarianMT where PEERS names hf) on the same batches;
+#  5. `after`: the short run with every card value a lease has not yet measured (ABLATE_CARD=all: static decoding,
+#     the loss watch on the device, the padding mask always passed) and the buckets, no compile;
+#  6. `compiled`: the same compiled with CUDA graphs (GRAPHS), the arm that hung on 2026-12-04, with what is left.
+# Every stage writes NAME.json at its end, whatever its exit. Run from the repository root: bash scripts/device/lease.sh.
+# Rehearsed on a CPU at smoke sizes in the tests, with a planted hang (tests/benchmarks/test_lease.py: PRESET=smoke
+# BENCH_PRESET=smoke SHORT_STEPS=10 WORKERS=1 PEERS=torch GRAPHS=... HANG=after).
 source "$(dirname "$0")/common.sh"
 
 PRESET=${PRESET:-tiny}              # the short runs' and the study's preset
@@ -21,8 +22,10 @@ SHORT_STEPS=${SHORT_STEPS:-400}
 WORKERS=${WORKERS:-8}
 PEERS=${PEERS:-hf,torch}           # the paper bench's peers (MarianMT needs the bench extra)
 RUNS=${RUNS:-/tmp}                 # where the short runs and the study train (not packed: checkpoints)
+HANG=${HANG:-}                     # a rehearsal's planted hang: the stage named here sleeps and ignores SIGTERM
+read -r -a ALL <<<"${ALL---data.buckets 8}"
 read -r -a GRAPHS <<<"${GRAPHS---data.buckets 8 --train.compile true --train.compile_scope model --train.cuda_graphs true}"
-declare -A SHARES=([before]=11 [after]=15 [study]=30 [study_wind_down]=5 [status]=3 [paper]=16)  # percent of DEADLINE
+declare -A SHARES=([before]=12 [study]=46 [status]=3 [paper]=14 [after]=10 [compiled]=10)  # percent of DEADLINE
 limit_of() { echo $(( DEADLINE * SHARES[$1] / 100 )); }
 python3 - "$DEADLINE" "$(declare -p SHARES)" >"$WORK/plan.json" <<'EOF'
 import json, re, sys
@@ -31,14 +34,17 @@ limits = {k: deadline * int(v) // 100 for k, v in shares.items()}
 print(json.dumps({"deadline_s": deadline, "limits_s": limits, "sum_s": sum(limits.values())}))
 EOF
 
+HUNG=(python3 -c "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(10**6)")
+planted() { [ "$HANG" = "$1" ]; }  # a stage that never returns: sleeps in Python with SIGTERM ignored
 short_run() {  # short_run NAME ARGS...: SHORT_STEPS steps, then the whole dev set decoded once; NAME.json
     local name=$1; shift
     step "$SHORT_STEPS $PRESET steps and the whole dev decode: $name"
-    local start; start=$(date +%s); rm -rf "$RUNS/short-$name"
-    timeout "$(left "$(limit_of "$name")")" ablate train --preset "$PRESET" --train.max_steps "$SHORT_STEPS" \
-        --train.val_every "$SHORT_STEPS" --train.budgets "[]" --train.test_eval false "$@" --out "$RUNS/short-$name" \
-        >"$WORK/short-$name.log" 2>&1
-    local rc=$?
+    rm -rf "$RUNS/short-$name"
+    local cmd=("${HUNG[@]}")
+    planted "$name" || cmd=(ablate train --preset "$PRESET" --train.max_steps "$SHORT_STEPS"
+        --train.val_every "$SHORT_STEPS" --train.budgets "[]" --train.test_eval false "$@" --out "$RUNS/short-$name")
+    local start rc; start=$(date +%s)
+    rc=$(run_stage "$name" "$(limit_of "$name")" env "${ENVS[@]}" "${cmd[@]}")
     python3 - "$name" "$rc" "$(( $(date +%s) - start ))" "$RUNS/short-$name" <<'EOF' | tee "$WORK/$name.json" >>"$WORK/short-runs.txt"
 import json, sys
 from pathlib import Path
@@ -50,54 +56,41 @@ print(json.dumps({"arm": name, "rc": int(rc), "call_s": int(wall), **{k: m.get(k
 EOF
     pack
 }
+ENVS=(ABLATE_CARD=)
 short_run before --train.decoding auto
-ABLATE_CARD=all short_run after "${GRAPHS[@]}"
-
-# The study's settings: the arm whose whole trial prices lower (the short run's wall, plus the other steps of a
-# trial, plus two more whole-dev decodes: T/2's and the test's, about the dev set's size).
-CHOICE=$(python3 - "$WORK/short-runs.txt" "$PRESET" <<'EOF'
-import json, sys
-from ablate.ablations.study.definition import load_study
-arms = {a["arm"]: a for a in map(json.loads, open(sys.argv[1]))}
-study = load_study("table3")
-steps = study.run_config(study.rows[0], sys.argv[2], 0).train.max_steps
-def trial(a):
-    if a.get("rc") != 0 or a.get("step_time_s") is None:
-        return float("inf")
-    return a["call_s"] + steps * a["step_time_s"] + 2 * a["val_time_s"]
-priced = {name: trial(a) for name, a in arms.items()}
-print({k: v if v == float("inf") else round(v) for k, v in priced.items()}, file=sys.stderr)
-print("after" if priced.get("after", float("inf")) < priced.get("before", float("inf")) else "before")
-EOF
-)
-STUDY_ARGS=(--workers "$WORKERS")
-STUDY_ENV=()
-[ "$CHOICE" = after ] && STUDY_ARGS+=("${GRAPHS[@]}") && STUDY_ENV=(ABLATE_CARD=all)
-echo "study with the '$CHOICE' arm: ${STUDY_ENV[*]} ${STUDY_ARGS[*]}" | tee -a "$WORK/short-runs.txt"
 
 STUDY=$RUNS/study-$PRESET
 rm -rf "$STUDY"
 save() {  # written aside, then moved: a save the loop is making never leaves a half-written study.tgz behind
-    tar czf "$WORK/study.$1.tgz" -C "$STUDY" --exclude checkpoints --exclude '*.ckpt' --exclude wandb . 2>/dev/null \
+    tar czf "$WORK/study.$1.tgz" -C "$STUDY" --exclude checkpoints --exclude '*.ckpt' --exclude '*.pt' --exclude wandb . 2>/dev/null \
         && mv "$WORK/study.$1.tgz" "$OUT/study.tgz"
 }
-( while [ ! -e "$WORK/stop-saving" ]; do sleep 20; [ -d "$STUDY" ] && save loop; done ) & SAVER=$!
-sample card.txt & SAMPLER=$!
-step "ablate sweep table3 --preset $PRESET ${STUDY_ARGS[*]}"
+( while [ ! -e "$WORK/stop-saving" ]; do sleep 20; [ -d "$STUDY" ] && save loop; done ) >/dev/null 2>&1 & SAVER=$!
+sample card.txt >/dev/null 2>&1 & SAMPLER=$!
+step "ablate sweep table3 --preset $PRESET --workers $WORKERS"
 start=$(date +%s)
-# SIGTERM: the coordinator stops its workers at their next step and says what was saved (a second SIGINT, which
-# timeout also sends to the process group, would stop it at once and leave the workers on the card).
-env "${STUDY_ENV[@]}" timeout --signal TERM --kill-after "$(limit_of study_wind_down)" "$(left "$(limit_of study)")" \
-    ablate sweep table3 --preset "$PRESET" "${STUDY_ARGS[@]}" --out "$STUDY" --no_report >"$WORK/sweep.log" 2>&1
-rc=$? wall=$(( $(date +%s) - start ))
-echo "{\"arm\": \"$CHOICE\", \"rc\": $rc, \"call_s\": $wall}" | tee "$WORK/study.json" >"$WORK/study-wall.txt"
-while pgrep -f "$STUDY" >/dev/null && [ "$(left 2)" -gt 1 ]; do sleep 1; done; pkill -9 -f "$STUDY"  # the bench gets the card alone
+cmd=("${HUNG[@]}")
+planted study || cmd=(ablate sweep table3 --preset "$PRESET" --workers "$WORKERS" --out "$STUDY" --no_report)
+# SIGTERM at the limit: the coordinator stops its workers at their next step and says what was saved; GRACE later
+# the group is killed whatever it does
+rc=$(GRACE=20 run_stage study "$(limit_of study)" "${cmd[@]}")
+echo "{\"arm\": \"before\", \"workers\": $WORKERS, \"rc\": $rc, \"call_s\": $(( $(date +%s) - start ))}" \
+    | tee "$WORK/study.json" >"$WORK/study-wall.txt"
 touch "$WORK/stop-saving"; wait $SAVER; kill $SAMPLER 2>/dev/null
 step "ablate status"
-timeout "$(left "$(limit_of status)")" ablate status "$STUDY" --json >"$WORK/status.json" 2>"$WORK/status.err"
-timeout 10 ablate status "$STUDY" 2>&1 | tail -12 >>"$WORK/study-wall.txt"; tail -8 "$WORK/study-wall.txt"
+cmd=("${HUNG[@]}")
+planted status || cmd=(sh -c 'ablate status "$0" --json >"$1"' "$STUDY" "$WORK/status.out")
+rc=$(run_stage status "$(limit_of status)" "${cmd[@]}")
+if [ -s "$WORK/status.out" ]; then mv "$WORK/status.out" "$WORK/status.json"
+else echo "{\"stage\": \"status\", \"rc\": $rc}" >"$WORK/status.json"; fi
+timeout -k 2 10 ablate status "$STUDY" 2>&1 | tail -12 >>"$WORK/study-wall.txt"; tail -8 "$WORK/study-wall.txt"
 save last; pack
 
 bench paper "$(limit_of paper)" --preset "$BENCH_PRESET" --overhead false --lightning false --decode_repeats 1 \
     --warmup 3 --repeats 10 --vs "$PEERS"
+
+ENVS=(ABLATE_CARD=all)
+short_run after "${ALL[@]}"
+SHARES[compiled]=$(( ($(left 100000) - 25) * 100 / DEADLINE ))  # what is left
+short_run compiled "${GRAPHS[@]}"
 step "done"

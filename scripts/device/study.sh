@@ -8,7 +8,7 @@ source "$(dirname "$0")/common.sh"
 STUDY=/tmp/study
 [ -d resume ] && cp -r resume "$STUDY"
 ARGS=${ARGS:-"--workers 8"}
-save() { tar czf "$OUT/study.tgz" -C "$STUDY" --exclude checkpoints --exclude '*.ckpt' --exclude wandb . 2>/dev/null; }
+save() { tar czf "$OUT/study.tgz" -C "$STUDY" --exclude checkpoints --exclude '*.ckpt' --exclude '*.pt' --exclude wandb . 2>/dev/null; }
 ( while sleep 30; do save; done ) & SAVER=$!
 sample card.txt & SAMPLER=$!
 step "ablate sweep table3 --preset tiny $ARGS"

@@ -3,6 +3,7 @@ card turning on by default only what a lease measured there, and the card's deco
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import get_args, get_type_hints
@@ -35,18 +36,26 @@ def test_every_auto_field_is_listed_with_what_a_card_takes():
     assert autos <= set(card.SETTINGS)
 
 
+def unmeasured(monkeypatch, name: str) -> None:
+    """`name` as it was before a lease ran it on a card: opt-in (every setting has a lease today)."""
+    monkeypatch.setitem(card.SETTINGS, name, dataclasses.replace(card.SETTINGS[name], measured=None))
+
+
 def test_a_card_takes_by_default_only_what_a_lease_measured(monkeypatch):
     monkeypatch.delenv(card.SWITCH, raising=False)
+    assert card.resolve("train.decoding", "auto", cuda=True) == "static"  # measured on the 2026-12-04 lease
+    unmeasured(monkeypatch, "train.decoding")
     for name, setting in card.SETTINGS.items():
         assert card.takes(name, cuda=True) == (setting.measured is not None), name
         assert not card.takes(name, cuda=False), name
-    assert card.resolve("train.decoding", "auto", cuda=True) == "dynamic"  # static has never run on a card
+    assert card.resolve("train.decoding", "auto", cuda=True) == "dynamic"  # unmeasured: the value it has elsewhere
     assert card.resolve("train.decoding", "static", cuda=False) == "static"  # opt-in by name, anywhere
     assert resolve_precision("auto", cuda_bf16=True) == "bf16-mixed"
     assert resolve_precision("auto", cuda_bf16=False) == "32-true"
 
 
-def test_every_lease_names_a_section_of_the_results_and_every_unmeasured_setting_says_how_to_opt_in():
+def test_every_lease_names_a_section_of_the_results_and_every_unmeasured_setting_says_how_to_opt_in(monkeypatch):
+    unmeasured(monkeypatch, "train.decoding")
     headings = {line[3:].strip() for line in RESULTS.read_text().splitlines() if line.startswith("## ")}
     for setting in card.SETTINGS.values():
         if setting.measured is not None:
@@ -59,6 +68,8 @@ def test_every_lease_names_a_section_of_the_results_and_every_unmeasured_setting
 
 @pytest.mark.parametrize(("mode", "expected"), [("measured", "dynamic"), ("all", "static")])
 def test_the_switch_resolves_auto_as_a_card_would_on_the_cpu(monkeypatch, mode, expected):
+    unmeasured(monkeypatch, "train.decoding")
+    unmeasured(monkeypatch, "loss watch")
     monkeypatch.setenv(card.SWITCH, mode)
     assert resolve_precision("auto", cuda_bf16=False) == "bf16-mixed"
     assert kernels_for("auto").name == "reference"
