@@ -57,18 +57,23 @@ def run_command(name: str, argv: list[str]) -> int:
     return int(importlib.import_module(COMMANDS[name][0]).main(argv) or 0)
 
 
+def _about(argv: list[str]) -> int:
+    """`ablate --help` (or nothing) and `ablate --version`."""
+    if argv and argv[0] == "--version":
+        from importlib.metadata import version
+
+        print(f"ablate {version('ablate')}")
+    else:
+        print(usage())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Dispatch to a command. Bad input ends with one line on stderr and exit code 2, never a traceback."""
     whole_process = argv is None  # the `ablate` command itself, not a call from a script or a test
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(usage())
-        return 0
-    if argv[0] == "--version":
-        from importlib.metadata import version
-
-        print(f"ablate {version('ablate')}")
-        return 0
+    if not argv or argv[0] in ("-h", "--help", "help", "--version"):
+        return _about(argv)
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         return _unknown_command(name)

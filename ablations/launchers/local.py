@@ -20,7 +20,7 @@ from ablate.ablations.launchers import Launch
 from ablate.ablations.results import ledger
 from ablate.ablations.results.record import Layout
 from ablate.ablations.results.storage.queue import Queue, recover_dead
-from ablate.ablations.runtime import environment, interrupt, mps
+from ablate.ablations.runtime import environment, interrupt, mps, stopping
 from ablate.ablations.runtime.urls import ENV_VAR, redact
 from ablate.ablations.study.config import HardwareConfig
 from ablate.ablations.study.definition import coverage_summary
@@ -207,6 +207,10 @@ def _gpus() -> int:
     return torch.cuda.device_count()
 
 
+COORDINATOR_GRACE_S = 15.0
+"""How much longer than its workers' bound (hardware.stop_within_s) a coordinator asked to stop waits for them."""
+
+
 def run_workers(plan: Plan, queue: Queue, n: int, title: str, eta: progress.Eta | None = None) -> None:
     """Start n worker processes (one GPU each when there are GPUs) and show the live table until they finish; `eta`
     learns each row's cost per step from what the table shows.
@@ -218,6 +222,10 @@ def run_workers(plan: Plan, queue: Queue, n: int, title: str, eta: progress.Eta 
     logs = Layout(plan.out).logs_dir
     logs.mkdir(parents=True, exist_ok=True)
     gpus = visible_gpus()
+    # Asked to stop, the coordinator waits for its workers' own bound, then 15 s more; past that they go with it.
+    worker_bound = plan.run_config(plan.study.rows[0], 0).hardware.stop_within_s
+    stopping.configure(bound_s=worker_bound + COORDINATOR_GRACE_S if worker_bound else 0)
+    stopping.doing(f"waiting for {n} worker(s) to save their trials")
     with mps.for_workers(n, gpus) as shared:  # workers sharing a card run side by side on CUDA MPS
         procs = _start_workers(plan, n, logs, gpus, shared)
         print(f"  {n} worker process(es) started; their lines go to {logs}/worker-*.log", file=sys.stderr)

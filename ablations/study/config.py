@@ -33,10 +33,23 @@ class HardwareConfig:
     """Machines taking part in one DDP run."""
     strategy: str = "auto"
     """Lightning strategy: 'auto', 'ddp', 'ddp_spawn', 'fsdp', ..."""
+    stop_within_s: float = 30.0
+    """Seconds a run asked to stop (SIGTERM, Ctrl-C, SLURM's warning, a sweep stopping its workers) has to save and
+    exit. It saves at the end of the running step; one that cannot get there (a compile, a long decode) is ended at
+    this bound with every thread's stack in its log, one line saying what it was doing, what was saved and how to
+    resume, its child processes with it, exit 124. A sweep's coordinator waits 15 s more for its workers. 0: no
+    bound."""
+    stall_s: float = 1800.0
+    """Seconds without progress (a training step, a validation or decoding batch) after which a run is failed as
+    hung, with every thread's stack in its log and one line naming what it was doing; in a sweep the trial is
+    recorded as failed and the sweep goes on. Longer than any cold compile measured. 0: no watchdog."""
 
     def __post_init__(self) -> None:
         if self.num_nodes < 1:
             raise ConfigError(f"hardware.num_nodes must be >= 1, got {self.num_nodes}")
+        for name in ("stop_within_s", "stall_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"hardware.{name} must be >= 0 (0: off), got {getattr(self, name)}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,7 @@ import ablate.lightning_modules.module  # noqa: F401 - registers the config clas
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from ablate.ablations.runtime import interrupt
+from ablate.ablations.runtime import interrupt, stopping
 from ablate.data.atomic import write_atomic
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import ModelCheckpoint
@@ -141,6 +141,7 @@ class ResumeState(pl.Callback):
         if self.batches % trainer.accumulate_grad_batches and not last_batch and not self._stop_after_validation:
             return  # mid-accumulation (epochs not a multiple of it): the gradient so far is not in a checkpoint
         trainer.save_checkpoint(self.last, weights_only=False)
+        stopping.saved(f"step {trainer.global_step} saved in {self.last}")  # what a stop's bound says is safe
         if self._stop_after_validation:
             raise interrupt.Interrupted(trainer.global_step, self.last)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-from ablate.ablations.runtime import interrupt
+from ablate.ablations.runtime import interrupt, stopping
 from ablate.ablations.study.config import RunConfig
 from ablate.ablations.tracking import make_wandb_logger
 from ablate.ablations.training import checkpoints
@@ -60,6 +60,8 @@ def train(
     started_at = started_at or time.time()
     quiet_libraries()
     out_dir.mkdir(parents=True, exist_ok=True)
+    # A stop is bounded and a hang names itself (runtime.stopping); stacks go to the run's folder from a terminal.
+    stopping.configure(bound_s=run.hardware.stop_within_s, stall_s=run.hardware.stall_s, stacks=out_dir / "stacks.txt")
     pl.seed_everything(run.train.seed, workers=True, verbose=False)
     datamodule = TranslationDataModule(run.data)
     datamodule.prepare_data()
@@ -80,7 +82,7 @@ def train(
         job_type=job_type,
     )
     trainer = make_trainer(run, out_dir, logger, recorder, [*(callbacks or []), SaveForks.of(run, last.parent)])
-    with interrupt.graceful():
+    with interrupt.graceful(), stopping.watching("starting the run"):
         module = fit(trainer, module, datamodule, last, recorder, validated=finished is not None)
         reached = reached_max_steps(last, run.train.max_steps)
         budgets = score_budgets(run, out_dir, datamodule, callbacks or [], name) if reached else []

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from ablate.ablations.runtime import interrupt
+from ablate.ablations.runtime import interrupt, stopping
 from ablate.ablations.study.config import RunConfig
 from ablate.ablations.training import checkpoints, weights
 from ablate.ablations.training.recorder import Recorder
@@ -103,6 +103,7 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
     # ResumeState writes last.ckpt after every validation (atomically: AtomicCheckpointIO), after the Recorder.
     directory = out_dir / "checkpoints"
     cbs: list[pl.Callback] = [
+        Heartbeat(compiled=run.train.compile),  # first: it names the phase before the others' hooks run
         Preflight(),
         FinalValidation(),
         recorder,
@@ -192,6 +193,45 @@ def _cluster_plugins() -> list[Any]:
     from lightning_fabric.plugins.environments.slurm import SLURMEnvironment
 
     return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
+
+
+class Heartbeat(pl.Callback):
+    """What the run is doing, for a stop's bound and the watchdog (`runtime.stopping`), and its progress: each
+    training step, validation batch and test batch is a beat. The check before step 1 (Preflight, next in the list)
+    runs in `on_train_start`, the compile inside it: a hang there names `--train.compile false`."""
+
+    def __init__(self, compiled: bool = False) -> None:
+        self.compiled = compiled
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self.on_train_start(trainer)  # the model is built (and compiled) next, in configure_model
+
+    def on_train_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        if self.compiled:
+            stopping.doing("compiling the model and checking it before step 1", hint="set --train.compile false")
+        else:
+            stopping.doing("checking the run before step 1")
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        if self.compiled and trainer.global_step == 0:  # torch.compile compiles on the model's first call
+            stopping.doing("training step 1, compiling the model", hint="set --train.compile false")
+        else:
+            stopping.doing(f"training step {trainer.global_step + 1}")
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        stopping.beat()
+
+    def on_validation_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        stopping.doing(f"validating at step {trainer.global_step} (decoding the dev set)")
+
+    def on_validation_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        stopping.beat()
+
+    def on_test_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        stopping.doing("decoding the test split")
+
+    def on_test_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        stopping.beat()
 
 
 class FinalValidation(pl.Callback):
