@@ -129,6 +129,11 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
         profile["lightning_overhead_ms"] = 1000 * (
             training["ours_lightning"]["step_time_s"]["median"] - training["ours"]["step_time_s"]["median"]
         )
+    if bench.host:
+        from ablate.benchmarks.host import host_costs
+
+        say("counting a step's operators and host syncs on the card's path")
+        profile["host"] = host_costs(s.run, accelerator=s.device.type)
     cuda = sdpa_check(trainees[0], batches[0], s) if s.device.type == "cuda" else None
     if bench.attention:
         from ablate.benchmarks.attention import attention_figures

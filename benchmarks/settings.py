@@ -49,6 +49,9 @@ class BenchConfig:
     layer's cold compile, not the model's), or the whole model as one graph."""
     lightning: bool = True
     """Also time our training through the Lightning Trainer, as `ablate train` runs it."""
+    host: bool = True
+    """Also count what a step on the card's path costs the host (`benchmarks.host`): operators dispatched, CUDA
+    kernels they would launch, autocast casts and host syncs a step, over whole steps through the Lightning Trainer."""
     attention: bool = False
     """Also time the ways to attend over padded sources (today's masked SDPA, nested jagged tensors, FlexAttention,
     the unpadded bound) forward and backward on the timed batches' shapes (`benchmarks.attention`)."""

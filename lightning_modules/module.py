@@ -177,7 +177,9 @@ class TranslationModule(pl.LightningModule):
             "ntok": ntok,
         }
         if stage == "train":
-            self.log("train/loss", out["loss"], batch_size=bsz, prog_bar=True)
+            # Not prog_bar: Lightning turns a progress-bar metric into a Python number every step (a host sync),
+            # with or without a bar; the Recorder reads the loss at its logging interval.
+            self.log("train/loss", out["loss"], batch_size=bsz)
         return out
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
