@@ -256,6 +256,14 @@ class TrainConfig:
     instead of hundreds of kernel launches the card waits on. Needs fixed batch shapes (data.buckets) and the whole
     model compiled (train.compile_scope 'model': a graph per layer would leave the launches between them). On a CPU
     it is train.compile alone (PyTorch records no graph there)."""
+    replay_step: bool = False
+    """Record the whole training step (forward, loss, backward and Adam, its learning rate a device tensor) as one
+    CUDA graph per batch shape and replay it (`lightning_modules/graphed.py`), on eager kernels: no compile, and a
+    small model's step becomes one graph launch instead of hundreds of kernel launches, with no host sync. The step's
+    inputs are copied into fixed buffers; the first batch of each shape trains eagerly and records its graph. On a
+    CPU the same step runs without a graph (what the tests check against the ordinary step). Off until a lease
+    measures it on a card (`card.py`'s rule). Needs one device and no gradient accumulation; with data.buckets a run
+    records a handful of graphs."""
     cudnn_attention: bool = False
     """Let PyTorch's attention dispatch pick cuDNN's fused attention on a GPU (its default on Hopper cards). Off: the
     flash and memory-efficient kernels, which need no per-shape plan. cuDNN builds a plan for every new shape, and a
@@ -326,6 +334,11 @@ class TrainConfig:
             not self.cuda_graphs or (self.compile and self.compile_scope == "model"),
             "train.cuda_graphs",
             "replays the compiled model: set train.compile true and train.compile_scope model with it",
+        )
+        _check(
+            not (self.replay_step and (self.compile or self.cuda_graphs)),
+            "train.replay_step",
+            "records the eager step itself: set train.compile false and train.cuda_graphs false with it",
         )
 
 

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytorch_lightning as pl
 import torch
+from ablate.data.errors import ConfigError
 from ablate.lightning_modules import card
 from ablate.lightning_modules.config import ModelConfig, TrainConfig, cooldown_factor, for_compile, paper_lr
 from ablate.lightning_modules.decoding import beam_search, greedy_search
+from ablate.lightning_modules.graphed import ReplayedStep, ReplayFailed, capturable_adam, set_lr
 from ablate.lightning_modules.kernels import (
     FusedLinearLabelSmoothedNLL,
     LabelSmoothedNLL,
@@ -25,6 +27,7 @@ from ablate.lightning_modules.kernels import (
 from ablate.lightning_modules.metrics import bleu_metric, chrf_metric, corpus_score, perplexity
 from ablate.lightning_modules.static_decoding import static_beam_search
 from ablate.lightning_modules.transformer import Transformer
+from pytorch_lightning.core.optimizer import LightningOptimizer
 from torch import Tensor
 from torch.optim.lr_scheduler import LambdaLR
 
@@ -131,6 +134,7 @@ class TranslationModule(pl.LightningModule):
         self._test: dict[str, Any] = {}
         self._loss_watch = LossWatch()
         """The blow-up check of the training loss; its first loss is kept in checkpoints."""
+        self.automatic_optimization = not train.replay_step  # the replayed step runs its own backward and update
 
     # ----------------------------------------------------------------------------------------------- training
     def configure_model(self) -> None:
@@ -166,24 +170,35 @@ class TranslationModule(pl.LightningModule):
     def _shared_step(self, batch: dict[str, Tensor], stage: str) -> dict[str, Tensor]:
         """Forward and loss on one batch. Logs f"{stage}/loss" (per target token) during training; returns the
         mean loss and per-sentence sums (smoothed loss, unsmoothed NLL, target tokens) for exact dev aggregates."""
-        cfg = self.model_config
+        out = self._outputs(batch)
+        if stage == "train":
+            self._log_loss(out["loss"], batch["src"].size(0))
+        return out
+
+    def _outputs(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The step's outputs, tensors only (what a replayed step records): the mean loss with its gradient, and the
+        per-sentence sums of the smoothed loss, the unsmoothed NLL and the target tokens."""
         total, loss, nll = self._losses(batch)
         bsz = batch["src"].size(0)
-        ntok = (batch["tgt_out"] != cfg.pad_id).sum(1)  # (B,)
-        out = {
+        ntok = (batch["tgt_out"] != self.model_config.pad_id).sum(1)  # (B,)
+        return {
             "loss": total / ntok.sum().clamp(min=1),
             "loss_sum": loss.view(bsz, -1).sum(1),
             "nll_sum": nll.view(bsz, -1).sum(1),
             "ntok": ntok,
         }
-        if stage == "train":
-            # Not prog_bar: Lightning turns a progress-bar metric into a Python number every step (a host sync),
-            # with or without a bar; the Recorder reads the loss at its logging interval.
-            self.log("train/loss", out["loss"], batch_size=bsz)
-        return out
+
+    def _log_loss(self, loss: Tensor, bsz: int) -> None:
+        # Not prog_bar: Lightning turns a progress-bar metric into a Python number every step (a host sync), with or
+        # without a bar; the Recorder reads the loss at its logging interval.
+        self.log("train/loss", loss, batch_size=bsz)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        out = self._shared_step(batch, "train")
+        if self.train_config.replay_step:  # forward, backward and Adam in one replayed graph (graphed.py)
+            out = {k: v.detach().clone() for k, v in self._replayed(batch).items()}  # the next replay overwrites
+            self._log_loss(out["loss"], batch["src"].size(0))
+        else:
+            out = self._shared_step(batch, "train")
         loss, ntok = out["loss"], out["ntok"]
         if self.train_config.nan_check:
             self._check_loss(loss)
@@ -199,7 +214,40 @@ class TranslationModule(pl.LightningModule):
         lr, step = self._scalars(loss.device)
         self.log("train/lr", lr.fill_(self._scheduler().get_last_lr()[0]), batch_size=ntok.numel())
         self.log("step", step.fill_(self.global_step + 1), batch_size=ntok.numel())
+        if self.train_config.replay_step:
+            self._after_replayed_step()
         return loss
+
+    # ------------------------------------------------------------------------------------------- replayed step
+    def _replayed(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """This fit's replayed step (made anew for each fit: a graph holds the addresses of the weights, gradients
+        and Adam's state, which a checkpoint's load replaces)."""
+        replayed = self.__dict__.get("_replayed_step")
+        if replayed is None:
+            optimizer = cast(torch.optim.Optimizer, self._scheduler().optimizer)
+            record = optimizer.param_groups[0]["params"][0].is_cuda
+            replayed = self.__dict__["_replayed_step"] = ReplayedStep(self._graphed_body, optimizer, record)
+        try:
+            return replayed(batch)
+        except ReplayFailed as err:
+            raise ConfigError(f"train.replay_step: {err}; set train.replay_step false") from err
+
+    def _graphed_body(self, inputs: dict[str, Tensor]) -> dict[str, Tensor]:
+        """What the replayed step records: forward, loss, backward and Adam's update, no host read."""
+        out = self._outputs(inputs)
+        with torch.autocast(self.device.type, enabled=False):  # as Lightning's loop runs them: outside autocast
+            out["loss"].backward()
+            self._scheduler().optimizer.step()
+        return {k: v.detach() for k, v in out.items()}
+
+    def _after_replayed_step(self) -> None:
+        """Manual optimization's bookkeeping, as Lightning's automatic loop does it: the schedule's next rate (filled
+        into the device tensor Adam reads) and the step count (`LightningOptimizer.step` counts through these two
+        hooks, which the manual loop sets)."""
+        self._scheduler().step()
+        optimizer = cast(LightningOptimizer, self.optimizers())
+        optimizer._on_before_step()
+        optimizer._on_after_step()
 
     def _scalars(self, device: torch.device) -> tuple[Tensor, Tensor]:
         """Two float64 scalars on the training device, made once: the logged learning rate and step."""
@@ -228,7 +276,8 @@ class TranslationModule(pl.LightningModule):
         scheduler = self._scheduler()
         optimizer = scheduler.optimizer
         for group, base, factor in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
-            group["lr"] = base * factor(scheduler.last_epoch)
+            set_lr(group, float(base) * factor(scheduler.last_epoch), self.device)
+        self.__dict__.pop("_replayed_step", None)  # graphs are recorded again in each fit
 
     def _scheduler(self) -> LambdaLR:
         """The one schedule `configure_optimizers` returns (Lightning types `lr_schedulers()` as None, one or many)."""
@@ -262,7 +311,12 @@ class TranslationModule(pl.LightningModule):
         # ops, far faster at the tiny preset on CPU:
         # docs/reference/code-figures.md, "lightning_modules/module.py".
         fused = all(p.device.type in ("cpu", "cuda") for p in self.parameters())
-        opt = torch.optim.Adam(self.parameters(), lr=1.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=fused or None)
+        if cfg.replay_step:  # the rate a device tensor, read inside the replayed step
+            opt = capturable_adam(self.parameters(), cfg.adam_betas, cfg.adam_eps, fused=fused or None)
+        else:
+            opt = torch.optim.Adam(
+                self.parameters(), lr=1.0, betas=cfg.adam_betas, eps=cfg.adam_eps, fused=fused or None
+            )
         d_model = self.model_config.d_model
 
         def lr(step: int) -> float:  # LambdaLR's step counts updates done; equation (3) counts from 1

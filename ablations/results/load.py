@@ -195,7 +195,16 @@ def read_finished(out_dir: str | Path) -> StudyResults | None:
 
 NOT_DESIGN = {
     "model": ("kernels",),
-    "train": ("seed", "compile", "compile_scope", "cuda_graphs", "cudnn_attention", "fused_loss", "decoding"),
+    "train": (
+        "seed",
+        "compile",
+        "compile_scope",
+        "cuda_graphs",
+        "replay_step",
+        "cudnn_attention",
+        "fused_loss",
+        "decoding",
+    ),
     "data": ("cache_dir", "num_workers", "corpus", "src", "tgt"),
 }
 """Settings that change how a trial is computed or stored, not what it measures: they may differ between the trials

@@ -265,11 +265,14 @@ def path_taken(trainer: pl.Trainer, pl_module: TranslationModule) -> dict[str, A
     """The path the run's numbers took, each setting `auto` may resolve differently on a card (`card`) as resolved:
     decoding, kernels, compile and graphs, precision, the torch version, and the ABLATE_CARD switch it ran under."""
     cfg = pl_module.train_config
+    cuda = trainer.strategy.root_device.type == "cuda"
     return {
-        "decoding": pl_module.decoding(trainer.strategy.root_device.type == "cuda"),
+        "decoding": pl_module.decoding(cuda),
         "kernels": pl_module.model.kernels.name,
         "compile": cfg.compile_scope if cfg.compile else None,
-        "cuda_graphs": cfg.cuda_graphs and trainer.strategy.root_device.type == "cuda",
+        "cuda_graphs": cfg.cuda_graphs and cuda,
+        # The replayed step (train.replay_step): recorded as CUDA graphs on a card, the same step eagerly elsewhere.
+        "replay_step": ("graphs" if cuda else "eager") if cfg.replay_step else None,
         "precision": str(trainer.precision),
         "torch": torch.__version__,
         "card": card.mode() or None,

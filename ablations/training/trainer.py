@@ -117,6 +117,11 @@ def make_trainer(run: RunConfig, out_dir: Path, logger, recorder: Recorder, call
     if run.train.average_last > 1:
         cbs.append(CheckpointAveraging(run.train.average_last))
     accum = accumulation(run, world_size(run))
+    if run.train.replay_step and (accum > 1 or world_size(run) > 1):
+        raise ConfigError(
+            f"train.replay_step replays one device's whole step: this run has {world_size(run)} device(s) and "
+            f"accumulates {accum} batches a step; set train.replay_step false, or raise data.tokens_per_batch"
+        )
     if run.train.compile:  # compiled graphs persist beside the data cache: the next trial of this model starts warm
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root(run.data.cache_dir) / "inductor"))
     try:

@@ -97,6 +97,7 @@ def test_the_short_runs_train_on_the_cards_defaults_and_on_every_card_value(rehe
         "kernels": "reference",
         "compile": None,
         "cuda_graphs": False,
+        "replay_step": None,
         "precision": "bf16-mixed",
         "torch": None,
         "card": "all",

@@ -49,6 +49,7 @@ def test_ablate_train_on_the_cards_path_finishes_and_says_which_path_it_took(car
         "kernels": "reference",
         "compile": None,
         "cuda_graphs": False,
+        "replay_step": None,
         "precision": "bf16-mixed",
         "torch": torch.__version__,
         "card": "all",
