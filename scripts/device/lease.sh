@@ -2,15 +2,15 @@
 # One lease in one call (DEADLINE 560 s, the install included), for a session lent 15 minutes of a card (one start,
 # one call; run it with timeout_s 600). Stages in the order of what a lease is for, each in its own process group and
 # cut at its limit (common.sh: run_stage; a hung stage is killed with its stacks in its log and the next one runs):
-#  1. `before`: a tiny trial's SHORT_STEPS steps and its whole-dev decode on the card's defaults (what
-#     lightning_modules/card.py lists as measured): does it run, and at what step time;
-#  2. `study`: the default study from an empty folder with WORKERS workers (MPS) on that arm, for about half the
-#     deadline: trials finished, their walls, the ETA (its records come back as study.tgz every 20 s);
-#  3. `status`: `ablate status --json` of that study;
-#  4. `paper`: the paper base's MFU eager beside nn.Transformer (and MarianMT where PEERS names hf) on the same batches;
-#  5. `after`: the short run with every card value a lease has not yet measured (ABLATE_CARD=all: static decoding,
-#     the loss watch on the device, the padding mask always passed) and the buckets, no compile;
-#  6. `compiled`: the same compiled with CUDA graphs (GRAPHS), the arm that hung on 2026-12-04, with what is left.
+#  1. `replayed`: a tiny trial's SHORT_STEPS steps and its whole-dev decode with the replayed step (REPLAY:
+#     train.replay_step, one CUDA graph per batch shape): does the fast arm run at all, and at what step time;
+#  2. `before`: the same on the card's defaults (what lightning_modules/card.py lists as measured);
+#  3. `study`: the default study from an empty folder with WORKERS workers (MPS) on the faster arm that ran, for
+#     about 40% of the deadline: trials finished, their walls, the ETA (its records come back as study.tgz every 20 s);
+#  4. `status`: `ablate status --json` of that study;
+#  5. `paper`: the paper base's MFU eager beside nn.Transformer (and MarianMT where PEERS names hf) on the same batches;
+#  6. `after`: the short run with every card value (ABLATE_CARD=all) and the buckets, no compile;
+#  7. `compiled`: the same compiled with CUDA graphs (GRAPHS), with what is left.
 # Every stage writes NAME.json at its end, whatever its exit. Run from the repository root: bash scripts/device/lease.sh.
 # Rehearsed on a CPU at smoke sizes in the tests, with a planted hang (tests/benchmarks/test_lease.py: PRESET=smoke
 # BENCH_PRESET=smoke SHORT_STEPS=10 WORKERS=1 PEERS=torch GRAPHS=... HANG=after).
@@ -24,8 +24,9 @@ PEERS=${PEERS:-hf,torch}           # the paper bench's peers (MarianMT needs the
 RUNS=${RUNS:-/tmp}                 # where the short runs and the study train (not packed: checkpoints)
 HANG=${HANG:-}                     # a rehearsal's planted hang: the stage named here sleeps and ignores SIGTERM
 read -r -a ALL <<<"${ALL---data.buckets 8}"
+read -r -a REPLAY <<<"${REPLAY---data.buckets 8 --train.replay_step true}"
 read -r -a GRAPHS <<<"${GRAPHS---data.buckets 8 --train.compile true --train.compile_scope model --train.cuda_graphs true}"
-declare -A SHARES=([before]=12 [study]=46 [status]=3 [paper]=14 [after]=10 [compiled]=10)  # percent of DEADLINE
+declare -A SHARES=([replayed]=10 [before]=11 [study]=40 [status]=3 [paper]=12 [after]=9 [compiled]=10)  # % of DEADLINE
 limit_of() { echo $(( DEADLINE * SHARES[$1] / 100 )); }
 python3 - "$DEADLINE" "$(declare -p SHARES)" >"$WORK/plan.json" <<'EOF'
 import json, re, sys
@@ -57,7 +58,19 @@ EOF
     pack
 }
 ENVS=(ABLATE_CARD=)
+short_run replayed "${REPLAY[@]}"
 short_run before --train.decoding auto
+# The study's arm: the replayed step where it ran and stepped faster than the defaults.
+ARM=$(python3 - "$WORK/replayed.json" "$WORK/before.json" <<'EOF'
+import json, sys
+fast, plain = (json.load(open(p)) for p in sys.argv[1:3])
+ok = fast.get("rc") == 0 and fast.get("step_time_s") and plain.get("step_time_s")
+print("replayed" if ok and fast["step_time_s"] < plain["step_time_s"] else "before")
+EOF
+)
+STUDY_ARGS=()
+[ "$ARM" = replayed ] && STUDY_ARGS=("${REPLAY[@]}")
+stages "study arm: $ARM ${STUDY_ARGS[*]}"
 
 STUDY=$RUNS/study-$PRESET
 rm -rf "$STUDY"
@@ -70,11 +83,12 @@ sample card.txt >/dev/null 2>&1 & SAMPLER=$!
 step "ablate sweep table3 --preset $PRESET --workers $WORKERS"
 start=$(date +%s)
 cmd=("${HUNG[@]}")
-planted study || cmd=(ablate sweep table3 --preset "$PRESET" --workers "$WORKERS" --out "$STUDY" --no_report)
+planted study || cmd=(ablate sweep table3 --preset "$PRESET" --workers "$WORKERS" --out "$STUDY" --no_report \
+    "${STUDY_ARGS[@]}")
 # SIGTERM at the limit: the coordinator stops its workers at their next step and says what was saved; GRACE later
 # the group is killed whatever it does
 rc=$(GRACE=20 run_stage study "$(limit_of study)" "${cmd[@]}")
-echo "{\"arm\": \"before\", \"workers\": $WORKERS, \"rc\": $rc, \"call_s\": $(( $(date +%s) - start ))}" \
+echo "{\"arm\": \"$ARM\", \"workers\": $WORKERS, \"rc\": $rc, \"call_s\": $(( $(date +%s) - start ))}" \
     | tee "$WORK/study.json" >"$WORK/study-wall.txt"
 touch "$WORK/stop-saving"; wait $SAVER; kill $SAMPLER 2>/dev/null
 step "ablate status"

@@ -4,6 +4,8 @@ that does see one when a step reads a value back."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from ablate.ablations.study.definition import load_study
 from ablate.benchmarks.host import host_costs
@@ -16,8 +18,11 @@ def run(tmp_path_factory):
     return study.run_config(study.rows[0], "smoke", 0)
 
 
-def test_a_step_on_the_cards_default_path_reads_nothing_back_through_lightning(run):
-    """Before: Lightning turned the progress-bar loss into a Python number every step (1 sync a step)."""
+@pytest.mark.parametrize("replayed", [False, True], ids=["defaults", "replayed-step"])
+def test_a_step_on_the_cards_paths_reads_nothing_back_through_lightning(run, replayed):
+    """The card's defaults and the replayed step (train.replay_step, its graph's body run eagerly here). Before:
+    Lightning turned the progress-bar loss into a Python number every step (1 sync a step)."""
+    run = dataclasses.replace(run, train=dataclasses.replace(run.train, replay_step=replayed))
     costs = host_costs(run, steps=12)
     assert costs["steps"] == 11
     assert costs["syncs_per_step"] == 0 and costs["most_syncs_in_a_step"] == 0, costs["sync_ops"]
