@@ -56,6 +56,31 @@ def step_counts(ops: Counter[str]) -> dict[str, int]:
     }
 
 
+def _step_window(windows: list[Counter[str]]) -> Any:
+    """A Lightning callback that counts each step, from one batch's start to the next's, into `windows` (made here:
+    this module imports no Lightning at its top)."""
+    import pytorch_lightning as pl
+
+    class StepWindow(pl.Callback):
+        mode: Counting | None = None
+
+        def on_train_batch_start(self, *args: Any) -> None:
+            self._close()
+            self.mode = Counting()
+            self.mode.__enter__()
+
+        def on_train_end(self, *args: Any) -> None:
+            self._close()
+
+        def _close(self) -> None:
+            if self.mode is not None:
+                self.mode.__exit__(None, None, None)
+                windows.append(self.mode.ops)
+                self.mode = None
+
+    return StepWindow()
+
+
 @contextmanager
 def _card_path() -> Any:
     """`auto` resolved as a card resolves it, on any device (lightning_modules/card.py)."""
@@ -81,24 +106,6 @@ def host_costs(run, steps: int = 12, precision: str = "bf16-mixed", accelerator:
     from ablate.lightning_modules.module import TranslationModule
 
     windows: list[Counter[str]] = []
-
-    class StepWindow(pl.Callback):
-        mode: Counting | None = None
-
-        def on_train_batch_start(self, *args: Any) -> None:
-            self._close()
-            self.mode = Counting()
-            self.mode.__enter__()
-
-        def on_train_end(self, *args: Any) -> None:
-            self._close()
-
-        def _close(self) -> None:
-            if self.mode is not None:
-                self.mode.__exit__(None, None, None)
-                windows.append(self.mode.ops)
-                self.mode = None
-
     with _card_path():
         pl.seed_everything(run.train.seed, verbose=False)
         train = replace(run.train, max_steps=steps, compile=False)
@@ -118,7 +125,7 @@ def host_costs(run, steps: int = 12, precision: str = "bf16-mixed", accelerator:
             enable_checkpointing=False,
             enable_progress_bar=False,
             enable_model_summary=False,
-            callbacks=[StepWindow()],
+            callbacks=[_step_window(windows)],
         )
         module = TranslationModule(run.model, train, bos_id=BOS_ID, eos_id=EOS_ID)
         trainer.fit(module, datamodule=TranslationDataModule(run.data))

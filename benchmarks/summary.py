@@ -138,13 +138,7 @@ def _profile_lines(result: dict[str, Any]) -> list[str]:
         + ", ".join(f"{k} {v:.1f}" for k, v in step.items())
         + (f"; Lightning adds {prof['lightning_overhead_ms']:.1f} ms/step" if "lightning_overhead_ms" in prof else "")
     )
-    if "host" in prof:
-        h = prof["host"]
-        lines.append(
-            f"host per step ({h['path']}): {h['ops_per_step']:.0f} operators dispatched, about "
-            f"{h['kernels_per_step']:.0f} CUDA kernels ({h['casts_per_step']:.0f} autocast casts), "
-            f"{h['syncs_per_step']:.0f} host syncs (at most {h['most_syncs_in_a_step']} in a step)"
-        )
+    lines += _host_line(prof)
     if "cpu_choices" in prof:
         lines.append(
             "our CPU choices, step ms with each undone: "
@@ -169,6 +163,18 @@ def _profile_lines(result: dict[str, Any]) -> list[str]:
     if result["cuda"]:
         lines.append(f"cuda: {json.dumps(result['cuda'])}")
     return lines
+
+
+def _host_line(prof: dict[str, Any]) -> list[str]:
+    """What a step costs the host on the card's path (`benchmarks.host`), where it was counted."""
+    if "host" not in prof:
+        return []
+    h = prof["host"]
+    return [
+        f"host per step ({h['path']}): {h['ops_per_step']:.0f} operators dispatched, about "
+        f"{h['kernels_per_step']:.0f} CUDA kernels ({h['casts_per_step']:.0f} autocast casts), "
+        f"{h['syncs_per_step']:.0f} host syncs (at most {h['most_syncs_in_a_step']} in a step)"
+    ]
 
 
 def _num(value: float | None, fmt: str) -> str:

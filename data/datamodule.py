@@ -6,12 +6,15 @@ Lightning's DistributedSampler; the samplers here shard by rank themselves (see 
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytorch_lightning as pl
 import torch
 from ablate.data.batching import EvalBatchSampler, ShapeBuckets, TokenBudgetBatchSampler, plan_buckets
 from ablate.data.config import DataConfig
 from ablate.data.prepare import EncodedSplit, PreparedCorpus, prepare
+from ablate.data.stats import filtered
 from ablate.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from torch.utils.data import DataLoader, Dataset
 
@@ -76,12 +79,20 @@ class TranslationDataModule(pl.LightningDataModule):
         super().__init__()
         self.cfg = cfg
         self._corpus: PreparedCorpus | None = None
+        self._told = False
+        """Whether `prepare_data` has said what the corpus leaves out (once: Lightning and the trainer call it too)."""
         self.resume_at: tuple[int, int] | None = None
         """(epoch, batches already trained in it) of a run resuming mid-epoch; the next train loader starts there."""
 
     def prepare_data(self) -> None:
-        """Build the caches (Lightning runs this on one process per node before `setup`)."""
-        self._corpus = prepare(self.cfg)
+        """Build the caches (Lightning runs this on one process per node before `setup`). `ablate data prepare`'s
+        progress goes to stderr while a corpus is built; the first call also says there, in one line, how many pairs
+        the corpus leaves out and why (`data.stats.filtered`), built or found in the cache."""
+        self._corpus = prepare(self.cfg, progress=True)
+        if not self._told:
+            self._told = True
+            if note := filtered(self._corpus.manifest["stats"]):
+                print(f"ablate data: {note}", file=sys.stderr, flush=True)
 
     def setup(self, stage: str | None = None) -> None:
         """Load the caches on every rank (a warm `prepare`: keys, manifest, memory maps)."""

@@ -15,11 +15,13 @@ from pathlib import Path
 from ablate.data import corpus, gettext_corpus
 from ablate.data.cache import AtomicDir, cache_root, file_digest, make_key, read_manifest
 from ablate.data.config import DataConfig
-from ablate.data.errors import AblateError
+from ablate.data.errors import UTF8_BOM, AblateError, foreign_encoding, not_utf8
 from ablate.data.export import Exported, read_exported
 
 SPLITS = ("train", "valid", "test")
 _SPLIT_ALIASES = {"train": ("train",), "valid": ("valid", "dev"), "test": ("test",)}
+_TSV_SPLITS = ("train", "valid", "dev", "test")
+"""What a TSV file's third column may say (dev: valid)."""
 TSV_HELD_OUT = 0.05
 """Fraction of a TSV file held out for valid and for test each (at most 1000 pairs each, at least 1)."""
 
@@ -129,23 +131,20 @@ def _pick_pair(directory: Path, src: str | None, tgt: str | None) -> tuple[str, 
 
 def read_lines(path: Path, *, strip: bool = True) -> list[str]:
     """Lines of a UTF-8 text file, stripped (or only of a trailing CR); missing, empty and non-UTF-8 files are
-    one-line AblateErrors."""
+    one-line AblateErrors (a file in UTF-16 or another encoding with a byte-order mark is named as such)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise AblateError(f"missing file {path}: create it or pass another --data.corpus") from None
     except OSError as err:
         raise AblateError(f"cannot read {path}: {err.strerror}") from None
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
+    if foreign_encoding(raw) is not None:  # UTF-16 and the like: named, before a byte of them is read as UTF-8
+        raise AblateError(not_utf8(path, raw))
+    raw = raw.removeprefix(UTF8_BOM)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
-        raise AblateError(
-            f"{path} line {line} is not valid UTF-8 (byte 0x{raw[err.start]:02x}): re-encode the file as UTF-8, "
-            f"e.g. iconv -f latin1 -t utf-8"
-        ) from None
+        raise AblateError(not_utf8(path, raw, err.start)) from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -172,20 +171,13 @@ class TsvSource:
 
     def read(self) -> dict[str, Pairs]:
         rows: list[tuple[int, str, str, str | None]] = []
+        shape = None  # the first row's columns: 2, or 3 when its third names a split
         for number, line in enumerate(read_lines(self.path, strip=False), start=1):
             if not line.strip():
                 continue  # blank rows carry no pair
             cols = line.split("\t")
-            split = cols[2].strip() if len(cols) == 3 else None
-            if len(cols) not in (2, 3) or not cols[0].strip() or not cols[1].strip():
-                raise AblateError(
-                    f"{self.path} row {number}: expected 'source<TAB>target' (optionally <TAB>train|valid|test), "
-                    f"found {len(cols)} column(s){' with an empty side' if len(cols) in (2, 3) else ''}: fix or "
-                    "delete the row"
-                )
-            if split is not None and split not in ("train", "valid", "dev", "test"):
-                raise AblateError(f"{self.path} row {number}: split column is {split!r}; use train, valid or test")
-            rows.append((number, cols[0].strip(), cols[1].strip(), "valid" if split == "dev" else split))
+            shape = shape or (3 if len(cols) == 3 and cols[2].strip() in _TSV_SPLITS else 2)
+            rows.append(self._row(number, cols, shape))
         with_split = sum(row[3] is not None for row in rows)
         if 0 < with_split < len(rows):
             raise AblateError(
@@ -204,6 +196,34 @@ class TsvSource:
                     f"{self.path} has no {split} pairs: add rows (at least 3 distinct sources) or a split column"
                 )
         return out
+
+    def _row(self, number: int, cols: list[str], shape: int) -> tuple[int, str, str, str | None]:
+        """Row `number` (its tab-separated `cols`) as (number, source, target, split or None), in a file whose first
+        row has `shape` columns (3: its third names a split). A row with more, or with a third that names no split
+        where the first row has none, holds a tab inside a sentence: said so, not read as a split."""
+        where = f"{self.path} row {number}"
+        split = cols[2].strip() if len(cols) == 3 else None
+        if len(cols) > shape and (len(cols) > 3 or split not in _TSV_SPLITS):
+            layout = "source<TAB>target" + ("<TAB>split" if shape == 3 else "")
+            third = f", and its third, {_clip(cols[2])!r}, names no split" if len(cols) == 3 else ""
+            raise AblateError(
+                f"{where} has {len(cols)} tab-separated columns, where a row is {layout}{third}: a tab inside a "
+                "sentence? replace it with a space"
+            )
+        if len(cols) not in (2, 3) or not cols[0].strip() or not cols[1].strip():
+            raise AblateError(
+                f"{where}: expected 'source<TAB>target' (optionally <TAB>train|valid|test), found {len(cols)} "
+                f"column(s){' with an empty side' if len(cols) in (2, 3) else ''}: fix or delete the row"
+            )
+        if split is not None and split not in _TSV_SPLITS:
+            raise AblateError(f"{where}: split column is {split!r}; use train, valid or test")
+        return number, cols[0].strip(), cols[1].strip(), "valid" if split == "dev" else split
+
+
+def _clip(text: str, width: int = 30) -> str:
+    """The start of a sentence, for a message."""
+    text = text.strip()
+    return text if len(text) <= width else text[:width].rstrip() + "..."
 
 
 def _hold_out(rows: list[tuple[int, str, str, str | None]]) -> list[tuple[int, str, str, str]]:

@@ -48,10 +48,39 @@ def split_stats(
     }
 
 
+def filtered(stats: dict) -> str | None:
+    """How many pairs the preparation left out and why, in one sentence: per split, those longer than max_len and
+    those with a side that encodes to nothing, with what keeps the long ones. None when it left out none."""
+    splits = stats["splits"]
+    long = {name: s.get("filtered_long", 0) for name, s in splits.items() if s.get("filtered_long")}
+    empty = {name: s.get("filtered_empty", 0) for name, s in splits.items() if s.get("filtered_empty")}
+    if not long and not empty:
+        return None
+    total = sum(s["pairs"] for s in splits.values()) + sum(long.values()) + sum(empty.values())
+    parts = []
+    if long:
+        parts.append(f"{_counted(long)} longer than max_len={stats['max_len']} subwords on a side")
+    if empty:
+        parts.append(f"{_counted(empty)} with a side that encodes to nothing")
+    keep = "; --data.max_len or --data.truncate true keeps the long ones" if long else ""
+    left = sum(long.values()) + sum(empty.values())
+    return f"filtered {left:,} of {total:,} pairs of {stats['corpus']}: {'; '.join(parts)}{keep}"
+
+
+def _counted(by_split: dict[str, int]) -> str:
+    """'2 (train 1, test 1)', or '1 (train)' for one split."""
+    if len(by_split) == 1:
+        ((name, count),) = by_split.items()
+        return f"{count:,} ({name})"
+    return f"{sum(by_split.values()):,} ({', '.join(f'{name} {count:,}' for name, count in by_split.items())})"
+
+
 def format_text(stats: dict) -> str:
     """The statistics as an aligned plain-text report."""
+    of = stats.get("of")
+    whose = f", the corpus {of['study']} row {of['row']} trains on at preset {of['preset']}" if of else ""
     lines = [
-        f"corpus      {stats['corpus']} ({stats['src_lang']} -> {stats['tgt_lang']})",
+        f"corpus      {stats['corpus']} ({stats['src_lang']} -> {stats['tgt_lang']}){whose}",
         f"cache key   {stats['cache_key']}  ({stats['cache_dir']})",
         *(
             [f"fingerprint {stats['fingerprint']['digest']} (what the text is: the same on every machine)"]
@@ -72,6 +101,8 @@ def format_text(stats: dict) -> str:
             f"{name:<6} {s['pairs']:>8} {s['filtered_long'] + s['filtered_empty']:>9} {s['truncated']:>6} "
             f"{s['src_tokens']:>10} {s['tgt_tokens']:>10}  {lens[0]:>24}  {lens[1]:>24}"
         )
+    if note := filtered(stats):
+        lines.append(note)
     pad = stats["padding"]
     lines += [
         "",

@@ -36,11 +36,11 @@ OWN: dict[str, set[str]] = {
     "status": {"--storage", "--watch", "--json"},
     "params": SECTIONED | {"--preset", "--json"},
     "studies": {"--rows"},
-    "data": SECTIONED | {"--json"},
+    "data": SECTIONED | {"--json", "--preset", "--study", "--row"},  # issue 85: the corpus a preset trains on
     "bench": SECTIONED | {"--study", "--row", "--preset", "--warmup", "--repeats", "--decode_sentences",
               "--decode_repeats", "--beam_size", "--full_length", "--device", "--precision", "--threads", "--compile",
               "--compile_scope", "--lightning", "--overhead", "--trial_preset", "--corpus", "--seed", "--vs", "--json",
-              "--attention"},
+              "--attention", "--host"},  # issue 82: a step's operators and host syncs
 }  # fmt: skip
 """Each command's own options, besides --help, --config and --print_config."""
 SECTIONS: dict[str, set[str]] = {

@@ -18,7 +18,7 @@ from ablate.ablations.statistics.sequential import dunnett
 from ablate.ablations.study.claims import load_claims, parse_claims
 from ablate.ablations.study.config import SECTIONS, RunConfig, build_run_config, check_sections
 from ablate.ablations.study.presets import PRESETS, Preset, get_preset
-from ablate.data.errors import AblateError, did_you_mean
+from ablate.data.errors import AblateError, did_you_mean, not_utf8
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 STUDY_KEYS = {
@@ -276,7 +276,9 @@ def load_study(name_or_path: str | Path) -> Study:
         raise AblateError(f"{path}: study file not found")
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:
+        raise AblateError(not_utf8(path, err.object, err.start)) from None
+    except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise AblateError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', err)}") from None

@@ -89,8 +89,9 @@ def test_missing_language_flags_are_inferred_or_asked_for(tmp_path, small_config
 
 @pytest.mark.parametrize(
     ("row", "fragment"),
-    [("only one column", "found 1 column"), ("a\tb\tc\td", "found 4 column"), ("\tempty source", "empty side"),
-     ("x\ty\tholdout", "split column is 'holdout'")],
+    [("only one column", "found 1 column"), ("a\tb\tc\td", "has 4 tab-separated columns"),
+     ("\tempty source", "empty side"),
+     ("x\ty\tholdout", "its third, 'holdout', names no split: a tab inside a sentence?")],
 )  # fmt: skip
 def test_malformed_tsv_row_is_named(tmp_path, row, fragment, small_config, fails):
     good = [f"sentence {i}\tSatz {i}" for i in range(30)]
