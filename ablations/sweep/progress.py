@@ -373,10 +373,20 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     extra = [t for _, seed, t in todo if seed not in plan.seeds]
     if extra:
         line += f", of which the controls' {len(extra)} extra seeds {sum(extra) / 3600:.1f}"
+    scenarios: list[tuple[str, float]] = []
     if plan.allocation is not None:
-        line += _sequential_cost(plan, {name: per_step * work[name].total * size[name] for name in plan.judged()})
+        text, scenarios = _sequential_cost(
+            plan, {name: per_step * work[name].total * size[name] for name in plan.judged()}
+        )
+        line += text
     if cores is None:
         return f"{line}; this machine's GPUs will differ"
+    return line + _wall(times, scenarios, workers, cores)
+
+
+def _wall(times: list[float], scenarios: list[tuple[str, float]], workers: int, cores: int) -> str:
+    """The cost line's wall time on this machine: the trials queued now, and under the sequential design each of its
+    scenarios (`_sequential_cost`), spread over min(workers, cores), never below the longest trial."""
     wall = max(sum(times) / max(min(workers, cores), 1), max(times, default=0.0))
     machine = f"{cores} core{'s' if cores != 1 else ''}"
     about = _fmt(wall)
@@ -387,12 +397,18 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
         # docs/reference/code-figures.md, "ablations/sweep/progress.py").
         fast = max(sum(times) / (workers * threads), max(times, default=0.0) / threads)
         about = f"{_fmt(fast)} to {about} (each on {threads} threads, as far as they speed it)"
-    return f"{line}; on this machine's {machine} with {workers} worker(s) about {about}"
+    said = f"; on this machine's {machine} with {workers} worker(s) about {about}"
+    if len(scenarios) > 1:  # the design's range, in the same words as its core-hours
+        longest, spread = max(times, default=0.0), max(min(workers, cores), 1)
+        walls = ", ".join(f"{_fmt(max(core_s / spread, longest))} with {what}" for what, core_s in scenarios)
+        said += f" for the trials queued now; {walls}"
+    return said
 
 
-def _sequential_cost(plan: Any, trial_s: dict[str, float]) -> str:
+def _sequential_cost(plan: Any, trial_s: dict[str, float]) -> tuple[str, list[tuple[str, float]]]:
     """The cost line's sequential part: the study's core-hours with every row stopped at min_seeds, decided at its
-    deciding seed count, and open to max_seeds. `trial_s`: the seconds of one trial of each of the study's rows."""
+    deciding seed count, and open to max_seeds, and those three (what, core-seconds) for the wall-time part.
+    `trial_s`: the seconds of one trial of each of the study's rows."""
     from ablate.ablations.statistics.sequential import DECIDING_SEEDS
 
     low_n, high_n = plan.allocation.min_seeds, plan.allocation.max_seeds
@@ -401,11 +417,17 @@ def _sequential_cost(plan: Any, trial_s: dict[str, float]) -> str:
     whose = f" (the study's {len(trial_s)} rows)" if set(trial_s) - ours else ""  # a sweep over some of them
     deciding = min(DECIDING_SEEDS, high_n)  # no row is decided on fewer: a clear effect costs this many
     middle = sequential_range(plan.controls(), deciding, deciding, trial_s)[0]
-    decided = f", {middle / 3600:.1f} (every row decided at {deciding} seeds)" if low_n < deciding < high_n else ""
-    return (
+    scenarios = [(f"every row stopped at {low_n} seeds", low)]
+    decided = ""
+    if low_n < deciding < high_n:
+        decided = f", {middle / 3600:.1f} (every row decided at {deciding} seeds)"
+        scenarios.append((f"every row decided at {deciding}", middle))
+    scenarios.append((f"every row open to {high_n}", high))
+    text = (
         f"; sequential{whose}: from {low / 3600:.1f} (every row stopped at min_seeds {low_n}){decided} to "
         f"{high / 3600:.1f} core-hours (every row open to max_seeds {high_n})"
     )
+    return text, scenarios
 
 
 def sequential_range(
