@@ -13,12 +13,14 @@ from ablate.ablations.statistics import (
     ClaimVerdict,
     Comparison,
     ComparisonVerdict,
+    RowTest,
     Tests,
     Verdict,
     budget_label,
     claim_verdict,
     comparison_verdict,
     judge,
+    ratio_text,
 )
 from ablate.ablations.study import claims_to_data, load_claims, parse_claims
 from ablate.lightning_modules.metrics import METRICS
@@ -47,11 +49,18 @@ def comparison_text(cv: ComparisonVerdict, base: str | None) -> str:
 
 def paper_ratio(cv: ComparisonVerdict, floor: float = 0.3) -> float | None:
     """Our effect at T over the paper's, signed (negative: the other direction); None where the paper's difference
-    is below `floor` (a ratio to 0.1 BLEU says little) or either is missing."""
+    is below `floor` (a ratio to 0.1 BLEU says little), either is missing, or ours has no variance at all (every
+    seed and sentence scored the same, as models that learnt nothing do: no effect to scale)."""
     test = cv.test
     if test is None or test.effect is None or cv.paper_delta is None or abs(cv.paper_delta) < floor:
         return None
-    return test.effect / cv.paper_delta
+    return None if no_variance(test) else test.effect / cv.paper_delta
+
+
+def no_variance(test: RowTest) -> bool:
+    """The test has an effect but no variance at all (a standard error of 0: every seed and sentence scored the
+    same): it has no interval and no p, and the report prints the effect alone."""
+    return test.effect is not None and test.se == 0
 
 
 def _power_text(cv: ComparisonVerdict) -> str:
@@ -67,7 +76,7 @@ def _power_text(cv: ComparisonVerdict) -> str:
 
 def _scale_text(cv: ComparisonVerdict) -> str:
     ratio = paper_ratio(cv)
-    return f", ours {ratio:.1f}x" if ratio is not None else ""
+    return f", ours {ratio_text(ratio)}" if ratio is not None else ""
 
 
 def _budget_text(comp: Comparison, budget: BudgetVerdict, several: bool) -> str:
@@ -75,8 +84,9 @@ def _budget_text(comp: Comparison, budget: BudgetVerdict, several: bool) -> str:
     test = budget.test
     assert test is not None and test.effect is not None
     digits = METRICS[comp.metric].digits
-    lo, hi = test.ci
-    text = f"{test.effect:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+    text = effect_text(test, digits)
+    if no_variance(test):  # no interval and no p: every seed and sentence scored the same
+        return f"{budget_label(budget.fraction)} {text}" if several else text
     if comp.expect == "same":
         p = f"margin ±{comp.margin:g}, p(TOST) {p_text(test.p_tost(comp.margin or 0.0))}"
     elif comp.expect == "no_worse":
@@ -85,6 +95,17 @@ def _budget_text(comp: Comparison, budget: BudgetVerdict, several: bool) -> str:
     else:
         p = f"p {p_text(test.p)}"
     return f"{budget_label(budget.fraction)} {text} {p}" if several else f"{text}, {p}"
+
+
+def effect_text(test: RowTest, digits: int) -> str:
+    """'-0.62 [-1.40, +0.16]': the effect and its 95% interval; a test with no variance at all has no interval
+    ('+0.00 (no variance)': '+0.00 [-0.00, +0.00]' read as a bug)."""
+    assert test.effect is not None
+    effect = f"{0.0 if round(test.effect, digits) == 0 else test.effect:+.{digits}f}"
+    if no_variance(test):
+        return f"{effect} (no variance)"
+    lo, hi = test.ci
+    return f"{test.effect:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
 def p_text(p: float | None) -> str:
@@ -107,6 +128,8 @@ __all__ = [  # claims as data from ablations.study.claims, their verdicts from a
     "claim_verdict",
     "comparison_text",
     "comparison_verdict",
+    "effect_text",
+    "no_variance",
     "paper_ratio",
     "judge",
     "load_claims",

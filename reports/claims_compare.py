@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ablate.ablations.statistics import budget_label
+from ablate.ablations.statistics import budget_label, ratio_text
 from ablate.reports.claims import ClaimVerdict
 from ablate.reports.table import ReportTable
-from ablate.reports.trend import Effect, effect_of, study_labels
+from ablate.reports.trend import Effect, effect_of, interval_text, study_labels
 from ablate.reports.writers import Context, writer
 
 
@@ -98,9 +98,8 @@ def effect_text(effect: Effect) -> str:
     """'C1 -11.50 [-20.68, -2.33] (4.2x the paper's)'; 'C1 untested' without trials."""
     if effect.effect is None:
         return f"{effect.row} untested"
-    d = effect.digits
-    text = f"{effect.row} {effect.effect:+.{d}f} [{effect.low:+.{d}f}, {effect.high:+.{d}f}]"
-    return f"{text} ({effect.paper_ratio:.1f}x the paper's)" if effect.paper_ratio is not None else text
+    text = f"{effect.row} {interval_text(effect)}"
+    return f"{text} ({ratio_text(effect.paper_ratio)} the paper's)" if effect.paper_ratio is not None else text
 
 
 def side_text(side: Side | None) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ablate.ablations.statistics import ALPHA, PLATEAU_BLEU, PLATEAU_PPL, POWER, SOURCE_RATIO_MIN, budget_label
-from ablate.reports.cells import field_text, has_test, readers_text, table_devices
+from ablate.reports.cells import field_text, has_test, readers_text
 from ablate.reports.claims import ClaimVerdict
 from ablate.reports.compare import short_value
 from ablate.reports.table import ReportTable
@@ -24,14 +24,22 @@ PPL_CAVEAT = (
 )
 
 
+def machines_text(table: ReportTable) -> str:
+    """', every trial on cpu (1 thread), torch 2.13.0+cpu, AVX512 kernels', or where they differ ', trials on A (40
+    trials), B (1 trial)': the devices, torch versions and kernel sets the complete trials ran on."""
+    if len(table.machines) == 1:
+        return f", every trial on {next(iter(table.machines))}"
+    said = "; ".join(f"{m} ({n} trial{'s' if n != 1 else ''})" for m, n in table.machines.items())
+    return f", trials on {said}" if said else ""
+
+
 def legend(table: ReportTable, corpus: str | None = None) -> list[str]:
     """The lines a reader needs under the table: how to read it, then the notes and every failure in full.
     `corpus` names the data the study trained on (see `reports.build.describe_corpus`)."""
     seeds = ", ".join(str(s) for s in table.seeds)
     data = f", corpus {corpus}" if corpus else ""
     test = " BLEU (test): on the test set, from each trial's final weights." if has_test(table) else ""
-    devices = table_devices(table)
-    device = f", every trial on {devices[0]}" if len(devices) == 1 else ""
+    device = machines_text(table)
     lines = [
         f"Study '{table.study}', preset '{table.preset}'{data}, seeds {seeds}{device}; results from {table.out_dir}.",
         "PPL, BLEU and chrF on the dev set: mean ± sample standard deviation over the complete seeds; "

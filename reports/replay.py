@@ -12,7 +12,16 @@ from pathlib import Path
 
 from ablate.ablations.results import load_results
 from ablate.ablations.results import looks as evidence_looks
-from ablate.ablations.statistics import N_SAMPLES, ErrorControl, Look, RowLook, comparison_key, controls_of, walk
+from ablate.ablations.statistics import (
+    N_SAMPLES,
+    STATES,
+    ErrorControl,
+    Look,
+    RowLook,
+    comparison_key,
+    controls_of,
+    walk,
+)
 from ablate.reports.sequential import ERROR_CONTROLS
 
 
@@ -101,7 +110,8 @@ def summary(result: Replay) -> str:
     how = ERROR_CONTROLS[result.error]
     lines = [f"sequential design: min_seeds {result.min_seeds}, max_seeds {result.max_seeds}, {how}"]
     for i, look in enumerate(result.looks, start=1):
-        states = {k: [r for r, s in look.rows.items() if s.state == k] for k in ("decided", "open", "out_of_reach")}
+        states = {k: [r for r, s in look.rows.items() if s.state == k] for k in STATES}
+        states = {k: v for k, v in states.items() if v or k in ("decided", "open", "out_of_reach")}
         lines.append(
             f"look {i} (levels up to {look.level:.4f}): {sum(look.seeds.values())} trials; "
             + "; ".join(f"{k.replace('_', ' ')}: {', '.join(v) or '-'}" for k, v in states.items())

@@ -15,6 +15,7 @@ from ablate.ablations.results import finished_seeds, looks
 from ablate.ablations.statistics import (
     DECIDING_SEEDS,
     FUTILITY,
+    STATES,
     ErrorControl,
     Sequential,
     Walk,
@@ -107,7 +108,7 @@ def method_note(walked: Walk, meta: Mapping, max_seeds: int, error: ErrorControl
     each row stopped."""
     looks = []
     for i, look in enumerate(walked.looks, start=1):
-        by = {k: [r for r, s in look.rows.items() if s.state == k] for k in ("decided", "open", "out_of_reach")}
+        by = {k: [r for r, s in look.rows.items() if s.state == k] for k in STATES}
         said = "; ".join(f"{k.replace('_', ' ')} {', '.join(v)}" for k, v in by.items() if v)
         levels = f"levels {min(look.levels.values()):.4f} to {look.level:.4f}" if look.levels else "nothing tested"
         looks.append(f"look {i} at {sum(look.seeds.values())} trials, {levels}: {said or 'nothing'}")

@@ -23,6 +23,7 @@ from ablate.ablations.results import (
     StudyResults,
     TrialStatus,
     chrf_signature,
+    machines_of,
     source_ratios,
     study_claims,
     study_verdicts,
@@ -243,6 +244,9 @@ class ReportTable:
     base_other: dict[str, Any] = field(default_factory=dict)
     """The base's own values of the fields some row changes outside the paper's columns ('section.field' -> value):
     what a row's 'other' differences are changed from (the legend names them)."""
+    machines: dict[str, int] = field(default_factory=dict)
+    """What the complete trials ran on ('cpu (1 thread), torch 2.13.0+cpu, AVX512 kernels': `Machine.text`) -> how
+    many did, the most first."""
 
     def groups(self) -> list[tuple[str, list[ReportRow]]]:
         """Consecutive rows of the same group, in display order."""
@@ -350,6 +354,7 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
         fractions=results.fractions,
         withheld=results.meta.get("pipeline_check") or None,
         base_other=_base_other(rows, base_config),
+        machines=_machines(results),
     )
     evidence = study_verdicts(results, claims, n_samples=n_samples, paper=_paper_numbers(rows)) if base_row else None
     if base_row is not None and evidence is not None:
@@ -358,6 +363,12 @@ def build_table(results: StudyResults, *, n_samples: int = N_SAMPLES, claims: li
     elif claims:
         notes.append("claims not judged: the study has no base row with a complete trial")
     return table
+
+
+def _machines(results: StudyResults) -> dict[str, int]:
+    """What the complete trials ran on (device, torch version, kernel set) -> how many did, the most first."""
+    found = machines_of(r for spec in results.rows for r in results.records(spec.name))
+    return {machine.text(): n for machine, n in found.most_common()}
 
 
 def _base_other(rows: list[ReportRow], base_config: dict[str, Any]) -> dict[str, Any]:
@@ -442,7 +453,7 @@ def _report_row(results: StudyResults, spec, base_spec, base_config: dict, paper
         paper=_paper_row(spec) or paper.get(spec.name),
         wall_time_s=_mean(records, "wall_time_s"),
         tokens_per_sec=_mean(records, "tokens_per_sec"),
-        devices=sorted({str(r.metrics["device"]) for r in records if r.metrics.get("device")}),
+        devices=sorted({device for r in records if (device := r.device)}),
     )
 
 

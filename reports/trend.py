@@ -295,14 +295,23 @@ def rung_header(rung: Rung) -> str:
     return f"{rung.label}, base {rung.params_m:.3g}M"
 
 
+def interval_text(point: Effect) -> str:
+    """'-22.12 [-26.22, -18.02]': the effect at T with its 95% interval; '+0.00 (no variance)' where every seed and
+    sentence scored the same (the interval is the effect itself: no interval)."""
+    assert point.effect is not None and point.low is not None and point.high is not None
+    d = point.digits
+    if point.low == point.high:
+        return f"{0.0 if round(point.effect, d) == 0 else point.effect:+.{d}f} (no variance)"
+    return f"{point.effect:+.{d}f} [{point.low:+.{d}f}, {point.high:+.{d}f}]"
+
+
 def point_text(point: Effect | None, used: bool) -> str:
     """'-22.12 [-26.22, -18.02] 10.5x, reproduced'; a rung left out of the trend says why in brackets."""
     if point is None:
         return "not in this study"
     if point.effect is None or point.low is None or point.high is None:
         return f"untested ({point.verdict})" if point.verdict != "untested" else "untested"
-    d = point.digits
-    text = f"{point.effect:+.{d}f} [{point.low:+.{d}f}, {point.high:+.{d}f}]"
+    text = interval_text(point)
     if point.paper_ratio is not None:
         text += f" {ratio_text(point.paper_ratio)}"
     text += f", {point.verdict}"
@@ -395,6 +404,7 @@ __all__ = [
     "distinct_sizes",
     "require_sizes",
     "effect_of",
+    "interval_text",
     "size_trend",
     "study_labels",
     "summary_line",

@@ -39,6 +39,7 @@ BUILTIN_MODULES = (
     "ablate.reports.jsonfile",
     "ablate.reports.htmlpage",
     "ablate.reports.claims_compare",
+    "ablate.reports.terminal",
 )
 """The modules whose writers every command offers (imported on the registry's first read), in the order their
 formats are offered and written, whichever of them was imported first."""

@@ -114,7 +114,7 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
             f"{len(unqueued)} row(s) not queued by any sweep: {', '.join(unqueued)} "
             "(the sweep without --rows trains them)"
         )
-    from ablate.ablations.statistics.sequential import Sequential, rows_of
+    from ablate.ablations.statistics.sequential import NO_VERDICT, Sequential, rows_of
 
     stored = Sequential.from_json(spec.get("allocation"))
     if stored is not None:
@@ -143,7 +143,8 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
                 else f"; {ended} so far, the queue grows while a row is open"
             )
         )
-        lines += [f"  {row}: {decision.states[row].replace('_', ' ')}, {why}" for row, why in decision.why.items()]
+        if set(decision.states.values()) != {NO_VERDICT}:  # else the line above says it of every row
+            lines += [f"  {row}: {decision.states[row].replace('_', ' ')}, {why}" for row, why in decision.why.items()]
     return lines
 
 

@@ -225,45 +225,12 @@ def main(argv: list[str]) -> int:
 
 
 def _report(plan) -> None:
-    """The report of a finished sweep, by `ablate report` (which prints the table); a report that fails says why in
-    one line, and the sweep still succeeds. The storage is passed on: study.json's URL keeps no password."""
+    """The report of a finished sweep, by `ablate report`, which prints what its files say first (the verdicts and a
+    compact table: reports/terminal.py) and where they are; a report that fails says why in one line, and the sweep
+    still succeeds. The storage is passed on: study.json's URL keeps no password."""
     from ablate.ablations.cli import run_command
 
     try:
-        run_command("report", [str(plan.out), "--wandb", "--storage", plan.storage, "--quiet"])
+        run_command("report", [str(plan.out), "--wandb", "--storage", plan.storage])
     except AblateError as err:
         print(f"report: {err}", file=sys.stderr)
-        return
-    print(verdict_summary(plan.out))
-
-
-def verdict_summary(out: Path) -> str:
-    """The end of a sweep in a few lines: what the report says first (a study that gives no verdict says so and why),
-    each claim's verdict with its rows' effects at T, and where the whole table is (the report's own JSON, read as
-    data: the command does not import the reports)."""
-    import json
-
-    reports = sorted((out / "report").glob("*.json"), key=lambda p: p.stat().st_mtime)
-    if not reports:
-        return f"the report of {out} has no table; ablate report {out} says why"
-    table = json.loads(reports[-1].read_text(encoding="utf-8"))
-    claims: dict[str, list[dict]] = {}
-    for line in table.get("claims") or []:
-        claims.setdefault(line["claim"], []).append(line)
-    lines = list(table.get("headline") or [])  # what the report says first: no verdicts at all, or effects' regime
-    lines.append(f"verdicts ({len(claims)} claims, effects at T with 95% intervals):" if claims else "no claims tested")
-    for claim, parts in claims.items():
-        effects = ", ".join(
-            f"{_label(p)} {p['effect']:+.2f} [{p['ci_low']:+.2f}, {p['ci_high']:+.2f}]" if p.get("effect") is not None
-            else f"{_label(p)} -" for p in parts
-        )  # fmt: skip
-        lines.append(f"  {claim}: {parts[0]['claim_verdict'].upper()} ({effects})")
-    md = reports[-1].with_suffix(".md")
-    lines.append(f"the whole table: {md if md.is_file() else reports[-1]} (ablate report {out} prints it)")
-    return "\n".join(lines)
-
-
-def _label(comparison: dict) -> str:
-    """'B1', or 'D3 ppl' for a comparison on another metric than BLEU."""
-    metric = comparison.get("metric", "bleu")
-    return comparison["row"] if metric == "bleu" else f"{comparison['row']} {metric}"

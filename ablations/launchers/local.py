@@ -40,6 +40,8 @@ class LocalLauncher:
         if launch.wait:
             raise AblateError("--wait goes with a launcher that submits jobs (--launcher slurm)")
         _check_hardware(plan)
+        for line in filter(None, (oversubscribed(launch.workers), resumed_elsewhere(plan))):
+            print(f"ablate sweep: warning: {line}", file=sys.stderr)
         if launch.dry_run:
             print(describe_plan(plan, launch.workers or default_workers(plan)))
             return 0
@@ -107,6 +109,9 @@ def describe_plan(plan: Plan, workers: int) -> str:
     tested = [c.id for c in plan.study.claims if any(cmp.row in {r.name for r in rows} for cmp in c.compare)]
     lines.append(f"  claims tested: {', '.join(tested) or 'none'}")
     cores = None if _gpus() else environment.cpu_cores()
+    threads = threads_each(workers)
+    lines.append(f"  workers: {workers} here, {threads} thread{'s' if threads != 1 else ''} each, on this machine's "
+                 f"{environment.cpu_cores()} core(s)")  # fmt: skip
     lines.append(f"  {progress.cost_line(plan, work, workers, cores)}")
     lines.append(f"  nothing was written; run it without --dry_run (output: {plan.out})")
     return "\n".join(lines)
@@ -205,6 +210,61 @@ def _gpus() -> int:
     import torch
 
     return torch.cuda.device_count()
+
+
+def threads_each(workers: int) -> int:
+    """The threads each local worker trains with: its equal share of the cores (`placement`) where there are
+    several, torch's own count (every core, or OMP_NUM_THREADS) for a lone one, which `worker.set_threads` leaves."""
+    if workers > 1:
+        return progress.threads_per_worker(environment.cpu_cores(), workers)
+    import torch
+
+    return torch.get_num_threads()
+
+
+def oversubscribed(workers: int | None) -> str | None:
+    """One line where `--workers` (None: the default, one per core, which fits) or the threads each would run with
+    ask for more threads than this machine's cores, with the count to use: threads that share a core run far slower
+    (a smoke trial 20x and more, measured beside another process on 2 cores); None where they fit."""
+    cores = environment.cpu_cores()
+    if workers is None:  # the default: one per core, each on its share (`default_workers`)
+        return None
+    if workers > cores:
+        return (
+            f"--workers {workers} on this machine's {cores} core(s): {workers} trials' threads share {cores} cores "
+            f"and run far slower than one per core; use --workers {cores}"
+        )
+    threads = threads_each(workers)
+    if workers * threads > cores:
+        return (
+            f"{workers} worker(s) of {threads} threads on this machine's {cores} core(s) share them and run far "
+            f"slower; set OMP_NUM_THREADS={max(1, cores // workers)}"
+        )
+    return None
+
+
+def resumed_elsewhere(plan: Plan) -> str | None:
+    """One line where the study's records in OUT ran on another torch version, kernel set (the CPU vector extension
+    torch chose) or device type than this machine: its new trials will differ from them within seed noise, and the
+    report's method note lists both. None for a new study, or records from a machine like this one."""
+    from ablate.ablations.results import Machine, differs, machines_of
+
+    records = ledger.read_records(plan.out) if Layout(plan.out).records_dir.is_dir() else []
+    if not records:
+        return None
+    import torch
+
+    accelerator = plan.run_config(plan.study.rows[0], 0).hardware.accelerator
+    cuda = bool(_gpus()) and accelerator != "cpu"
+    here = Machine(device="", torch=torch.__version__, kernels=torch.backends.cpu.get_cpu_capability(),
+                   device_type="cuda" if cuda else "cpu")  # fmt: skip
+    said = differs(machines_of(records), here)
+    if said is None:
+        return None
+    return (
+        f"{len(records)} record(s) in {Layout(plan.out).records_dir} name {said}: the trials this sweep runs may "
+        "differ from them within seed noise (the report's method note lists what each ran on)"
+    )
 
 
 COORDINATOR_GRACE_S = 15.0

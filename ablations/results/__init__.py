@@ -5,6 +5,7 @@
 - `load`: a study folder read as one object (`StudyResults`, `load_results`);
 - `scores`: each trial's dev scores at the sentence level, scored by sacreBLEU (and kept on disk);
 - `evidence`: the claims judged on a study folder, and the sequential design's looks over it;
+- `machines`: what the trials ran on (device, torch version, kernel set), and whether a machine differs from them;
 - `storage`: the Optuna storages (opening, the trial queue, the journal file, the parameters each trial carries).
 
 No torch, Lightning or W&B import here: the reports read it."""
@@ -71,6 +72,7 @@ from ablate.ablations.results.load import (  # noqa: F401 - the public face
     read_trial_states,
     resolve_out_dir,
 )
+from ablate.ablations.results.machines import Machine, differs, machines_of  # noqa: F401 - the public face
 from ablate.ablations.results.record import (  # noqa: F401 - the public face
     FULL,
     SEPARATOR,
@@ -106,6 +108,7 @@ __all__ = [
     "Decide",
     "Evidence",
     "Layout",
+    "Machine",
     "Record",
     "RowSpec",
     "State",
@@ -135,6 +138,8 @@ __all__ = [
     "load_results",
     "load_trials",
     "looks",
+    "machines_of",
+    "differs",
     "named_study",
     "no_record",
     "now",

@@ -241,8 +241,10 @@ class Record:
 
     @property
     def device(self) -> str | None:
-        """What it trained on ('cpu (1 threads)', 'NVIDIA H100 80GB HBM3', '8x ...')."""
-        return self.metrics.get("device")
+        """What it trained on ('cpu (2 threads)', 'cpu (1 thread)', 'NVIDIA H100 80GB HBM3', '8x ...'); a record
+        written as 'cpu (1 threads)' reads as 'cpu (1 thread)'."""
+        device = self.metrics.get("device")
+        return None if device is None else str(device).replace("(1 threads)", "(1 thread)")
 
     @property
     def wall_time_s(self) -> float | None:

@@ -38,11 +38,15 @@ from ablate.ablations.statistics.family import Sides, decide
 from ablate.ablations.statistics.significance import ALPHA, POWER, RowTest
 from ablate.ablations.statistics.verdicts import ClaimVerdict, ComparisonVerdict
 
-State = Literal["decided", "open", "out_of_reach", "failed"]
+State = Literal["decided", "open", "out_of_reach", "no_verdict", "failed"]
 """Where a row stands after a look: every comparison decided, one still open (it gets a seed), none open and one
-that more seeds up to max_seeds would not settle, or stopped because its trials failed (`failed_rows`)."""
-STATES: tuple[State, ...] = ("decided", "open", "out_of_reach", "failed")
+that more seeds up to max_seeds would not settle, none because the study gives no verdict at all (a pipeline check,
+a base that learnt nothing: `ComparisonVerdict.withheld`), or stopped because its trials failed (`failed_rows`)."""
+STATES: tuple[State, ...] = ("decided", "open", "out_of_reach", "no_verdict", "failed")
 FAILED: State = "failed"
+NO_VERDICT: State = "no_verdict"
+WITHHELD = "the study gives none"
+"""Why a row of a study that gives no verdict at all stopped (`NO_VERDICT`); the report's first line says why."""
 
 
 ErrorControl = Literal["spending", "confseq"]
@@ -222,7 +226,7 @@ class RowLook:
     seeds: int
     """Its complete seeds at this look."""
     state: State
-    """decided, open (gets one more seed) or out of reach (stops undecided)."""
+    """decided, open (gets one more seed), out of reach (stops undecided) or no verdict (the study gives none)."""
     why: str = ""
     """Why it stopped or goes on, for the report's method note."""
     verdicts: dict[str, str] = field(default_factory=dict)
@@ -404,6 +408,7 @@ def walk(
         seeds = target
         chosen = {r: tuple(list(have.get(r, []))[:n]) for r, n in seeds.items()}
         verdicts = {comparison_key(cv.comparison): cv for claim in judged(chosen) for cv in claim.comparisons}
+        withheld = any(cv.withheld for cv in verdicts.values())  # the study gives no verdict: no row decides
         looked = {k: cv for k, cv in verdicts.items() if states.get(cv.comparison.row, "open") == "open"
                   and cv.comparison.row in seeds}  # fmt: skip
         family, at, reach = _tested_now(looked, decided, history, most, controls, max_seeds)
@@ -420,7 +425,7 @@ def walk(
                 if looks and r in looks[-1].rows:  # stopped at an earlier look: as it stood then
                     found[r] = looks[-1].rows[r]
                 continue
-            found[r] = _row_now(found.get(r), r, seeds[r], archive and seeds[r] >= len(have[r]))
+            found[r] = _row_now(found.get(r), r, seeds[r], archive and seeds[r] >= len(have[r]), withheld)
             states[r] = found[r].state
         looks.append(Look(seeds=dict(seeds), levels={k: t.level for k, t in tested.items()}, rows=found))
 
@@ -453,10 +458,13 @@ def _tested_now(
     return family, at, reach
 
 
-def _row_now(look: RowLook | None, row: str, seeds: int, run_out: bool) -> RowLook:
-    """A row still open before this look, after it: a row no claim names is decided, and over an archive a row
-    whose seeds `run_out` cannot stay open."""
-    look = look or RowLook(row=row, seeds=seeds, state="decided", why="no claim names it")
+def _row_now(look: RowLook | None, row: str, seeds: int, run_out: bool, withheld: bool) -> RowLook:
+    """A row still open before this look, after it: a row no claim names is decided (in a study that gives no
+    verdict at all, `withheld`, it has none, as every row), and over an archive a row whose seeds `run_out` cannot
+    stay open."""
+    if look is None:
+        state, why = (NO_VERDICT, WITHHELD) if withheld else ("decided", "no claim names it")
+        look = RowLook(row=row, seeds=seeds, state=state, why=why)
     if run_out and look.state == "open":
         return replace(look, state="out_of_reach", why="the archive has no more seeds of it")
     return look
@@ -488,9 +496,14 @@ def _row_looks(
         excluded = [w for b in cv.budgets for w in b.excluded]
         if key in decided:
             state, why, verdict = "decided", f"{decided[key]} at level {levels[key]:.4f}", decided[key]
-        elif cv.sides is None and (excluded or cv.withheld):  # an excluded row, or a study that judges nothing
-            cause = "; ".join(excluded) or "the study gives none"  # (a smoke run, a base that learnt nothing)
-            state, why, verdict = "out_of_reach", f"no verdict whatever its seeds: {cause}", "inconclusive"
+        elif cv.withheld:  # a study that judges nothing (a smoke run, a base that learnt nothing)
+            state, why, verdict = NO_VERDICT, WITHHELD, "inconclusive"
+        elif cv.sides is None and excluded:  # a diverged or untrainable row
+            state, why, verdict = (
+                "out_of_reach",
+                f"no verdict whatever its seeds: {'; '.join(excluded)}",
+                "inconclusive",
+            )
         elif key not in at or n < 2:
             state, why, verdict = "open", "undecided", "inconclusive"
         else:
@@ -505,7 +518,10 @@ def _row_looks(
     for row, comps in found.items():
         n = seeds.get(row, 0)
         kinds = [s for _, s, _, _ in comps]
-        state: State = "open" if "open" in kinds else "out_of_reach" if "out_of_reach" in kinds else "decided"
+        state: State = (
+            "open" if "open" in kinds else "out_of_reach" if "out_of_reach" in kinds
+            else NO_VERDICT if NO_VERDICT in kinds else "decided"
+        )  # fmt: skip
         why = next(w for _, s, w, _ in comps if s == state)
         if state == "open" and n >= max_seeds:
             state, why = "out_of_reach", f"still open at max_seeds ({max_seeds})"
@@ -531,6 +547,7 @@ __all__ = [
     "DECIDING_SEEDS",
     "FAILED",
     "FUTILITY",
+    "NO_VERDICT",
     "STATES",
     "Decision",
     "ErrorControl",

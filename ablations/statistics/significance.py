@@ -227,7 +227,7 @@ def compare(
         notes.append("no per-sentence statistics: sentence noise not counted")
     else:
         variance += se_sent**2
-    se = math.sqrt(variance)
+    se = _beyond_roundoff(math.sqrt(variance), [s.score for s in (*mine, *theirs)])
     # Welch-Satterthwaite: only the seed part is estimated from few values; the bootstrap part is known well.
     df = (
         math.inf
@@ -256,6 +256,17 @@ def compare(
         seed_vars=None if se_seeds is None else (float(noise.row_var or 0.0), float(noise.ref_var or 0.0)),
         notes=tuple(notes),
     )
+
+
+ROUNDOFF = 1e-6
+"""A standard error below this share of the scores' size is round-off (the moderated seed variance of rows whose
+seeds all scored the same is about 1e-15, an SE of 1e-8, not 0): the test has no variance (`_beyond_roundoff`)."""
+
+
+def _beyond_roundoff(se: float, scores: list[float]) -> float:
+    """`se`, or 0 where it is round-off: every seed and sentence of both rows scored the same (models that learnt
+    nothing all score BLEU 0), so there is no interval and no test, not one of width 1e-8."""
+    return 0.0 if se <= ROUNDOFF * max([1.0, *(abs(x) for x in scores)]) else se
 
 
 def _sentence_se(

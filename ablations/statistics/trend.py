@@ -16,8 +16,8 @@ little)."""
 
 
 def ratio_text(ratio: float) -> str:
-    """'10.5x', '-0.8x'."""
-    return f"{ratio:.1f}x"
+    """'10.5x', '-0.8x'; '0.0x', never '-0.0x', for a ratio that rounds to zero."""
+    return f"{0.0 if round(ratio, 1) == 0 else ratio:.1f}x"
 
 
 def classify(points: Sequence[tuple[float, float, float, float | None]], labels: Sequence[str]) -> tuple[Trend, str]:

@@ -291,16 +291,47 @@ def _across_budgets(
         return "inconclusive", f"no verdict: {'; '.join(excluded)}"
     if untested := [budget_label(b.fraction) for b in budgets if b.verdict == "untested"]:
         return "inconclusive", f"no complete trials to compare at {', '.join(untested)}"
+    if still := [budget_label(b.fraction) for b in budgets if b.test is not None and b.test.se == 0]:
+        return (
+            "inconclusive",
+            f"nothing to test: every seed and sentence of both rows scored the same at {', '.join(still)}",
+        )
     if len(verdicts) == 1 and verdicts <= {"reproduced", "contradicted"}:
         return budgets[0].verdict, ""
     if verdicts & {"reproduced", "contradicted"}:
         by = ", ".join(f"{b.verdict} at {budget_label(b.fraction)}" for b in budgets)
         return "inconclusive", f"budget-sensitive: {by}"
-    return "inconclusive", _undetected(comp, budgets[-1].test, paper_delta, metric, family)
+    nominal = _nominal(budgets, family)
+    undetected = _undetected(comp, budgets[-1].test, paper_delta, metric, family, decisive=bool(nominal))
+    return "inconclusive", "; ".join(why for why in (nominal, undetected) if why)
 
 
-def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | None, spec: Metric, family: int) -> str:
-    """Why a test at the full budget found nothing, told with its minimum detectable effect."""
+def _nominal(budgets: tuple[BudgetVerdict, ...], family: int) -> str:
+    """Why a comparison that a budget's own p (at ALPHA, as the report prints it) would decide is inconclusive: the
+    other budgets disagree ('T/2 disagrees: inconclusive there'), or every budget agrees but not at the level the
+    study's family holds it to. '' when no budget's p alone decides it."""
+    ways = [b.sides.at(ALPHA) if b.sides is not None else None for b in budgets]
+    decisive = {w for w in ways if w is not None}
+    if len(decisive) != 1:
+        return ""  # none (an effect too small for the test), or both ways (the budgets disagree at 0.05)
+    way = decisive.pop()
+    labels = [budget_label(b.fraction) for b in budgets]
+    others = [(label, w) for label, w in zip(labels, ways, strict=True) if w != way]
+    if others:
+        agree = ", ".join(label for label, w in zip(labels, ways, strict=True) if w == way)
+        said = ", ".join(f"{w or 'inconclusive'} at {label}" for label, w in others)
+        verb = "disagrees" if len(others) == 1 else "disagree"
+        return f"{', '.join(label for label, _ in others)} {verb}: {way} at {agree} by its own p, {said}"
+    every = "by each budget's own p" if len(budgets) > 1 else "by its own p"
+    return f"above the family's level: {way} {every} at {ALPHA:g}, not at the level its family of {family} holds it to"
+
+
+def _undetected(
+    comp: Comparison, test: RowTest | None, paper_delta: float | None, spec: Metric, family: int, *, decisive: bool
+) -> str:
+    """Why a test at the full budget found nothing, told with its minimum detectable effect; `decisive`: a budget's
+    own p decides it (`_nominal` says why it is inconclusive: its 95% interval does not cross an equivalence
+    margin)."""
     mde = test.detectable(ALPHA / max(family, 1)) if test is not None else None  # at the family's level
     if test is None or test.effect is None or mde is None:
         return ""
@@ -309,7 +340,7 @@ def _undetected(comp: Comparison, test: RowTest | None, paper_delta: float | Non
         margin = f"±{comp.margin:g}" if comp.expect == "same" else f"of {comp.margin:g} (no worse)"
         if mde >= (comp.margin or 0.0):
             return f"too noisy to tell (detectable: {detectable}, wider than the margin {margin})"
-        return f"the interval crosses the margin {margin} (detectable: {detectable})"
+        return "" if decisive else f"the interval crosses the margin {margin} (detectable: {detectable})"
     if paper_delta is not None and mde > abs(paper_delta):
         return f"too noisy to tell (detectable: {detectable})"
     if abs(test.effect) < mde:

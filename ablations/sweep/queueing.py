@@ -14,7 +14,7 @@ import sys
 from ablate.ablations.results import ledger
 from ablate.ablations.results.record import Layout
 from ablate.ablations.results.storage.queue import Queue
-from ablate.ablations.statistics.sequential import STATES, Decision
+from ablate.ablations.statistics.sequential import FAILED, NO_VERDICT, STATES, WITHHELD, Decision
 from ablate.ablations.sweep.plan import Plan
 from ablate.data.atomic import write_json_atomic
 
@@ -74,16 +74,21 @@ def failure_log(plan: Plan, row: str) -> str:
 
 
 def describe_decision(decision: Decision) -> str:
-    """Rows by where they stand after the last look, in one line: 'decided B1, C4; open C1; out of reach -'."""
+    """Rows by where they stand after the last look, in one line: 'decided B1, C4; open C1; out of reach -' (no
+    verdict and failed only where a row is); in a study that gives no verdict at all, 'no verdict for any row (the
+    study gives none)'."""
     by = {
         k: [row for row, s in decision.states.items() if s == k]
         for k in STATES
-        if k != "failed" or k in decision.states.values()
+        if k not in (NO_VERDICT, FAILED) or k in decision.states.values()
     }
     waiting = [row for row in decision.seeds if row not in decision.states and row not in decision.controls]
-    text = "; ".join(f"{k.replace('_', ' ')} {', '.join(v) or '-'}" for k, v in by.items())
     if len(waiting) > 6:  # before the first look, every row: a count says it
         return f"{len(waiting)} rows not looked at yet"
+    if decision.states and set(decision.states.values()) == {NO_VERDICT}:
+        why = "a pipeline check, or a base that learnt nothing: the report says which"
+        return f"no verdict for any row: {WITHHELD} ({why})"
+    text = "; ".join(f"{k.replace('_', ' ')} {', '.join(v) or '-'}" for k, v in by.items())
     return text + (f"; not looked at yet {', '.join(waiting)}" if waiting else "")
 
 

@@ -243,7 +243,9 @@ def device_name(trainer: pl.Trainer) -> str:
     if trainer.strategy.root_device.type == "cuda":
         name = torch.cuda.get_device_name(trainer.strategy.root_device)
         return f"{trainer.world_size}x {name}" if trainer.world_size > 1 else name
-    return f"cpu ({torch.get_num_threads()} threads)" + (f" x{trainer.world_size}" if trainer.world_size > 1 else "")
+    threads = torch.get_num_threads()
+    said = f"cpu ({threads} thread{'s' if threads != 1 else ''})"
+    return said + (f" x{trainer.world_size}" if trainer.world_size > 1 else "")
 
 
 def kernels_ran_on(trainer: pl.Trainer) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """`ablate report`: Table 3 rebuilt from a results directory (finished or still running), beside the paper.
 
-Writes every registered format (`reports.writers`: Markdown, LaTeX (booktabs), CSV, JSON and one self-contained HTML
-page), plus the plots (PNG and SVG), and optionally logs the table and plots to W&B. Reads results only: no training
+Writes every registered format (`reports.writers`: Markdown, LaTeX (booktabs), CSV, JSON, one self-contained HTML
+page and the text a terminal gets), plus the plots (PNG and SVG), and optionally logs the table and plots to W&B.
+Prints that text (the verdicts and a table in 100 columns) and where the files are. Reads results only: no training
 code is imported.
 """
 
@@ -61,7 +62,9 @@ def build_parser():
     )
     parser.add_argument("--no_plots", action="store_true", help="skip the plots (the HTML page then has none)")
     parser.add_argument("--samples", type=int, default=N_SAMPLES, help="bootstrap resamples of the significance test")
-    parser.add_argument("--quiet", action="store_true", help="do not print the Markdown table")
+    parser.add_argument(
+        "--quiet", action="store_true", help="print only where the files are, not the verdicts and the compact table"
+    )
     parser.add_argument(
         "--claims",
         default=None,
@@ -106,8 +109,8 @@ def main(argv: list[str]) -> int:
         columns=columns,
         rows=args.rows,
     )
-    if "md" in written and not args.quiet:
-        print(written["md"].read_text(encoding="utf-8"))
+    if "text" in written and not args.quiet:  # the verdicts and a compact table; the files hold the rest
+        print(written["text"].read_text(encoding="utf-8"))
     files = [f"  {key:<6} {path}" for key, path in written.items() if not key.startswith("plot:")]
     n_plots = sum(key.startswith("plot:") and not key.endswith(".svg") for key in written)
     print(f"report of {out_dir}:")

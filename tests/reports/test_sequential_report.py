@@ -81,3 +81,22 @@ def test_status_says_where_each_row_stands_and_which_rows_no_sweep_queued(tmp_pa
     assert "A1  " not in text.split("not queued")[0]  # not listed as pending trials in the table
     assert "sequential design, 2 to 4 seeds a row; after 2 look(s): decided C1" in text
     assert "  C1: decided, reproduced at level 0.0" in text and "  E1: out of reach, conditional power" in text
+
+
+def test_a_study_that_gives_no_verdict_says_no_verdict_for_every_row_at_its_looks_never_decided(tmp_path, capsys):
+    """A smoke run's looks once printed 'decided A3' (a row no claim names) beside 'out of reach' for the claimed
+    rows, while its report said that nothing is tested: every row of a study that gives no verdict has none, in
+    `ablate status` (the sweep's look lines say the same: `describe_decision`) and in the report's method note."""
+    from ablate.ablations.cli import main
+
+    rows = [r for r in fx.TABLE3_ROWS if r[0] in ("base", "A3", "C1", "E1")]  # A3: no claim names it
+    meta = {"claims": CLAIMS, "allocation": DESIGN, "pipeline_check": "the smoke preset is a pipeline check"}
+    out = fx.make_study(tmp_path / "out", rows=rows, seeds=(0, 1, 2), meta=meta)
+    assert main(["status", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "after 1 look(s): no verdict for any row: the study gives none" in text, text
+    assert "decided" not in text and "out of reach" not in text
+    assert main(["report", str(out), "--format", "md", "--no_plots", "--samples", "50", "--quiet"]) == 0
+    note = next(line for line in (out / "report" / "table3-smoke.md").read_text().splitlines() if "look 1 at" in line)
+    assert "look 1 at 7 trials, nothing tested: no verdict C1, E1." in note, note
+    assert "C1 2 seeds, no verdict (the study gives none)" in note and "decided" not in note.split("Rows:")[1]

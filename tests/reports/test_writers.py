@@ -28,7 +28,7 @@ def test_a_format_registered_in_one_function_is_accepted_and_written(registry, o
     def to_rows(table, ctx: Context) -> str:
         return "".join(f"{row.name} ({ctx.corpus})\n" for row in table.rows)
 
-    assert "rows (one row name per line)" in report.build_parser().format_help()
+    assert "rows (one row name per line)" in " ".join(report.build_parser().format_help().split())
     assert ablate(["report", str(out), "--format", "rows,md", "--out", str(tmp_path / "rep"), "--quiet"]) == 0
     assert "table3-smoke.rows.txt" in capsys.readouterr().out
     assert (tmp_path / "rep" / "table3-smoke.rows.txt").read_text() == "".join(
@@ -48,7 +48,7 @@ def test_unknown_format_is_one_line_and_exit_2(registry, out, capsys):
 
 
 def test_both_commands_take_choices_and_help_from_the_registry(registry):
-    assert writers.format_names() == ["md", "tex", "csv", "json", "html"]  # claims.csv goes along with csv
+    assert writers.format_names() == ["md", "tex", "csv", "json", "html", "text"]  # claims.csv goes along with csv
     assert writers.format_names("comparison") == ["text", "md", "csv", "json"]
     assert writers.parse_formats("Markdown, .tex,latex") == ["md", "tex"]
     report_help = report.build_parser().format_help()

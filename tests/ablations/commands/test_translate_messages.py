@@ -50,3 +50,21 @@ def test_a_line_longer_than_the_model_was_trained_on_is_said_once(learned, capsy
     assert "line 3: 999" in err and (("cut to its first 255" in err) == learned)
     _warn_long([[5] * 255], max_len=256, learned=learned)
     assert capsys.readouterr().err == ""
+
+
+def test_a_beam_wider_than_the_vocabulary_or_over_64_is_said_in_one_line_and_decodes(finished_sweep, tmp_path, capsys):
+    """`--beam 1000` ran for 42 s and 1.76 GB on 20 lines with no word that no beam that wide helps."""
+    model = finished_sweep / "trials" / "ok1__seed0" / "model.pt"
+    source = tmp_path / "source.txt"
+    source.write_text("the house\n")
+    vocabulary = 300  # tests/ablations/studies/sweep_rows.yaml's data.vocab_size
+    for beam, said in ((vocabulary + 1, f"wider than the model's vocabulary of {vocabulary} subwords"),
+                       (65, "over 64"), (4, None)):  # fmt: skip
+        assert main(["translate", str(model), "--input", str(source), "--beam", str(beam)]) == 0
+        printed = capsys.readouterr()
+        assert len(printed.out.splitlines()) == 1  # it still translates
+        warned = [line for line in printed.err.splitlines() if "warning" in line]
+        if said is None:
+            assert not warned, warned
+        else:
+            assert len(warned) == 1 and f"--beam {beam} is {said}" in warned[0], printed.err

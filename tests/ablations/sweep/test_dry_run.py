@@ -24,3 +24,28 @@ def test_a_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys, monkeypa
                      "--out", str(out)]) == 0  # fmt: skip
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].endswith("2 rows, fixed design, 2 seed(s) a row (dry run)") and not out.exists()
+
+
+def test_more_workers_than_cores_is_said_in_one_line_with_the_count_to_use_and_the_plan_states_its_threads(
+    tmp_path, capsys
+):
+    """`--workers 3` on a 2-core machine got no word, and its trials' threads ran 20-50x slower: one warning line
+    names the cores and the count to use, and the dry run states the workers and the threads each gets."""
+    from ablate.ablations.runtime.environment import cpu_cores
+
+    cores = cpu_cores()
+    argv = ["sweep", "table3", "--preset", "smoke", "--out", str(tmp_path / "study"), "--dry_run"]
+    assert cli.main([*argv, "--workers", str(cores + 1)]) == 0
+    printed = capsys.readouterr()
+    assert printed.err.splitlines() == [
+        f"ablate sweep: warning: --workers {cores + 1} on this machine's {cores} core(s): {cores + 1} trials' threads "
+        f"share {cores} cores and run far slower than one per core; use --workers {cores}"
+    ]
+    assert f"  workers: {cores + 1} here, 1 thread each, on this machine's {cores} core(s)" in printed.out.splitlines()
+    assert cli.main(argv) == 0  # the default: one worker a core, each on its share of them
+    printed = capsys.readouterr()
+    assert "warning" not in printed.err
+    workers = min(cores, 41)  # a worker a core, at most one a trial (41 at the first look)
+    threads = "1 thread" if workers > 1 else None
+    line = next(line for line in printed.out.splitlines() if line.startswith("  workers: "))
+    assert line.startswith(f"  workers: {workers} here, ") and (threads is None or threads in line), line

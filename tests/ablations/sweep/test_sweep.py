@@ -201,6 +201,34 @@ def test_rerunning_a_finished_sweep_does_nothing(finished, sweeps):
     assert again.returncode == 0 and "worker process(es) started" not in again.stderr, again.stderr[-3000:]
 
 
+@pytest.mark.slow
+def test_a_sweep_resumed_on_another_torch_version_says_so_in_one_line_and_the_report_names_both(
+    finished, sweeps, tmp_path, capsys
+):
+    """ok1's record names torch 2.99.0, as if the study began on another machine: resuming it here warns in one
+    line and goes on; the report's method note lists the torch versions and devices its trials ran on."""
+    out = tmp_path / "out"
+    shutil.copytree(finished.out, out)
+    path = out / "records" / "ok1__seed0.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert record["metrics"]["kernels"]["torch"] == torch.__version__  # what a record names
+    record["metrics"]["kernels"]["torch"] = record["metrics"]["path"]["torch"] = "2.99.0"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    assert "warning" not in finished.rerun.stderr  # the same machine: nothing to say
+
+    resumed = sweeps.run(STUDY, out)
+
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    warned = [line for line in resumed.stderr.splitlines() if line.startswith("ablate sweep: warning:")]
+    assert len(warned) == 1 and f"torch 2.99.0 (1 trial), here {torch.__version__}" in warned[0], warned
+    assert cli.main(["report", str(out), "--format", "md", "--no_plots", "--samples", "50", "--quiet"]) == 0
+    capsys.readouterr()
+    legend = (out / "report" / f"{OPTUNA_NAME}.md").read_text(encoding="utf-8")
+    trials_on = legend[legend.index("trials on ") :].split("; results from")[0]
+    assert f"torch {torch.__version__}" in trials_on and "torch 2.99.0" in trials_on, trials_on
+    assert trials_on.count("(1 trial)") == 2, trials_on
+
+
 # ------------------------------------------------------------------------------------------------------------ W&B
 @pytest.mark.slow
 @pytest.mark.parametrize(
