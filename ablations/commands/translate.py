@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ablate.ablations.commands.options import command_parser, own_options, parse, print_config
-from ablate.data.errors import AblateError
+from ablate.data.errors import AblateError, foreign_encoding, not_utf8
 
 
 def build_parser():
@@ -116,9 +116,15 @@ def _read_lines(name: str, flag: str) -> list[str]:
     if name == "-":
         return [line.rstrip("\n") for line in sys.stdin]
     try:
-        return Path(name).read_text(encoding="utf-8").splitlines()
+        raw = Path(name).read_bytes()
     except OSError as err:
         raise AblateError(f"{flag} {name}: {err.strerror or err}") from None
+    try:
+        if foreign_encoding(raw) is not None:  # UTF-16 decodes as 'UTF-8' full of NULs: say what it is
+            raise UnicodeDecodeError("utf-8", raw, 0, 1, "another encoding")
+        return raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise AblateError(f"{flag} {not_utf8(name, raw, err.start)}") from None
 
 
 def _warn_long(encoded: list[list[int]], max_len: int, learned: bool) -> None:

@@ -68,3 +68,17 @@ def test_a_beam_wider_than_the_vocabulary_or_over_64_is_said_in_one_line_and_dec
             assert not warned, warned
         else:
             assert len(warned) == 1 and f"--beam {beam} is {said}" in warned[0], printed.err
+
+
+@pytest.mark.parametrize(("encoding", "iconv"), [("utf-16", "utf-16"), ("latin-1", "latin1")])
+def test_an_input_that_is_not_utf8_is_named_with_the_conversion_that_fixes_it(
+    finished_sweep, tmp_path, capsys, encoding, iconv
+):
+    """Before, a UTF-16 input ended in 'unexpected error: UnicodeDecodeError' and a saved traceback."""
+    model = finished_sweep / "trials" / "ok1__seed0" / "model.pt"
+    source = tmp_path / "source.txt"
+    source.write_bytes("the house é\n".encode(encoding))
+    assert main(["translate", str(model), "--input", str(source)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("ablate translate: error: --input"), err
+    assert f"iconv -f {iconv} -t utf-8" in err and "Traceback" not in err, err
