@@ -57,3 +57,12 @@ def test_the_install_line_installs_what_the_readme_runs():
         assert "dashboard" in extras, install
     if "--backend slurm" in README or "submitit" in README:
         assert "slurm" in extras, install
+
+
+def test_the_smoke_run_is_timed_once_as_the_sweep_says_it():
+    """The first-run block's comment and its excerpt's last line give the same time (they once said 4.0 and 7.8)."""
+    (comment,) = re.findall(r"--preset smoke --out runs/smoke +# 41 trials, ([\d.]+) minutes on 2 cores", README)
+    (printed,) = re.findall(r"sweep finished in ([\d.]+) min\. Next:", README)
+    assert comment == printed
+    started = (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    assert f"it took {printed} minutes" in started
