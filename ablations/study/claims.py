@@ -111,8 +111,8 @@ def _expectation(raw: dict[str, Any], where: str) -> tuple[str, Any, float | Non
     if expect not in EXPECTS:
         raise AblateError(f"{where}: expect must be one of {', '.join(EXPECTS)}, got {expect!r}")
     margin = raw.get("margin")
-    number = isinstance(margin, int | float) and not isinstance(margin, bool)
-    if expect in MARGINED and not (number and 0 < margin < math.inf):
+    positive = isinstance(margin, int | float) and not isinstance(margin, bool) and 0 < margin < math.inf
+    if expect in MARGINED and not positive:
         raise AblateError(
             f"{where}: expect: {expect} needs a positive 'margin' in {metric} units, e.g. margin: 1.0"
             + (f" (got {margin!r})" if margin is not None else "")
