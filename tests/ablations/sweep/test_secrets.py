@@ -132,7 +132,7 @@ def test_no_command_shows_the_password_of_an_unreachable_storage(out, tmp_path, 
     printed = capsys.readouterr()
     md = next(report_dir.glob("*.md")).read_text(encoding="utf-8")
     assert f"{SHOWN} could not be opened" in md
-    assert sorted(p.suffix for p in report_dir.glob("*.*")) == [".csv", ".html", ".json", ".md", ".tex"]
+    assert sorted(p.suffix for p in report_dir.glob("*.*")) == [".csv", ".html", ".json", ".md", ".tex", ".txt"]
 
     assert cli.main(["status", str(out), "--storage", UNREACHABLE]) == 2
     status = capsys.readouterr()
