@@ -175,3 +175,30 @@ def _alive(out: Path) -> list[int]:
         if str(out).encode() in argv:
             pids.append(int(proc.name))
     return pids
+
+
+@pytest.mark.slow
+def test_two_ctrl_cs_during_corpus_preparation_end_in_the_clean_line_and_no_traceback(sweeps, tmp_path):
+    """Two Ctrl-C's 0.3 s apart while `ablate train` prepares its corpus once ended in a KeyboardInterrupt traceback
+    from torch's atexit hook, after the clean line. The second now stops the process at once, whatever runs."""
+    env = {**_env(sweeps), "ABLATE_CACHE": str(tmp_path / "cold-cache")}  # a corpus to prepare, not a warm one
+    log = tmp_path / "train.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(_train_cmd(sweeps, tmp_path / "run"), cwd=REPO, env=env, stdout=fh,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        _wait_for_text(log, "ablate data:", proc, timeout=120)
+        os.kill(proc.pid, signal.SIGINT)
+        time.sleep(0.3)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=BOUND_S + 30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    # 130, or killed by the second SIGINT itself once Python's shutdown has put back the default handler (a shell
+    # shows both as 130)
+    assert proc.returncode in (130, -signal.SIGINT), text[-3000:]
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+    assert "ablate train: interrupted:" in text or "stopping at once" in text, text[-3000:]
