@@ -100,35 +100,14 @@ def host_costs(run, steps: int = 12, precision: str = "bf16-mixed", accelerator:
     next's; the first step (Lightning registers its metrics, the loss watch takes its yardstick) is left out of the
     medians. Returns the medians, the most syncs any later step made (with the logging interval, at which the loggers
     read their metrics by design) and the syncing operators by name."""
-    import pytorch_lightning as pl
-    from ablate.benchmarks.timing import BOS_ID, EOS_ID
-    from ablate.data.datamodule import TranslationDataModule
-    from ablate.lightning_modules.module import TranslationModule
+    from ablate.benchmarks.timing import fit_through_lightning
 
     windows: list[Counter[str]] = []
+    train = replace(run.train, max_steps=steps, compile=False)
+    if run.model.kernels == "cpu":  # a CPU's choice (`config.on_cpu`): the card's are what `auto` gives there
+        run = replace(run, model=replace(run.model, kernels="auto"))
     with _card_path():
-        pl.seed_everything(run.train.seed, verbose=False)
-        train = replace(run.train, max_steps=steps, compile=False)
-        if run.model.kernels == "cpu":  # a CPU's choice (`config.on_cpu`): the card's are what `auto` gives there
-            run = replace(run, model=replace(run.model, kernels="auto"))
-        trainer = pl.Trainer(
-            accelerator=accelerator,
-            devices=1,
-            precision=precision,  # pyright: ignore[reportArgumentType]
-            max_steps=steps,
-            max_epochs=-1,
-            limit_val_batches=0,
-            num_sanity_val_steps=0,
-            log_every_n_steps=run.tracking.log_every,
-            use_distributed_sampler=False,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            callbacks=[_step_window(windows)],
-        )
-        module = TranslationModule(run.model, train, bos_id=BOS_ID, eos_id=EOS_ID)
-        trainer.fit(module, datamodule=TranslationDataModule(run.data))
+        fit_through_lightning(replace(run, train=train), accelerator, precision, [_step_window(windows)])
     counts = [step_counts(w) for w in windows[1:]]
     syncing: Counter[str] = Counter()
     for w in windows[1:]:

@@ -277,31 +277,20 @@ def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, s: Setup
     }
 
 
-def lightning_step_times(
-    s: Setup, steps: int, compile_model: bool, scope: Literal["model", "layers"] = "layers"
-) -> list[float]:
-    """Seconds between consecutive batch ends when `TranslationModule` trains through the Lightning Trainer on the
-    same data module (so the same first batches): data collation, Lightning's loop, logging and the step."""
+def fit_through_lightning(run, accelerator: str, precision: str, callbacks: list) -> None:
+    """Train `run` (its train.max_steps) through the Lightning Trainer as a bench measures it: one device, no
+    validation, logger or checkpoints, its data module's first batches, `callbacks` watching."""
     import pytorch_lightning as pl
     from ablate.data.datamodule import TranslationDataModule
     from ablate.lightning_modules.module import TranslationModule
 
-    run, device = s.run, s.device
-    stamps: list[float] = []
-
-    class StepClock(pl.Callback):
-        def on_train_batch_end(self, *args: Any) -> None:
-            synchronize(device)
-            stamps.append(time.perf_counter())
-
     pl.seed_everything(run.train.seed, verbose=False)
-    train = replace(run.train, compile=compile_model, compile_scope=scope, max_steps=steps)
-    module = TranslationModule(run.model, train, bos_id=BOS_ID, eos_id=EOS_ID)
+    module = TranslationModule(run.model, run.train, bos_id=BOS_ID, eos_id=EOS_ID)
     trainer = pl.Trainer(
-        accelerator=device.type,
+        accelerator=accelerator,
         devices=1,
-        precision=s.precision,
-        max_steps=steps,
+        precision=precision,  # pyright: ignore[reportArgumentType]
+        max_steps=run.train.max_steps,
         max_epochs=-1,
         limit_val_batches=0,
         num_sanity_val_steps=0,
@@ -311,7 +300,26 @@ def lightning_step_times(
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[StepClock()],
+        callbacks=callbacks,
     )
     trainer.fit(module, datamodule=TranslationDataModule(run.data))
+
+
+def lightning_step_times(
+    s: Setup, steps: int, compile_model: bool, scope: Literal["model", "layers"] = "layers"
+) -> list[float]:
+    """Seconds between consecutive batch ends when `TranslationModule` trains through the Lightning Trainer on the
+    same data module (so the same first batches): data collation, Lightning's loop, logging and the step."""
+    import pytorch_lightning as pl
+
+    run, device = s.run, s.device
+    stamps: list[float] = []
+
+    class StepClock(pl.Callback):
+        def on_train_batch_end(self, *args: Any) -> None:
+            synchronize(device)
+            stamps.append(time.perf_counter())
+
+    train = replace(run.train, compile=compile_model, compile_scope=scope, max_steps=steps)
+    fit_through_lightning(replace(run, train=train), device.type, s.precision, [StepClock()])
     return [b - a for a, b in zip(stamps, stamps[1:], strict=False)]

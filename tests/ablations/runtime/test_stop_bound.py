@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,18 @@ def _env(sweeps, hang: str = "", only_in: str = "") -> dict[str, str]:
 def _train_cmd(sweeps, out: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "ablate.ablations.cli", "train", "--study", str(sweeps.study(STUDY)), "--row", "long",
             "--preset", "smoke", "--out", str(out), "--hardware.stop_within_s", str(BOUND_S), *args]  # fmt: skip
+
+
+@contextmanager
+def _running(cmd: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
+    """`cmd` in a session of its own, its output into `log`; killed with everything it started if still alive."""
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _wait_for_text(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
@@ -77,15 +91,9 @@ def test_sigterm_during_a_hang_ends_the_run_within_its_bound_with_its_stacks_and
     sweeps, tmp_path, hang, args, doing, saved
 ):
     out, log = tmp_path / "run", tmp_path / "train.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(_train_cmd(sweeps, out, *args), cwd=REPO, env=_env(sweeps, hang), stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    try:
+    with _running(_train_cmd(sweeps, out, *args), _env(sweeps, hang), log) as proc:
         _wait_for_text(log, "planted hang", proc, timeout=240)
         took = _stop_and_time(proc)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
     text = log.read_text(encoding="utf-8", errors="replace")
 
     assert proc.returncode == 124, text[-3000:]
@@ -102,7 +110,7 @@ def test_sigterm_during_a_hang_ends_the_run_within_its_bound_with_its_stacks_and
 
     # The resume line, as printed, ends the run (without the hang, and without compiling: a CPU's 30 s).
     argv = [sys.executable, "-m", "ablate.ablations.cli", *resume.split()[1:]]
-    argv = [a for a in argv] + (["--train.compile", "false"] if hang == "compile" else [])
+    argv += ["--train.compile", "false"] if hang == "compile" else []
     done = subprocess.run(argv, cwd=REPO, env=_env(sweeps), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     if hang == "step":
@@ -116,17 +124,11 @@ def test_sigterm_to_a_sweep_whose_workers_hang_ends_it_and_them_within_the_bound
 ):
     out, log = tmp_path / "out", tmp_path / "sweep.log"
     cmd = sweeps.command(STUDY, out, "--workers", "2", "--hardware.stop_within_s", str(BOUND_S))
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=_env(sweeps, "step:3"), stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
     logs = [out / "logs" / f"worker-{i}.log" for i in range(2)]
-    try:
+    with _running(cmd, _env(sweeps, "step:3"), log) as proc:
         for worker_log in logs:
             _wait_for_text(worker_log, "planted hang", proc, timeout=240)
         took = _stop_and_time(proc)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
     text = log.read_text(encoding="utf-8", errors="replace")
 
     assert proc.returncode == 130, text[-3000:]
@@ -183,19 +185,13 @@ def test_two_ctrl_cs_during_corpus_preparation_end_in_the_clean_line_and_no_trac
     from torch's atexit hook, after the clean line. The second now stops the process at once, whatever runs."""
     env = {**_env(sweeps), "ABLATE_CACHE": str(tmp_path / "cold-cache")}  # a corpus to prepare, not a warm one
     log = tmp_path / "train.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(_train_cmd(sweeps, tmp_path / "run"), cwd=REPO, env=env, stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    try:
+    with _running(_train_cmd(sweeps, tmp_path / "run"), env, log) as proc:
         _wait_for_text(log, "ablate data:", proc, timeout=120)
         os.kill(proc.pid, signal.SIGINT)
         time.sleep(0.3)
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGINT)
         proc.wait(timeout=BOUND_S + 30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
     text = log.read_text(encoding="utf-8", errors="replace")
     # 130, or killed by the second SIGINT itself once Python's shutdown has put back the default handler (a shell
     # shows both as 130)
