@@ -26,7 +26,7 @@ from ablate.ablations.statistics.sequential import (
     walk,
     without_failed,
 )
-from ablate.ablations.statistics.significance import N_SAMPLES, compare_rows
+from ablate.ablations.statistics.significance import N_SAMPLES, compare_rows, screen_budgets
 from ablate.ablations.statistics.verdicts import ClaimVerdict, Tests, budget_label, judge
 from ablate.ablations.study.claims import parse_claims
 from ablate.lightning_modules.metrics import METRICS
@@ -72,7 +72,9 @@ def study_verdicts(
     untrainable = {} if nothing_learned else _untrainable(base.name, ratios)
     judged = claims if claims is not None else study_claims(results)
     claimed = [(c.row, c.against) for claim in judged for c in claim.compare if c.against]
-    tests = {f: _row_tests(results.at_budget(f), names, base.name, n_samples, claimed) for f in results.fractions}
+    at = {f: results.at_budget(f) for f in results.fractions}
+    screened = {metric: _screen(at, names, metric) for metric in METRICS}
+    tests = {f: _row_tests(at[f], names, base.name, n_samples, claimed, screened) for f in results.fractions}
     excluded = _excluded(results, untrainable)
     withheld = withheld or nothing_learned
     verdicts = judge(judged, tests, base.name, paper, metrics=METRICS, excluded=excluded, withheld=withheld)
@@ -88,10 +90,23 @@ def study_claims(results) -> list[Claim]:
     return parse_claims(raw, str(results.out_dir / "study.json"))
 
 
-def _row_tests(results, names: list[str], base: str, n_samples: int, claimed: list[tuple[str, str]]) -> Tests:
+def _screen(at: dict, names: list[str], metric: str) -> dict:
+    """Each row's seed spread over every budget on `metric` (`ablations.statistics.significance.screen_budgets`)."""
+    scores = {
+        f: {name: {rec.seed: s.score for rec in results.records(name) if (s := system_scores(rec, metric)) is not None}
+            for name in names}
+        for f, results in at.items()
+    }  # fmt: skip
+    return screen_budgets(scores)
+
+
+def _row_tests(
+    results, names: list[str], base: str, n_samples: int, claimed: list[tuple[str, str]], screened: dict
+) -> Tests:
     """Every row against the base on every metric, and each (row, reference) pair a claim names with `against`
     (the modern study's components against the `paper` row), counting seed and sentence noise; Holm-corrected per
-    metric over the pairs that share a reference (`stats.compare_rows`)."""
+    metric over the pairs that share a reference (`ablations.statistics.significance.compare_rows`), with the rows'
+    spread screened over every budget (`screened`: metric -> row -> its screen)."""
     pairs = [(name, base) for name in names if name != base]
     known = set(names)
     pairs += [p for p in dict.fromkeys(claimed) if p not in pairs and p[0] != p[1] and set(p) <= known]
@@ -101,7 +116,7 @@ def _row_tests(results, names: list[str], base: str, n_samples: int, claimed: li
             name: [s for s in (system_scores(rec, metric) for rec in results.records(name)) if s is not None]
             for name in names
         }
-        tests.update(compare_rows(systems, pairs, metric, n_samples=n_samples))
+        tests.update(compare_rows(systems, pairs, metric, n_samples=n_samples, screened=screened[metric]))
     return tests
 
 

@@ -34,11 +34,11 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from ablate.ablations.statistics.variance import Moderated, holm, moderate
+from ablate.ablations.statistics.variance import Moderated, Screen, holm, moderate
 
 ALPHA = 0.05
 """Significance level of every test and 1 - coverage of every interval."""
@@ -93,6 +93,9 @@ class RowTest:
     p_holm: float | None = None
     """p, Holm-corrected over every row tested against the same reference on the same metric (the table's marks;
     the claims' verdicts are corrected over the study's claims instead: `ablations.statistics.family`)."""
+    spread: Screen | None = None
+    """The row's seed spread against the study's over every budget (`ablations.statistics.variance.screen`; None:
+    not screened)."""
     seed_vars: tuple[float, float] | None = None
     """The seed variance of one seed of the row and of the reference that the seed part used (None: not estimated):
     what the sequential design's information fractions are computed from."""
@@ -329,10 +332,14 @@ def compare_rows(
     metric: str,
     *,
     n_samples: int = N_SAMPLES,
+    screened: Mapping[str, Screen] | None = None,
 ) -> dict[tuple[str, str, str], RowTest]:
-    """Test every (row, reference) pair on one metric; Holm over the pairs that share a reference."""
+    """Test every (row, reference) pair on one metric; Holm over the pairs that share a reference. `screened`: each
+    row's spread over every budget (`ablations.statistics.variance.screen`), which decides the rows that keep their
+    own variance; without it, this budget's scores alone decide."""
     names = list(systems)
-    moderated, prior = moderate([[s.score for s in systems[name]] for name in names])
+    scores = [[s.score for s in systems[name]] for name in names]
+    moderated, _prior = moderate(scores, screened=None if screened is None else [screened.get(n) for n in names])
     noise = dict(zip(names, moderated, strict=True))
     sizes = {s.stats.shape[0] for scores in systems.values() for s in scores if s.stats is not None}
     weights = resample_weights(sizes.pop(), n_samples) if len(sizes) == 1 else None
@@ -344,6 +351,8 @@ def compare_rows(
         for row, ref in pairs
     }
     for key, test in tests.items():
+        if screened is not None and key[0] in screened:
+            tests[key] = test = _with(test, spread=screened[key[0]])
         if key[0] in noise and noise[key[0]].outlier:
             note = "its seeds vary far more than the study's: the row keeps its own seed variance"
             tests[key] = _with(test, notes=(*test.notes, note))
@@ -352,6 +361,26 @@ def compare_rows(
         for key, adjusted in zip(keys, holm([tests[k].p for k in keys]), strict=True):
             tests[key] = _with(tests[key], p_holm=adjusted)
     return tests
+
+
+def screen_budgets(
+    by_budget: Mapping[float, Mapping[str, Mapping[int, float]]],
+) -> dict[str, Screen]:
+    """`ablations.statistics.variance.screen` of every row over the budgets: budget -> row -> seed -> score. A row
+    is screened on the seeds it has at every budget (a seed still training at T counts at no budget)."""
+    from ablate.ablations.statistics.variance import screen
+
+    budgets = sorted(by_budget)
+    rows = {name for scores in by_budget.values() for name in scores}
+    matrices = {}
+    for name in sorted(rows):
+        per = [by_budget[b].get(name, {}) for b in budgets]
+        common = sorted(set.intersection(*(set(p) for p in per)))
+        values = np.array([[p[seed] for p in per] for seed in common], dtype=float).reshape(len(common), len(per))
+        finite = values[np.isfinite(values).all(axis=1)]
+        if len(finite) >= 2:
+            matrices[name] = finite
+    return screen(matrices)
 
 
 def seeds_needed(test: RowTest, effect: float, power: float = POWER, sentences: float = 1.0) -> int | None:
@@ -465,6 +494,7 @@ __all__ = [
     "resample_weights",
     "bootstrap_all",
     "compare_rows",
+    "screen_budgets",
     "seed_correlation",
     "seeds_needed",
     "design_needed",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from ablate.ablations.statistics.claims import Claim, Comparison, Metric
@@ -31,7 +32,7 @@ from ablate.ablations.statistics.sequential import (
     seed_range,
     walk,
 )
-from ablate.ablations.statistics.significance import SystemScores, compare_rows
+from ablate.ablations.statistics.significance import SystemScores, compare_rows, screen_budgets
 from ablate.ablations.statistics.verdicts import ClaimVerdict, judge
 
 
@@ -85,6 +86,8 @@ def simulate(
     metrics: Mapping[str, Metric],
     effects: Mapping[tuple[str, str], float] | None = None,
     unstable: Sequence[str] = (),
+    ratio: float = 10.0,
+    tails: Tails = "normal",
     design: Design = Design(),
     noise: Noise = Noise(),
     replicates: int = 1000,
@@ -94,7 +97,8 @@ def simulate(
 ) -> SimulationResult:
     """The claims of a study of `rows` (its base `base`) simulated at `design`: `effects` plants a true difference
     (row, metric) -> its value against the base at both budgets (0 elsewhere; a comparison against another row
-    sees the difference of the two); the rows in `unstable` have ten times the seed variance. `n_samples`: the
+    sees the difference of the two; `scenario` builds them); the rows in `unstable` have `ratio` times the seed
+    variance; `tails`: the seeds' distribution (normal, or Student's t on 3 df scaled to the same SD). `n_samples`: the
     bootstrap's resamples (fewer than a report's 1000 keeps a replicate fast; the sentence SE is estimated well).
     `progress(done, replicates)` is called after each replicate."""
     from scipy import stats
@@ -110,7 +114,7 @@ def simulate(
     reproduced = dict.fromkeys(keys, 0)
     metric_names = sorted({c.metric for c in comparisons})
     for done in range(replicates):
-        drawn = _draw(rng, rows, most, metric_names, effects, unstable, noise)
+        drawn = _draw(rng, rows, most, metric_names, effects, Spread(unstable, ratio, tails), noise)
         judged = _judged(drawn, claims, rows, base, metrics, n_samples)
         have = {r: list(range(most.get(r, design.max_seeds))) for r in rows}
         walked = walk(judged, have, controls, min_seeds=design.min_seeds, max_seeds=design.max_seeds,
@@ -139,6 +143,121 @@ def simulate(
     )
 
 
+Scenario = Literal["null", "mixed", "least_favourable"]
+FAR = 8.0
+"""How far off, in the metric's units, a scenario plants a comparison that is not a null: about ten seed SDs, so
+that it is decided, and decided right, in nearly every replicate."""
+
+
+def scenario(
+    kind: Scenario,
+    claims: Sequence[Claim],
+    base: str,
+    *,
+    nulls: Sequence[str],
+    metrics: Mapping[str, Metric],
+    far: float = FAR,
+) -> dict[tuple[str, str], float]:
+    """The planted effects of a scenario, (row, metric) -> its difference from the base:
+
+    - `null`: every row scores as the base (the global null);
+    - `mixed`: every second comparison of the rows not in `nulls` is `far` off in the claim's direction (a `same`
+      claim: `far` off, so that it is rightly contradicted), and every other comparison sits at its null;
+    - `least_favourable`: the rows in `nulls` sit at their null and every other comparison is `far` off, so that it
+      is decided and Holm passes the whole level on to the nulls.
+
+    A comparison's null is the boundary where both verdicts are wrong: no difference for `higher` and `lower`, the
+    margin for `same` and worse by the margin for `no_worse`. Rows are placed one comparison at a time from the base
+    (a comparison against another row places its row from that one)."""
+    comparisons = [c for claim in claims for c in claim.compare]
+    others = [c for c in comparisons if c.row not in nulls]
+    off = {id(c) for c in (others if kind == "least_favourable" else others[::2] if kind == "mixed" else [])}
+    claimed = {(c.row, c.metric) for c in comparisons}
+    placed: dict[tuple[str, str], float] = {}
+    for _ in comparisons:  # a pass per comparison at most: each pass places every comparison whose anchor is placed
+        for c in comparisons:
+            anchor, key = (c.against or base, c.metric), (c.row, c.metric)
+            if c.row == base:  # the base against another row: that row moves, so every other truth stays put
+                anchor, key = key, anchor
+            if key in placed or (anchor[0] != base and anchor in claimed and anchor not in placed):
+                continue
+            if id(c) in off:
+                delta = far
+            elif kind != "null":  # a null (`mixed`: every comparison not planted off)
+                delta = -(c.margin or 0.0) if c.expect == "no_worse" else (c.margin or 0.0)
+            else:
+                continue
+            delta *= _better_sign(c, metrics[c.metric].higher_is_better) * (-1.0 if c.row == base else 1.0)
+            placed[key] = placed.get(anchor, 0.0) + delta
+    return placed
+
+
+def _better_sign(comparison: Comparison, higher_is_better: bool) -> float:
+    """+1 when the claim's direction is a higher score (`higher`, `same`, or `no_worse` of a metric where higher is
+    better), -1 when it is a lower one."""
+    if comparison.expect == "higher":
+        return 1.0
+    if comparison.expect == "lower":
+        return -1.0
+    return 1.0 if higher_is_better else -1.0
+
+
+NOISY_FIRST = ("A1", "C4", "B1", "D1")
+"""The rows a grid's cell makes noisy first, where the study has them: A1 and C4 are the rows the check of issue 84
+made noisy, B1 and D1 two more groups' rows; then the claimed rows in order."""
+GRID_COUNTS: tuple[int | Literal["all"], ...] = (0, 1, 2, 4, "all")
+GRID_RATIOS = (3.0, 10.0, 30.0)
+SCENARIOS: tuple[Scenario, ...] = ("null", "mixed", "least_favourable")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One case of the guarantee's grid: a study's claims under a scenario, with `noisy` of its claimed rows at
+    `ratio` times the seed variance, seeds drawn with `tails`."""
+
+    study: str
+    scenario: Scenario
+    noisy: int | Literal["all"]
+    ratio: float
+    tails: Tails = "normal"
+
+    @property
+    def name(self) -> str:
+        noisy = "no noisy row" if self.noisy == 0 else f"{self.noisy} noisy at {self.ratio:g}x"
+        return f"{self.study}, {self.scenario.replace('_', ' ')}, {noisy}, {self.tails}"
+
+
+def grid_cells(studies: Sequence[str] = ("table3", "modern")) -> list[Cell]:
+    """The grid the guarantee is stated over (docs/method/verdicts.md, "What the verdicts guarantee"), per study.
+
+    The least favourable configuration is crossed in full: no noisy row (the first claimed row the null), and 1, 2, 4
+    and every claimed row at 3, 10 and 30 times the seed variance, normal seeds; with t(3) seeds at 10x. It is the
+    worst case of each count by construction (every other comparison decided, so Holm's whole level reaches the
+    nulls). The global and mixed nulls, which leave the nulls less of the level, run at 10x and with every claimed
+    row noisy (table3 in full, modern at their corners)."""
+    cells: list[Cell] = []
+    for study in studies:
+        full = study == "table3"
+        cells.append(Cell(study, "least_favourable", 0, 1.0))
+        cells += [Cell(study, "least_favourable", n, r) for n in GRID_COUNTS if n != 0 for r in GRID_RATIOS]
+        t3_counts = GRID_COUNTS if full else (0, 1, 4)
+        cells += [Cell(study, "least_favourable", n, 10.0 if n else 1.0, "t3") for n in t3_counts]
+        null_counts = GRID_COUNTS if full else (0, "all")
+        cells += [Cell(study, "null", n, 10.0 if n else 1.0) for n in null_counts]
+        if full:
+            cells += [Cell(study, "null", "all", r) for r in (3.0, 30.0)]
+            cells += [Cell(study, "null", n, 10.0 if n else 1.0, "t3") for n in (0, "all")]
+        cells += [Cell(study, "mixed", n, 10.0 if n else 1.0) for n in (GRID_COUNTS if full else (0, 2))]
+    return cells
+
+
+def noisy_rows(claims: Sequence[Claim], base: str, count: int | Literal["all"]) -> list[str]:
+    """The `count` claimed rows a cell makes noisy (`NOISY_FIRST` first, then in claim order), or every one."""
+    claimed = list(dict.fromkeys(c.row for claim in claims for c in claim.compare if c.row != base))
+    order = [r for r in NOISY_FIRST if r in claimed] + [r for r in claimed if r not in NOISY_FIRST]
+    return order if count == "all" else order[:count]
+
+
 def _verdicts(walked: Walk, comparisons: Sequence[Comparison], keys: Sequence[str]) -> dict[str, str]:
     """Each comparison's verdict as its row stopped with it (inconclusive where its row never stopped)."""
     stopped = walked.stopped()
@@ -163,6 +282,18 @@ def _wrong(comparison: Comparison, verdict: str, truth: float, higher_is_better:
     return (verdict == "reproduced" and not holds) or (verdict == "contradicted" and not fails)
 
 
+Tails = Literal["normal", "t3"]
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Which rows' seeds vary more than the archive's, by how much (a variance ratio), and the seeds' tails."""
+
+    unstable: Sequence[str] = ()
+    ratio: float = 10.0
+    tails: Tails = "normal"
+
+
 Drawn = dict[tuple[str, int, float, str], SystemScores]
 """(row, seed, budget, metric) -> the system's synthetic scores."""
 
@@ -173,7 +304,7 @@ def _draw(
     most: Mapping[str, int],
     metric_names: Sequence[str],
     effects: Mapping[tuple[str, str], float],
-    unstable: Sequence[str],
+    spread: Spread,
     noise: Noise,
 ) -> Drawn:
     """One replicate's systems: each row's seeds at T/2 and T, on a dev set of `noise.blocks` blocks whose
@@ -187,8 +318,10 @@ def _draw(
     for metric in metric_names:
         for row in rows:
             n = most.get(row, 1)
-            scale = math.sqrt(10.0) if row in unstable else 1.0
+            scale = math.sqrt(spread.ratio) if row in spread.unstable else 1.0
             seeds = rng.multivariate_normal([0.0, 0.0], cov, size=n) * scale
+            if spread.tails == "t3":  # a seed's pair of scores over one chi2 draw: multivariate t, unit variance
+                seeds *= math.sqrt(1 / 3) / np.sqrt(rng.chisquare(3, size=(n, 1)) / 3)
             blocks = rng.normal(0.0, tau * math.sqrt(noise.blocks), size=noise.blocks)
             for s in range(n):
                 for b, fraction in enumerate((0.5, 1.0)):
@@ -221,16 +354,19 @@ def _judged(drawn: Drawn, claims: Sequence[Claim], rows: Sequence[str], base: st
     def judged(chosen: Mapping[str, tuple[int, ...]]) -> list[ClaimVerdict]:
         key = tuple(sorted((r, len(s)) for r, s in chosen.items()))
         if key not in seen:
-            tests = {}
-            for fraction in (0.5, 1.0):
-                tests[fraction] = {}
-                for metric in metric_names:
+            tests: dict[float, dict] = {0.5: {}, 1.0: {}}
+            for metric in metric_names:
+                scores = {f: {r: {s: drawn[(r, s, f, metric)].score for s in chosen.get(r, ())} for r in rows}
+                          for f in tests}  # fmt: skip
+                screened = screen_budgets(scores)
+                for fraction in tests:
                     systems = {r: [drawn[(r, s, fraction, metric)] for s in chosen.get(r, ())] for r in rows}
-                    tests[fraction].update(compare_rows(systems, pairs, metric, n_samples=n_samples))
+                    tests[fraction].update(compare_rows(systems, pairs, metric, n_samples=n_samples,
+                                                        screened=screened))  # fmt: skip
             seen[key] = judge(list(claims), tests, base, metrics=metrics)
         return seen[key]
 
     return judged
 
 
-__all__ = ["Design", "Noise", "SimulationResult", "simulate"]
+__all__ = ["FAR", "GRID_COUNTS", "GRID_RATIOS", "NOISY_FIRST", "SCENARIOS", "Cell", "grid_cells", "noisy_rows", "Design", "Noise", "Scenario", "SimulationResult", "Spread", "Tails", "scenario", "simulate"]
