@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ablate.ablations.statistics import ALPHA, PLATEAU_BLEU, PLATEAU_PPL, POWER, SOURCE_RATIO_MIN, budget_label
+from ablate.ablations.statistics import (
+    ALPHA,
+    PLATEAU_BLEU,
+    PLATEAU_PPL,
+    POWER,
+    SCREEN_ALPHA,
+    SOURCE_RATIO_MIN,
+    UNSETTLED_ALPHA,
+    UNSETTLED_SEEDS,
+    budget_label,
+)
 from ablate.reports.cells import field_text, has_test, readers_text
 from ablate.reports.claims import ClaimVerdict
 from ablate.reports.compare import short_value
@@ -128,7 +138,7 @@ def marks_text(table: ReportTable) -> str:
     return (
         f"† / ‡: the BLEU difference from the base is significant at Holm-corrected p < {ALPHA} / p < 0.01 {where}, "
         "by the test behind the marks and the verdicts: seed noise (each row's seed variance moderated toward "
-        "the study's; a row whose seeds disagree far more keeps its own) plus a paired bootstrap "
+        "the study's; a row whose seeds spread beyond the others' keeps its own) plus a paired bootstrap "
         f"over the dev sentences ({table.n_samples} resamples), Holm over the rows tested against the base. The "
         "marks describe every row; the verdicts are corrected over the study's claimed comparisons instead "
         "(p(claims)), so a marked row can still be inconclusive for its claim. Rows "
@@ -189,13 +199,17 @@ def claims_legend(table: ReportTable) -> str:
     """How to read the verdicts: the test, the rules across budgets, what an inconclusive one says."""
     text = (
         "Each comparison: difference of the means over seeds [95% confidence interval counting seed noise (each "
-        "row's seed variance moderated toward the study's by empirical Bayes, Smyth 2004, robust to outlying rows "
-        "as in Phipson et al. 2016) and dev-sentence noise (paired bootstrap)], two-sided p, at each budget; "
+        "row's seed variance moderated toward the study's by empirical Bayes, Smyth 2004; a row whose seeds spread "
+        f"beyond the other rows' over every budget, at {SCREEN_ALPHA:.0%}, or at {UNSETTLED_ALPHA:.0%} with "
+        f"{UNSETTLED_SEEDS} seeds, keeps its own) and dev-sentence noise (paired bootstrap)], two-sided p, at each "
+        "budget; "
         "paper = the paper's difference; "
         "p(claims): the comparison's p over every budget (each budget must decide it the same way: an "
-        "intersection-union test), Holm-adjusted over every claimed comparison of the study, whatever its metric, "
-        "reference or kind (equivalence and non-inferiority as TOST p-values), so the chance of any wrong verdict "
-        f"in the study is at most {ALPHA}. Reproduced: p(claims) < "
+        "intersection-union test), adjusted over every claimed comparison of the study, whatever its metric, "
+        "reference or kind (equivalence and non-inferiority as TOST p-values), by Holm's procedure truncated so "
+        "that no comparison is tested at more than about half the level (Dmitrienko, Tamhane and Wiens 2008); "
+        f"simulated, the chance of any wrong verdict in the study stays under {ALPHA} over the grid of "
+        "docs/method/verdicts.md. Reproduced: p(claims) < "
         f"{ALPHA} in the claimed direction (equivalence: the interval inside the margin) at every budget; "
         "contradicted: significant the other way (equivalence: the interval outside the margin) at every budget; "
         "inconclusive otherwise, saying why: budget-sensitive (the budgets disagree), no verdict for a row that "

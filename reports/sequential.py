@@ -122,9 +122,11 @@ def method_note(walked: Walk, meta: Mapping, max_seeds: int, error: ErrorControl
         f"sets out to see, at least {FUTILITY:.0%}); no row is decided on fewer than {DECIDING_SEEDS} seeds (two give "
         f"its own spread one degree of freedom: the first look stops rows for futility only). A comparison's verdict "
         f"is its test at its nominal level at the look that decided it (the intervals shown are 95%); a comparison is "
-        f"decided only when every budget decides it the same way. Guaranteed: the chance of any wrong verdict among "
-        f"the study's claims, over every budget and look, is at most 5% (docs/method/verdicts.md, 'What the verdicts "
-        f"guarantee', gives the simulated figures). "
+        f"decided only when every budget decides it the same way. Simulated, not proven: the chance of any wrong "
+        f"verdict among the study's claims, over every budget and look, stays under 5% over the grid that "
+        f"docs/method/verdicts.md ('What the verdicts guarantee') states (the global, a mixed and the least "
+        f"favourable nulls; none to every claimed row at 3 to 30 times the others' seed variance; normal and t(3) "
+        f"seeds), and is not claimed beyond it. "
         + ("; ".join(looks) + ". " if looks else "No look taken yet. ")
         + (f"Rows: {'; '.join(rows)}. " if rows else "")
         + f"The design is {end}."

@@ -34,7 +34,10 @@ from ablate.ablations.statistics import (
     DEV_FACTORS,
     MAX_SEEDS,
     N_SAMPLES,
+    SCREEN_ALPHA,
     SOURCE_RATIO_MIN,
+    UNSETTLED_ALPHA,
+    UNSETTLED_SEEDS,
     Claim,
     ClaimVerdict,
     Convergence,
@@ -42,6 +45,7 @@ from ablate.ablations.statistics import (
     SeedCorrelation,
     Tests,
     design_needed,
+    half_width_with_one_more_seed,
     row_convergence,
     seed_correlation,
 )
@@ -497,7 +501,40 @@ def _with_verdicts(table: ReportTable, base_row: ReportRow, evidence: Evidence) 
         f: width for f, by_key in tests.items() if (width := _median_half_width(by_key, base_row.name)) is not None
     }
     table.seed_correlation = seed_correlation({r.name: r.bleu.values for r in table.rows if r.bleu is not None})
+    table.notes += _out_of_line(tests, base_row.name, table.precision)
     table.claims = [_with_advice(cv, table) for cv in evidence.claims]
+
+
+def _out_of_line(tests: dict[float, Tests], base: str, precision: dict[float, float]) -> list[str]:
+    """A note for each row whose seeds spread beyond the study's (its screen over every budget,
+    `ablations.statistics.variance.screen`): by how much, what its own variance does to its interval at T, and what
+    one more seed would make of it at the same spread; and one for the rows unsettled at three seeds."""
+    notes, unsettled = [], []
+    for (row, against, metric), test in tests.get(FULL, {}).items():
+        spread = test.spread
+        if against != base or metric != "bleu" or spread is None or not test.se > 0:
+            continue
+        if spread.p >= SCREEN_ALPHA:
+            if spread.p < UNSETTLED_ALPHA and test.n_row == UNSETTLED_SEEDS:
+                unsettled.append(row)
+            continue
+        width = (test.ci[1] - test.ci[0]) / 2
+        study = f" against the study's median ±{precision[FULL]:.2f}" if FULL in precision else ""
+        more = half_width_with_one_more_seed(test)
+        then = f"; one more seed at the same spread would make it about ±{more:.2f}" if more is not None else ""
+        p = "p < 0.001" if spread.p < 0.001 else f"p {spread.p:.3f}"
+        notes.append(
+            f"{row}'s seeds are out of line: their spread over every budget is {spread.ratio:.1f}x the study's "
+            f"({p} on {spread.df} df), so the row keeps its own seed variance: its BLEU interval at T is "
+            f"±{width:.2f}{study}{then}"
+        )
+    if unsettled:
+        notes.append(
+            f"{', '.join(unsettled)}: {UNSETTLED_SEEDS} seeds whose spread is above the study's at "
+            f"{UNSETTLED_ALPHA:.0%}, so each keeps its own seed variance until one more seed shows whether it is "
+            "in line"
+        )
+    return notes
 
 
 def _with_advice(cv: ClaimVerdict, table: ReportTable) -> ClaimVerdict:

@@ -37,7 +37,9 @@ def build_parser():
         "--unstable", action="append", default=[], metavar="ROWS",
         help="rows whose seeds vary --ratio times the others' (comma-separated or repeated; 'all': every claimed row)",
     )  # fmt: skip
-    parser.add_argument("--ratio", type=float, default=10.0, help="the unstable rows' seed variance ratio (default: 10)")
+    parser.add_argument(
+        "--ratio", type=float, default=10.0, help="the unstable rows' seed variance ratio (default: 10)"
+    )
     parser.add_argument("--tails", choices=["normal", "t3"], default="normal",
                         help="seeds drawn normal or from Student's t on 3 df (same SD)")  # fmt: skip
     scenario = parser.add_mutually_exclusive_group()

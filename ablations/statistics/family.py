@@ -161,14 +161,16 @@ def decide(
 
 
 def adjusted(family: Mapping[K, Sides], alpha: float = ALPHA) -> dict[K, float]:
-    """Holm-adjusted p of each comparison (the smallest alpha at which `decide` would decide it), for the report."""
+    """Each comparison's adjusted p: the smallest alpha at which `decide` would decide it (the truncated Holm's step
+    levels are alpha times a weight, so the step-down adjustment divides by the weights), for the report."""
     order = sorted(family, key=lambda k: family[k].p)
     out: dict[K, float] = {}
     running, m = 0.0, len(order)
     for rank, key in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * family[key].p))
+        weight = TRUNCATION / (m - rank) + (1 - TRUNCATION) / m
+        running = max(running, min(1.0, family[key].p / weight))
         out[key] = running
     return out
 
 
-__all__ = ["Sides", "Tested", "Way", "across_budgets", "adjusted", "decide", "sides"]
+__all__ = ["TRUNCATION", "Sides", "Tested", "Way", "across_budgets", "adjusted", "decide", "sides"]

@@ -162,6 +162,13 @@ others' variance then looks ordinary often enough (its mean is independent of it
 variance, and breaks the study's error guarantee (simulated:
 docs/method/verdicts.md, "What the verdicts guarantee"). The look at two seeds stops rows for futility only."""
 
+UNSETTLED_ALPHA = 0.25
+"""A row whose seeds spread above the other rows' at this level (its screen over every budget,
+`ablations.statistics.variance.screen`) is not decided before its last seed: it gets one more first. A row of three
+times the others' variance looks ordinary at three seeds about half the time, and would then be decided on an
+interval too narrow for it; at its last seed the screen decides (SCREEN_ALPHA), and a row it finds is decided on its
+own variance (docs/method/verdicts.md, "What the verdicts guarantee", gives what it costs)."""
+
 FUTILITY = 0.03
 """A comparison is out of reach when its conditional power under the smallest effect the study sets out to see is
 below this (`conditional_power`)."""
@@ -439,7 +446,8 @@ def _tested_now(
     max_seeds: int,
 ) -> tuple[dict[str, Sides], dict[str, tuple[float, ...]], dict[str, tuple[int, int]]]:
     """What a look tests: each undecided comparison's information fractions (`at`) and the most seeds its row and
-    reference can reach (`reach`); once its row has DECIDING_SEEDS, its two p-values (`family`), and its `history`
+    reference can reach (`reach`); once its row has DECIDING_SEEDS and is settled or at its last seed
+    (`UNSETTLED_ALPHA`), its two p-values (`family`), and its `history`
     gains the look (a look it is not tested at spends nothing)."""
     family, at, reach = {}, {}, {}
     for key, cv in looked.items():
@@ -450,10 +458,12 @@ def _tested_now(
         looks_of = [*history.get(key, []), (test.n_row, test.n_against)]
         if (found := fractions(test, looks_of, reach[key])) is None:
             continue
-        if test.n_row >= (most.get(test.row, max_seeds) if test.row in controls else max_seeds):
+        last = test.n_row >= (most.get(test.row, max_seeds) if test.row in controls else max_seeds)
+        if last:
             found = (*found[:-1], 1.0)  # its last look, whatever it reached: the rest of its share is spent
         at[key] = found
-        if test.n_row >= min(DECIDING_SEEDS, max_seeds):
+        unsettled = test.spread is not None and test.spread.p < UNSETTLED_ALPHA
+        if test.n_row >= min(DECIDING_SEEDS, max_seeds) and (last or not unsettled):
             history[key], family[key] = looks_of, cv.sides
     return family, at, reach
 
@@ -545,6 +555,7 @@ def without_failed(
 
 __all__ = [
     "DECIDING_SEEDS",
+    "UNSETTLED_ALPHA",
     "FAILED",
     "FUTILITY",
     "NO_VERDICT",

@@ -363,11 +363,9 @@ def compare_rows(
     return tests
 
 
-def screen_budgets(
-    by_budget: Mapping[float, Mapping[str, Mapping[int, float]]],
-) -> dict[str, Screen]:
-    """`ablations.statistics.variance.screen` of every row over the budgets: budget -> row -> seed -> score. A row
-    is screened on the seeds it has at every budget (a seed still training at T counts at no budget)."""
+def screen_budgets(by_budget: Mapping[float, Mapping[str, Mapping[int, float]]]) -> dict[str, Screen]:
+    """`ablations.statistics.variance.screen` of every row over the budgets: budget -> row -> seed -> score. A row is
+    screened on the seeds it has at every budget (a seed still training at T counts at no budget)."""
     from ablate.ablations.statistics.variance import screen
 
     budgets = sorted(by_budget)
@@ -381,6 +379,22 @@ def screen_budgets(
         if len(finite) >= 2:
             matrices[name] = finite
     return screen(matrices)
+
+
+def half_width_with_one_more_seed(test: RowTest) -> float | None:
+    """The half-width of the test's 95% interval were its row to get one more seed at the same spread: the row's own
+    variance (`seed_vars`) over one more seed and on one more degree of freedom, the reference's part and the sentence
+    noise as they are. None without a seed part."""
+    from scipy.special import stdtrit
+
+    if test.seed_vars is None or not test.se > 0:
+        return None
+    row_var, ref_var = test.seed_vars
+    n = test.n_row + 1
+    mine = row_var / n
+    se = math.sqrt(mine + ref_var / test.n_against + (test.se_sentences or 0.0) ** 2)
+    df = se**4 / (mine**2 / (n - 1)) if mine > 0 else math.inf  # Welch: the row's part is the one estimated from few
+    return float(stdtrit(df, 1 - ALPHA / 2)) * se
 
 
 def seeds_needed(test: RowTest, effect: float, power: float = POWER, sentences: float = 1.0) -> int | None:
@@ -497,6 +511,7 @@ __all__ = [
     "screen_budgets",
     "seed_correlation",
     "seeds_needed",
+    "half_width_with_one_more_seed",
     "design_needed",
     "DEV_FACTORS",
     "MAX_SEEDS",

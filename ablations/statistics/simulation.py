@@ -369,4 +369,21 @@ def _judged(drawn: Drawn, claims: Sequence[Claim], rows: Sequence[str], base: st
     return judged
 
 
-__all__ = ["FAR", "GRID_COUNTS", "GRID_RATIOS", "NOISY_FIRST", "SCENARIOS", "Cell", "grid_cells", "noisy_rows", "Design", "Noise", "Scenario", "SimulationResult", "Spread", "Tails", "scenario", "simulate"]
+__all__ = [
+    "FAR",
+    "GRID_COUNTS",
+    "GRID_RATIOS",
+    "NOISY_FIRST",
+    "SCENARIOS",
+    "Cell",
+    "grid_cells",
+    "noisy_rows",
+    "Design",
+    "Noise",
+    "Scenario",
+    "SimulationResult",
+    "Spread",
+    "Tails",
+    "scenario",
+    "simulate",
+]

@@ -5,11 +5,11 @@ errors. Pooling every row's variance (one recipe, one noise level) gives narrow 
 (seeds that disagree, as when a row learns late) then widens every row's interval and gets too narrow a one itself.
 Empirical Bayes sits between the two, in three steps:
 
-1. **Outlying rows keep their own variance**, screened over every budget at once (`screen`). Each seed is one
-   trained model scored at T/2 and at T; a row's deviations from its own mean at both budgets, whitened by the other
-   rows' pooled covariance across budgets, give its spread on (seeds - 1) x budgets degrees of freedom: 4 at three
-   seeds where one budget gives 2. A row whose spread is above the others' at SCREEN_ALPHA (one-sided F, each row on
-   its own: a screen, not a test, so no correction over the rows) keeps its own variance at each budget on its own
+1. **Outlying rows keep their own variance**, screened over every budget at once (`screen`). Each seed is one trained
+   model scored at T/2 and at T; a row's deviations from its own mean at both budgets, whitened by the other rows'
+   pooled covariance across budgets, give its spread on (seeds - 1) x budgets degrees of freedom: 4 at three seeds
+   where one budget gives 2. A row whose spread is above the others' at SCREEN_ALPHA (one-sided F, each row on its
+   own: a screen, not a test, so no correction over the rows) keeps its own variance at each budget on its own
    degrees of freedom. The reference is robust to several noisy rows: found rows leave it and the screen is taken
    again, until it finds the same rows, so that hypervariable rows do not hide each other (the aim of Phipson, Lee,
    Majewski, Alexander and Smyth, 2016, "Robust hyperparameter estimation protects against hypervariable genes and
@@ -17,16 +17,16 @@ Empirical Bayes sits between the two, in three steps:
    winsorised moments and per-gene prior weights need thousands of genes: a study has tens of rows). At three seeds,
    the fewest a row is decided on, a row whose spread is above the others' at UNSETTLED_ALPHA keeps its own variance
    too: a clear effect is still decided on it, a close one waits for the fourth seed. A row the screen finds also
-   leaves the prior, so that the other rows stop paying for it. Without every budget's scores (`ablate compare` pools two studies' rows at one budget), each
-   row's variance is tested against the pooled variance of the others at OUTLIER_ALPHA (s_g^2 / s_pool^2 ~ F(d_g, the
-   others' d), leave one out), and only a clear outlier (below PRIOR_ALPHA after Holm's correction over the rows)
-   leaves the prior: leaving out every row screened from one budget's two degrees of freedom would leave the prior
-   the variances that happened to be low. Why it matters: a row of three or ten times the others' variance that borrows the
-   pooled one is decided on an interval too narrow for it, and breaks the study's error guarantee when Holm hands it
-   the whole level; the screen over both budgets, the unsettled rows' own variance and the truncated Holm of
-   `ablations.statistics.family` keep it, over the grid that docs/method/verdicts.md, "What the verdicts guarantee",
-   states. No row is decided on two seeds (`ablations.statistics.sequential.DECIDING_SEEDS`), where its spread cannot
-   show.
+   leaves the prior, so that the other rows stop paying for it. Without every budget's scores (`ablate compare` pools
+   two studies' rows at one budget), each row's variance is tested against the pooled variance of the others at
+   OUTLIER_ALPHA (s_g^2 / s_pool^2 ~ F(d_g, the others' d), leave one out), and only a clear outlier (below
+   PRIOR_ALPHA after Holm's correction over the rows) leaves the prior: leaving out every row screened from one
+   budget's two degrees of freedom would leave the prior the variances that happened to be low. Why it matters: a row
+   of three or ten times the others' variance that borrows the pooled one is decided on an interval too narrow for
+   it, and breaks the study's error guarantee when Holm hands it the whole level; the screen over both budgets, the
+   unsettled rows' own variance and the truncated Holm of `ablations.statistics.family` keep it, over the grid that
+   docs/method/verdicts.md, "What the verdicts guarantee", states. No row is decided on two seeds
+   (`ablations.statistics.sequential.DECIDING_SEEDS`), where its spread cannot show.
 2. **Moderated variances** (Smyth, 2004, "Linear models and empirical Bayes methods for assessing differential
    expression in microarray experiments", SAGMB 3; limma's `fitFDist` and `squeezeVar`), when the other rows'
    variances differ by more than chance (Bartlett's test of homogeneity, p < HETEROGENEITY_ALPHA, 1%): they are
@@ -58,7 +58,7 @@ import numpy as np
 OUTLIER_ALPHA = 0.01
 """Without the budgets together (one budget's scores alone, as `ablate compare` pools two studies): a row whose
 variance is above the other rows' at this level (one-sided F, each row on its own) keeps its own."""
-SCREEN_ALPHA = 0.05
+SCREEN_ALPHA = 0.025
 """With every budget's scores (`screen`): a row whose seeds spread beyond the other rows' at this level keeps its own
 variance. Looser than OUTLIER_ALPHA because the screen then sees each seed at every budget: at three seeds and two
 budgets it finds a row of three times the others' variance about half the time, and one of ten times nine times in
@@ -67,14 +67,6 @@ PRIOR_ALPHA = 0.01
 """A row whose variance is above the other rows' at this level, Holm-corrected over the rows, is also left out of the
 prior the others share. Only a clear outlier: leaving out every screened row would leave the prior the variances
 that happened to be low, and the ordinary rows' intervals too narrow (91% coverage at two seeds, against 95%)."""
-UNSETTLED_ALPHA = 0.25
-"""At UNSETTLED_SEEDS, the fewest seeds a row is decided on, a row whose spread over every budget is above the other
-rows' at this level keeps its own variance too (on its own degrees of freedom): a row of three times the others'
-variance looks ordinary at three seeds about half the time, and would then be decided on an interval too narrow for
-it. A clear effect is still decided on the row's own spread; a close one waits for the next seed, where the screen
-is at SCREEN_ALPHA again (docs/method/verdicts.md, "What the verdicts guarantee", gives what it costs)."""
-UNSETTLED_SEEDS = 3
-"""The seeds at which UNSETTLED_ALPHA applies (`ablations.statistics.sequential.DECIDING_SEEDS`)."""
 HETEROGENEITY_ALPHA = 0.01
 """The rows' variances are moderated toward a fitted prior only when Bartlett's test rejects equal variances at this
 level; otherwise they share the pooled variance."""
@@ -157,7 +149,7 @@ class Screen:
     """The row's degrees of freedom: (seeds - 1) x the budgets its scores vary over."""
 
 
-def screen(seeds: Mapping[str, np.ndarray], *, alpha: float = SCREEN_ALPHA) -> dict[str, Screen]:
+def screen(seeds: Mapping[str, np.ndarray], *, alpha: float | None = None) -> dict[str, Screen]:
     """Each row's seed spread against the other rows', over every budget together: step 1 of the module docstring.
 
     `seeds`: row -> (seeds, budgets) scores, each seed's score at every budget (T/2 and T: one trained model read
@@ -174,6 +166,7 @@ def screen(seeds: Mapping[str, np.ndarray], *, alpha: float = SCREEN_ALPHA) -> d
     no screen."""
     from scipy.special import fdtrc
 
+    alpha = SCREEN_ALPHA if alpha is None else alpha
     arrays = {name: np.asarray(x, dtype=float) for name, x in seeds.items()}
     arrays = {name: x for name, x in arrays.items() if x.ndim == 2 and x.shape[0] >= 2}
     if not arrays:
@@ -221,11 +214,7 @@ def moderate(
     else:
         tails, level = (_tails(fitted) if robust and len(fitted) >= 4 else {}), OUTLIER_ALPHA
     outliers = {i for i, p in zip(tails, holm(list(tails.values())), strict=True) if p is not None and p < PRIOR_ALPHA}
-    if screened is not None:  # the screen over every budget is robust: every row it finds leaves the prior
-        outliers |= {i for i, p in tails.items() if p < SCREEN_ALPHA}
     own_kept = {i for i, p in tails.items() if p < level} | outliers
-    if screened is not None:
-        own_kept |= {i for i, p in tails.items() if p < UNSETTLED_ALPHA and own[i][1] + 1 == UNSETTLED_SEEDS}
     inliers = [i for i in fitted if i not in outliers]
     prior = _prior([values[i] for i in inliers], [fitted[i] for i in inliers])
     total_df = float(sum(own[i][1] for i in inliers))
@@ -303,8 +292,6 @@ __all__ = [
     "OUTLIER_ALPHA",
     "PRIOR_ALPHA",
     "SCREEN_ALPHA",
-    "UNSETTLED_ALPHA",
-    "UNSETTLED_SEEDS",
     "Moderated",
     "Prior",
     "Screen",

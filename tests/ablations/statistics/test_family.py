@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 from ablate.ablations.statistics.claims import Claim, Comparison
-from ablate.ablations.statistics.family import Sides, across_budgets, adjusted, decide, sides
+from ablate.ablations.statistics.family import TRUNCATION, Sides, across_budgets, adjusted, decide, sides
 from ablate.ablations.statistics.significance import RowTest
 from ablate.ablations.statistics.variance import holm
 from ablate.ablations.statistics.verdicts import judge
@@ -71,14 +71,30 @@ def test_a_claim_over_budgets_is_decided_only_when_every_budget_decides_it_the_s
     assert across_budgets([Sides(0.01, 0.9), None]) is None
 
 
-def test_one_look_of_the_family_is_holms_procedure():
+def _truncated_holm(ps: list[float], gamma: float, alpha: float = 0.05) -> set[int]:
+    """Dmitrienko, Tamhane and Wiens's truncated Holm as they state it: sort the p-values; step j (from 0) rejects
+    while p_(j) <= (gamma / (m - j) + (1 - gamma) / m) alpha, and stops at the first that does not."""
+    order, m, out = sorted(range(len(ps)), key=lambda i: ps[i]), len(ps), set()
+    for j, i in enumerate(order):
+        if ps[i] > (gamma / (m - j) + (1 - gamma) / m) * alpha:
+            break
+        out.add(i)
+    return out
+
+
+def test_one_look_of_the_family_is_the_truncated_holm_procedure():
     rng = np.random.default_rng(1)
     for _ in range(200):
         ps = list(rng.uniform(0, 0.06, 6) ** rng.uniform(0.5, 2))
         family = {i: Sides(p, 1.0) for i, p in enumerate(ps)}
-        by_holm = {i for i, p in enumerate(holm(ps)) if p is not None and p <= 0.05}
-        assert {i for i, t in decide(family).items() if t.way} == by_holm
-        assert {i for i, p in adjusted(family).items() if p <= 0.05} == by_holm
+        expected = _truncated_holm(ps, TRUNCATION)
+        assert {i for i, t in decide(family).items() if t.way} == expected
+        assert {i for i, p in adjusted(family).items() if p <= 0.05} == expected
+    # At TRUNCATION = 1 it is Holm's own procedure.
+    ps = [0.001, 0.011, 0.016, 0.03, 0.04]
+    assert _truncated_holm(ps, 1.0) == {i for i, p in enumerate(holm(ps)) if p is not None and p <= 0.05}
+    # The last comparison left is never tested alone at the whole level: about half of it.
+    assert decide({"a": Sides(0.04, 1.0)}, decided=["b"], size=2)["a"].level == pytest.approx(0.0375)
     # Decided before (an earlier look): their shares are passed on; held back (stopped for futility): they keep theirs.
     assert decide({"a": Sides(0.03, 1.0)}, decided=["b"], size=2)["a"].way == "reproduced"
     assert decide({"a": Sides(0.03, 1.0)}, size=2)["a"].way is None
@@ -101,9 +117,11 @@ def test_the_family_is_every_claimed_comparison_whatever_its_metric_reference_or
     verdicts = {v.claim.id: v for v in judge(claims, tests, "base", metrics=METRICS)}
     assert verdicts["b"].verdict == verdicts["c"].verdict == "reproduced"
     a = verdicts["a"].comparisons[0]
-    assert a.family == 4 and a.verdict == "inconclusive" and a.level == pytest.approx(0.05 / 2)
-    assert a.p_family == pytest.approx(0.06)
-    # Without the equivalence claim the family is three: 0.03 passes at 0.05 / 1 after the two sure ones.
+    # The truncated Holm (`family.TRUNCATION` of the way from Holm's level to alpha over the family): after the two sure
+    # ones, 0.05 x (1/2 x 1/2 + 1/2 x 1/4).
+    assert a.family == 4 and a.verdict == "inconclusive" and a.level == pytest.approx(0.05 * (0.5 / 2 + 0.5 / 4))
+    assert a.p_family == pytest.approx(0.03 / (0.5 / 2 + 0.5 / 4))
+    # Without the equivalence claim the family is three: 0.03 passes at 0.05 x (1/2 + 1/6) after the two sure ones.
     three = {v.claim.id: v for v in judge(claims[:3], tests, "base", metrics=METRICS)}
     assert three["a"].verdict == "reproduced" and three["a"].comparisons[0].family == 3
 

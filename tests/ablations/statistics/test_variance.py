@@ -203,3 +203,85 @@ def test_bartletts_test_written_out_agrees_with_scipys():
     for _ in range(50):
         rows = [list(rng.normal(0, rng.uniform(0.5, 3), size=rng.integers(2, 6))) for _ in range(rng.integers(3, 20))]
         assert _bartlett(rows) == pytest.approx(float(stats.bartlett(*rows).pvalue), rel=1e-9)
+
+
+COV = np.array([[1.13**2, 0.76 * 1.13 * 0.85], [0.76 * 1.13 * 0.85, 0.85**2]])
+"""One seed's scores at T/2 and at T (table3-tiny's archive: SDs 1.13 and 0.85, correlation 0.76)."""
+
+
+def _rows(rng: np.random.Generator, noisy: dict[str, float], seeds: int = 3, ordinary: int = 18) -> dict:
+    """A study's seeds at two budgets: `ordinary` rows in line, a base of 6 seeds, and the `noisy` rows at their
+    variance ratio."""
+    rows = {f"R{i}": rng.multivariate_normal([0.0, 0.0], COV, size=seeds) for i in range(ordinary)}
+    rows["base"] = rng.multivariate_normal([0.0, 0.0], COV, size=6)
+    for name, ratio in noisy.items():
+        rows[name] = rng.multivariate_normal([0.0, 0.0], COV, size=seeds) * math.sqrt(ratio)
+    return rows
+
+
+def test_the_screen_at_one_budget_is_the_f_test_of_each_row_against_the_others():
+    from ablate.ablations.statistics.variance import screen
+    from scipy import stats
+
+    rows = {name: x[:, 1:] for name, x in _rows(np.random.default_rng(5), {"N": 4.0}).items()}
+    found = screen(rows, alpha=0.0)  # nothing leaves the reference: each row against every other
+    s2 = {name: float(np.var(x, ddof=1)) for name, x in rows.items()}
+    df = {name: len(x) - 1 for name, x in rows.items()}
+    for name in rows:
+        others = [o for o in rows if o != name]
+        pooled = sum(s2[o] * df[o] for o in others) / sum(df[o] for o in others)
+        p = stats.f.sf(s2[name] / pooled, df[name], sum(df[o] for o in others))
+        assert found[name].p == pytest.approx(p, rel=1e-9) and found[name].df == df[name]
+
+
+def test_the_screen_over_both_budgets_finds_a_noisy_row_that_one_budget_misses():
+    """At three seeds a row of three and of ten times the others' variance, found at SCREEN_ALPHA from both budgets
+    together and from T alone; an ordinary row is found about SCREEN_ALPHA of the time either way."""
+    from ablate.ablations.statistics.variance import SCREEN_ALPHA, screen
+
+    rng = np.random.default_rng(11)
+    hits = {(ratio, both): 0 for ratio in (3.0, 10.0) for both in (True, False)}
+    false, draws = 0, 400
+    for _ in range(draws):
+        for ratio in (3.0, 10.0):
+            rows = _rows(rng, {"N": ratio})
+            for both in (True, False):
+                found = screen(rows if both else {n: x[:, 1:] for n, x in rows.items()})
+                hits[(ratio, both)] += found["N"].p < SCREEN_ALPHA
+            false += found["R0"].p < SCREEN_ALPHA
+    rate = {key: n / draws for key, n in hits.items()}
+    assert rate[(10.0, True)] >= 0.85 and rate[(10.0, True)] > rate[(10.0, False)] + 0.1
+    assert rate[(3.0, True)] > rate[(3.0, False)] + 0.08
+    assert 0.02 <= false / (2 * draws) <= 0.09
+
+
+def test_two_noisy_rows_do_not_hide_each_other():
+    """A second noisy row in the reference would make the first look in line: the screen takes found rows out of
+    the reference and looks again, so each of two rows at ten times the variance is found about as often as one
+    alone."""
+    from ablate.ablations.statistics.variance import SCREEN_ALPHA, screen
+
+    rng = np.random.default_rng(12)
+    alone = sum(screen(_rows(rng, {"N": 10.0}))["N"].p < SCREEN_ALPHA for _ in range(300)) / 300
+    pair = sum(screen(_rows(rng, {"N": 10.0, "M": 10.0}))["N"].p < SCREEN_ALPHA for _ in range(300)) / 300
+    assert pair >= alone - 0.05
+
+
+def test_an_unsettled_row_keeps_its_own_variance_at_three_seeds_and_borrows_from_four():
+    """A row screened at 10% (above the others at UNSETTLED_ALPHA, not at SCREEN_ALPHA): at three seeds, the fewest a
+    row is decided on, it keeps its own variance; at four it shares the prior, as a row in line does."""
+    from ablate.ablations.statistics.variance import Screen
+
+    others = [list(v) for v in ORDINARY[:12]]
+    for seeds in (3, 4):
+        row = [50.0 + 1.5 * i for i in range(seeds)]
+        flags = [Screen(p=0.5, ratio=1.0, df=2 * (len(v) - 1)) for v in others] + [Screen(p=0.1, ratio=2.0, df=4)]
+        moderated, prior = moderate([*others, row], screened=flags)
+        mine = moderated[-1]
+        assert mine.outlier == (seeds == 3)
+        assert mine.var == pytest.approx(np.var(row, ddof=1) if seeds == 3 else prior.var)
+    # Found at SCREEN_ALPHA: its own variance at any number of seeds, and out of the prior the others share.
+    row = [40.0, 50.0, 60.0, 55.0]
+    flags = [Screen(p=0.5, ratio=1.0, df=2) for _ in others] + [Screen(p=0.001, ratio=30.0, df=6)]
+    moderated, prior = moderate([*others, row], screened=flags)
+    assert moderated[-1].outlier and prior.var == pytest.approx(pooled_seed_variance(others)[0])
