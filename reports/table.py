@@ -36,8 +36,6 @@ from ablate.ablations.statistics import (
     N_SAMPLES,
     SCREEN_ALPHA,
     SOURCE_RATIO_MIN,
-    UNSETTLED_ALPHA,
-    UNSETTLED_SEEDS,
     Claim,
     ClaimVerdict,
     Convergence,
@@ -508,15 +506,11 @@ def _with_verdicts(table: ReportTable, base_row: ReportRow, evidence: Evidence) 
 def _out_of_line(tests: dict[float, Tests], base: str, precision: dict[float, float]) -> list[str]:
     """A note for each row whose seeds spread beyond the study's (its screen over every budget,
     `ablations.statistics.variance.screen`): by how much, what its own variance does to its interval at T, and what
-    one more seed would make of it at the same spread; and one for the rows unsettled at three seeds."""
-    notes, unsettled = [], []
+    one more seed would make of it at the same spread."""
+    notes = []
     for (row, against, metric), test in tests.get(FULL, {}).items():
         spread = test.spread
-        if against != base or metric != "bleu" or spread is None or not test.se > 0:
-            continue
-        if spread.p >= SCREEN_ALPHA:
-            if spread.p < UNSETTLED_ALPHA and test.n_row == UNSETTLED_SEEDS:
-                unsettled.append(row)
+        if against != base or metric != "bleu" or spread is None or spread.p >= SCREEN_ALPHA or not test.se > 0:
             continue
         width = (test.ci[1] - test.ci[0]) / 2
         study = f" against the study's median ±{precision[FULL]:.2f}" if FULL in precision else ""
@@ -527,12 +521,6 @@ def _out_of_line(tests: dict[float, Tests], base: str, precision: dict[float, fl
             f"{row}'s seeds are out of line: their spread over every budget is {spread.ratio:.1f}x the study's "
             f"({p} on {spread.df} df), so the row keeps its own seed variance: its BLEU interval at T is "
             f"±{width:.2f}{study}{then}"
-        )
-    if unsettled:
-        notes.append(
-            f"{', '.join(unsettled)}: {UNSETTLED_SEEDS} seeds whose spread is above the study's at "
-            f"{UNSETTLED_ALPHA:.0%}, so each keeps its own seed variance until one more seed shows whether it is "
-            "in line"
         )
     return notes
 

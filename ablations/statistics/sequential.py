@@ -462,7 +462,8 @@ def _tested_now(
         if last:
             found = (*found[:-1], 1.0)  # its last look, whatever it reached: the rest of its share is spent
         at[key] = found
-        unsettled = test.spread is not None and test.spread.p < UNSETTLED_ALPHA
+        # A control (the base) is read on more seeds than any row, and gets them as its rows do: it never waits.
+        unsettled = test.row not in controls and test.spread is not None and test.spread.p < UNSETTLED_ALPHA
         if test.n_row >= min(DECIDING_SEEDS, max_seeds) and (last or not unsettled):
             history[key], family[key] = looks_of, cv.sides
     return family, at, reach

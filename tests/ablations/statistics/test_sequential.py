@@ -4,12 +4,14 @@ the boundary its share of the error gives it there, and futility by conditional 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from ablate.ablations.statistics.boundaries import nominal_level, obf_spending, spending_bounds
 from ablate.ablations.statistics.claims import Claim, Comparison
 from ablate.ablations.statistics.family import sides
 from ablate.ablations.statistics.sequential import (
+    UNSETTLED_ALPHA,
     boundary_level,
     conditional_power,
     confseq_level,
@@ -114,3 +116,26 @@ def test_a_study_that_gives_no_verdict_stops_every_row_at_the_first_look_instead
         assert first.why == "the study gives none" and walked.target["R"] == 2
     else:
         assert first.state == "open" and walked.target["R"] > 2
+
+
+@pytest.mark.parametrize("p", [0.5, 0.1])
+def test_an_unsettled_row_is_not_decided_before_its_last_seed(p):
+    """A clear effect at three seeds: decided there when the row's spread is in line; when it is above the others' at
+    UNSETTLED_ALPHA (p 0.1), it gets its fourth seed first and is decided on that one."""
+    from ablate.ablations.statistics.variance import Screen
+
+    lower = Comparison(row="R", metric="bleu", expect="lower")
+    claim = Claim(id="c", text="R is worse", compare=(lower,))
+
+    def judged(chosen):
+        n_row, n_base = len(chosen["R"]), len(chosen["base"])
+        test = replace(_test(-6.0, n_row, n_base), spread=Screen(p=p, ratio=2.0, df=2 * (n_row - 1)))
+        budgets = tuple(BudgetVerdict(fraction=f, verdict="inconclusive", test=test) for f in (0.5, 1.0))
+        cv = ComparisonVerdict(comparison=lower, verdict="inconclusive", budgets=budgets, higher_is_better=True,
+                               sides=sides(lower, test, True))  # fmt: skip
+        return [ClaimVerdict(claim=claim, verdict="inconclusive", comparisons=(cv,))]
+
+    walked = walk(judged, {"base": list(range(12)), "R": list(range(4))}, {"base": ["R"]}, min_seeds=2, max_seeds=4)
+    decided = walked.stopped()["R"]
+    assert decided.verdicts["R/bleu/lower/"] == "reproduced"
+    assert decided.seeds == (3 if p >= UNSETTLED_ALPHA else 4)
