@@ -30,7 +30,8 @@ OWN: dict[str, set[str]] = {
     "compare": {"--out", "--study", "--format", "--json", "--runs_dir", "--plot", "--samples", "--claims"},
     "replay": {"--runs_dir", "--min_seeds", "--max_seeds", "--design", "--samples"},
     "simulate": {"--replicates", "--min_seeds", "--max_seeds", "--fixed", "--effect", "--unstable", "--noise",
-                 "--seed"},  # issue 74: the shipped rule simulated
+                 "--seed", "--ratio", "--tails", "--least_favourable", "--mixed", "--grid", "--workers",
+                 "--json"},  # issue 74: the shipped rule simulated; issue 84: the guarantee's grid
     "translate": {"--row", "--seed", "--input", "--refs", "--beam", "--length_penalty", "--batch_size", "--device"},
     "archive": {"--to", "--study"},
     "status": {"--storage", "--watch", "--json"},

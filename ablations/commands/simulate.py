@@ -70,8 +70,7 @@ def main(argv: list[str]) -> int:
 
     study = load_study(args.study)
     rows = [r.name for r in study.rows]
-    if not study.claims or study.base_name is None:
-        raise AblateError(f"{args.study}: a simulation needs claims and a base row; add `claims:` to the study")
+    _base(study, args.study)
     if args.replicates < 1:
         raise AblateError(f"--replicates must be at least 1, got {args.replicates}")
     if args.workers < 1:
@@ -96,20 +95,21 @@ def main(argv: list[str]) -> int:
 
 def _one(args, study, rows: list[str]):
     """The single case the options describe: its result and a header line."""
-    from ablate.ablations.statistics.simulation import Design, Noise, noisy_rows, scenario, simulate
+    from ablate.ablations.statistics.simulation import Design, Noise, Spread, noisy_rows, scenario, simulate
     from ablate.lightning_modules.metrics import METRICS
 
+    base = _base(study, args.study)
     unstable = [r for spec in args.unstable for r in spec.split(",") if r]
     if unstable == ["all"]:
-        unstable = noisy_rows(study.claims, study.base_name, "all")
+        unstable = noisy_rows(study.claims, base, "all")
     for row in unstable:
         if row not in rows:
             raise AblateError(f"--unstable: unknown row '{row}' (rows: {', '.join(rows)}, or all)")
     kind = "least_favourable" if args.least_favourable else "mixed" if args.mixed else None
     effects = {}
     if kind is not None:
-        nulls = unstable or noisy_rows(study.claims, study.base_name, 1)
-        effects = scenario(kind, study.claims, study.base_name, nulls=nulls, metrics=METRICS)
+        nulls = unstable or noisy_rows(study.claims, base, 1)
+        effects = scenario(kind, study.claims, base, nulls=nulls, metrics=METRICS)
     effects |= dict(_row(spec, rows, "--effect") for spec in args.effect)
     most = args.max_seeds or study.max_seeds
     least = most if args.fixed else (args.min_seeds or study.min_seeds)
@@ -122,9 +122,9 @@ def _one(args, study, rows: list[str]):
         if done == total or done % max(total // 20, 1) == 0:
             print(f"\rsimulated {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
 
-    result = simulate(list(study.claims), rows, study.base_name, metrics=METRICS, effects=effects, unstable=unstable,
-                      ratio=args.ratio, tails=args.tails, design=design, noise=noise, replicates=args.replicates,
-                      seed=args.seed, progress=progress)  # fmt: skip
+    result = simulate(list(study.claims), rows, base, metrics=METRICS, effects=effects,
+                      spread=Spread(unstable, args.ratio, args.tails), design=design, noise=noise,
+                      replicates=args.replicates, seed=args.seed, progress=progress)  # fmt: skip
     name = "fixed" if least == most else "sequential"
     header = f"{study.name}: {name} design, {least} to {most} seeds a row, {result.replicates} replicates"
     if unstable:
@@ -159,21 +159,29 @@ def _cell(job) -> dict:
     """One grid cell, simulated (a process pool's task: a module-level function)."""
     from dataclasses import asdict
 
-    from ablate.ablations.statistics.simulation import Design, noisy_rows, scenario, simulate
+    from ablate.ablations.statistics.simulation import Design, Spread, noisy_rows, scenario, simulate
     from ablate.ablations.study import load_study
     from ablate.lightning_modules.metrics import METRICS
 
     cell, replicates, seed = job
     study = load_study(cell.study)
-    noisy = noisy_rows(study.claims, study.base_name, cell.noisy)
-    nulls = noisy or noisy_rows(study.claims, study.base_name, 1)
-    effects = scenario(cell.scenario, study.claims, study.base_name, nulls=nulls, metrics=METRICS)
-    result = simulate(list(study.claims), [r.name for r in study.rows], study.base_name, metrics=METRICS,
-                      effects=effects, unstable=noisy, ratio=cell.ratio, tails=cell.tails,
+    base = _base(study, cell.study)
+    noisy = noisy_rows(study.claims, base, cell.noisy)
+    nulls = noisy or noisy_rows(study.claims, base, 1)
+    effects = scenario(cell.scenario, study.claims, base, nulls=nulls, metrics=METRICS)
+    result = simulate(list(study.claims), [r.name for r in study.rows], base, metrics=METRICS,
+                      effects=effects, spread=Spread(noisy, cell.ratio, cell.tails),
                       design=Design(min_seeds=study.min_seeds, max_seeds=study.max_seeds), replicates=replicates,
                       seed=seed)  # fmt: skip
     return {**asdict(cell), "name": cell.name, "rows": noisy, "seed": seed, "replicates": replicates,
             "fwer": result.fwer, "fwer_upper": result.fwer_upper, "trials": result.trials}  # fmt: skip
+
+
+def _base(study, name: str) -> str:
+    """The study's base row; a study without one, or without claims, cannot be simulated."""
+    if not study.claims or study.base_name is None:
+        raise AblateError(f"{name}: a simulation needs claims and a base row; add `claims:` to the study")
+    return study.base_name
 
 
 def _print_grid(results: list[dict]) -> None:

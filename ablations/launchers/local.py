@@ -327,8 +327,8 @@ def placement(workers: int, gpus: list[str], cores: int) -> list[dict[str, str]]
     """Where each of `workers` local workers runs, as the environment it starts with: worker i sees one GPU,
     gpus[i % len(gpus)] (round-robin: with fewer GPUs than workers, several trials share a card, which small trials
     leave mostly idle), and every worker gets an equal share of the CPU cores as its threads (torch's and OpenMP's;
-    `runner.set_threads` applies the same share in the worker). A lone worker keeps every GPU, for trials that span
-    several (DDP). `gpus` are the names CUDA_VISIBLE_DEVICES takes: indices, or the UUIDs an outer
+    `ablations.sweep.worker.set_threads` applies the same share in the worker). A lone worker keeps every GPU, for
+    trials that span several (DDP). `gpus` are the names CUDA_VISIBLE_DEVICES takes: indices, or the UUIDs an outer
     CUDA_VISIBLE_DEVICES lists, so a sweep inside a job restricted to some GPUs stays on them.
 
     Lightning then trains on the one visible device (`hardware.devices` 1); nothing here schedules trials: each worker

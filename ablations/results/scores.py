@@ -228,7 +228,8 @@ def _stamp(*paths: Path) -> tuple:
 def system_scores(record: Record, metric: str) -> SystemScores | None:
     """The record's dev score on `metric` ('bleu', 'chrf', 'ppl') with per-sentence statistics where available:
     one object for the same files and values in a process, so that what is resampled from it once (its
-    bootstrap replicates, `stats.bootstrap_all`) serves every look and budget of a report."""
+    bootstrap replicates, `ablations.statistics.significance.bootstrap_all`) serves every look and budget of a
+    report."""
     if metric == "ppl":
         value, path = record.metrics.get("ppl"), record.sentence_nll
         if value is None:

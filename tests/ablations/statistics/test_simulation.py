@@ -11,7 +11,7 @@ import os
 
 import pytest
 from ablate.ablations.commands.simulate import run_grid
-from ablate.ablations.statistics.simulation import Cell, Design, noisy_rows, scenario, simulate
+from ablate.ablations.statistics.simulation import Cell, Design, Spread, noisy_rows, scenario, simulate
 from ablate.ablations.study import load_study
 from ablate.lightning_modules.metrics import METRICS
 
@@ -43,7 +43,7 @@ def _cell(cell: Cell, replicates: int, seed: int):
     claims, rows, base, study = _study(cell.study)
     noisy = noisy_rows(claims, base, cell.noisy)
     effects = scenario(cell.scenario, claims, base, nulls=noisy or noisy_rows(claims, base, 1), metrics=METRICS)
-    return _run(cell.study, effects=effects, unstable=noisy, ratio=cell.ratio, tails=cell.tails, seed=seed,
+    return _run(cell.study, effects=effects, spread=Spread(noisy, cell.ratio, cell.tails), seed=seed,
                 replicates=replicates)  # fmt: skip
 
 
@@ -103,3 +103,50 @@ def test_the_sequential_design_is_as_powerful_as_the_fixed_one_for_fewer_trials(
               f"fixed at three seeds {fixed.reproduced[key]:.3f} for {fixed.trials:.1f}")  # fmt: skip
     assert sequential.trials < fixed.trials
     assert sequential.reproduced[key] >= fixed.reproduced[key] - (0.0 if REPLICATES >= 5000 else 0.04)
+
+
+def test_ablate_simulate_runs_one_cell_and_writes_its_json(tmp_path, capsys):
+    import json
+
+    from ablate.ablations.cli import main
+
+    out = tmp_path / "cell.json"
+    argv = ["simulate", "table3", "--unstable", "A1,C4", "--ratio", "3", "--least_favourable", "--tails", "t3",
+            "--replicates", "4", "--json", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "A1, C4 at 3x the seed variance; least favourable; t(3) seeds" in printed
+    (cell,) = json.loads(out.read_text())
+    assert 0 <= cell["fwer"] <= cell["fwer_upper"] <= 1 and set(cell["reproduced"]) == set(cell["wrong"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--unstable", "A1,Z9"], "--unstable: unknown row 'Z9'"),
+        (["--ratio", "0"], "--ratio must be a positive variance ratio"),
+        (["--workers", "0", "--grid"], "--workers must be at least 1"),
+    ],
+)
+def test_ablate_simulate_names_a_bad_option_in_one_line(argv, says, capsys):
+    from ablate.ablations.cli import main
+
+    assert main(["simulate", "table3", "--replicates", "2", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]
+
+
+def test_the_least_favourable_scenario_puts_the_nulls_at_their_boundary_and_every_other_comparison_far_off():
+    claims, rows, base, _ = _study("modern")
+    effects = scenario("least_favourable", claims, base, nulls=["A1", "M-rmsnorm"], metrics=METRICS)
+    truth = {}
+    for c in (c for claim in claims for c in claim.compare):
+        truth[(c.row, c.metric, c.against)] = effects.get((c.row, c.metric), 0.0) - effects.get(
+            (c.against or base, c.metric), 0.0
+        )
+    assert truth[("A1", "bleu", None)] == 0.0  # a difference's null: none
+    assert truth[("M-rmsnorm", "bleu", "paper")] == 1.0  # an equivalence's: on its margin
+    assert truth[("C1", "bleu", None)] == -8.0 and truth[("C5", "bleu", None)] == 8.0  # far off the claimed way
+    assert truth[("base", "bleu", "E1")] == 8.0  # the base against E1, no worse: far better, E1 moved, not the base
+    assert truth[("E2", "bleu", "E1")] == 8.0  # an equivalence far off: rightly contradicted
+    assert ("base", "bleu") not in effects
