@@ -3,8 +3,7 @@ and how it is computed from a corpus (BLEU and chrF by sacreBLEU, perplexity fro
 
 Training scores through here (`module.TranslationModule`), and so do claims (`ablations.study.claims`) and the reports'
 resampled scores (`ablations.results.scores`), so a trial's number and a report's recomputation are the same metric.
-Pure
-functions on numbers and strings: no torch, Lightning or sacreBLEU import at module level (reports import this).
+Pure functions on numbers and strings: no torch, Lightning or sacreBLEU import at module level (reports import this).
 """
 
 from __future__ import annotations

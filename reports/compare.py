@@ -7,9 +7,8 @@ finds it, and `reports.plots.plot_comparison` draws the two runs' curves.
 Two results directories (`compare_sweeps`): a study rerun with one change (another corpus, preset or recipe field)
 beside the original. Rows are matched by name; each metric is aggregated over the complete seeds of each side, and
 B - A is tested with the statistics of the report (`ablations.statistics.significance`: seed variance pooled over every
-row of both
-directories, plus a paired bootstrap over the dev sentences where both sides scored the same ones). What the two
-directories change in every row is shown once; a row that differs in anything else, misses a side, or has not
+row of both directories, plus a paired bootstrap over the dev sentences where both sides scored the same ones). What the
+two directories change in every row is shown once; a row that differs in anything else, misses a side, or has not
 levelled off is flagged. The result is a `SweepComparison`; each format writes it out (`ablate compare --format`:
 `reports.text`, `reports.markdown`, `reports.csvfile`, `reports.jsonfile`, through `reports.writers`).
 """
@@ -163,8 +162,7 @@ def check_pair(record: Record, base: Record) -> str | None:
 def _dev_test(a: Record, b: Record, n_samples: int) -> str:
     """B's dev BLEU against A's (a pair that `check_pair` accepts), tested as the report tests rows
     (`ablations.statistics.significance.compare`) with one run a side: the paired bootstrap over the dev sentences
-    alone, since two runs
-    cannot tell seed noise."""
+    alone, since two runs cannot tell seed noise."""
     assert a.hypotheses is not None and b.hypotheses is not None  # `check_pair` made sure
     hyps_a, hyps_b = read_lines(a.hypotheses), read_lines(b.hypotheses)
     changed = sum(x != y for x, y in zip(hyps_a, hyps_b, strict=True))
@@ -381,9 +379,9 @@ def _sweep_tests(
     a: StudyResults, b: StudyResults, common: list[str], sentences: dict[str, bool | None], n_samples: int
 ) -> dict[str, dict[str, RowTest]]:
     """row -> metric -> B - A, with `ablations.statistics.significance.compare_rows`: the seed variance pooled over
-    every row of both
-    directories, the sentence bootstrap only for rows whose two sides scored the same dev sentences, then Holm over
-    the rows (each (B, A) pair is its own reference there, so compare_rows' own Holm leaves p as it is)."""
+    every row of both directories, the sentence bootstrap only for rows whose two sides scored the same dev sentences,
+    then Holm over the rows (each (B, A) pair is its own reference there, so compare_rows' own Holm leaves p as it
+    is)."""
     tests: dict[str, dict[str, RowTest]] = {name: {} for name in common}
     for metric in METRICS:
         systems: dict[str, list[SystemScores]] = {}

@@ -1,8 +1,7 @@
 """The paper's Table 3 (Vaswani et al., 2017): its numbers as the built-in study `table3` states them.
 
 `ablations/study/builtin/table3.yaml` is their one home (each row's `paper:` entry); it is read here as package data,
-not
-through the study code, so reports stay independent of training code. A results directory's study.json carries the
+not through the study code, so reports stay independent of training code. A results directory's study.json carries the
 same numbers per row; this is the fallback for one written before it did."""
 
 from __future__ import annotations

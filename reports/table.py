@@ -291,8 +291,7 @@ def _other_differences(config: dict[str, Any], base: dict[str, Any]) -> dict[str
 def _delta(row: Stat | None, base: Stat | None) -> Stat | None:
     """Each of the row's seeds minus the base's mean over all its seeds: the mean is the effect every test and verdict
     uses (`ablations.statistics.significance.compare`: rows are not paired by seed, and the base's extra seeds count),
-    the spread is the
-    row's own."""
+    the spread is the row's own."""
     if row is None or base is None:
         return None
     return Stat(values={s: v - base.mean for s, v in row.values.items()})
@@ -482,8 +481,7 @@ def _against_base(rows: list[ReportRow], base_row: ReportRow, base_records) -> l
 
 def _with_verdicts(table: ReportTable, base_row: ReportRow, evidence: Evidence) -> None:
     """The claims' verdicts (`ablations.results.evidence.study_verdicts`) into the table: why no verdict at all, which
-    rows
-    this preset did not train, every row's tests against the base at T and its mark, the precision at each budget,
+    rows this preset did not train, every row's tests against the base at T and its mark, the precision at each budget,
     and each claim with advice where it is too noisy to see the paper's difference."""
     table.nothing_learned = evidence.nothing_learned
     table.withheld = evidence.withheld

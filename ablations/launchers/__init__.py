@@ -2,8 +2,7 @@
 
 Every worker is the same process, `ablate sweep ... --worker` (`runner.worker_argv`), whichever launcher started
 it: it claims trials from the storage until none are left (`ablations.sweep.worker`). So a launcher decides only where
-the
-workers run and how the command follows them: `local` starts worker processes on this machine and shows the live
+the workers run and how the command follows them: `local` starts worker processes on this machine and shows the live
 table; `slurm` submits a SLURM job array through submitit and returns (or follows the study with --wait).
 
 A new launcher is one new module here that defines `LAUNCHER`, an object with the attributes of `Launcher`:

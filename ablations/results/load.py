@@ -1,6 +1,5 @@
 """Reading a results directory written by `ablate sweep` (its paths: `ablations.results.record.Layout`): `study.json`,
-the
-trial records (`ablations.results.record.Record`, read by the ledger), the Optuna states.
+the trial records (`ablations.results.record.Record`, read by the ledger), the Optuna states.
 
 Records are the truth for finished trials. The Optuna storage only adds what records cannot say: which trials are
 still pending or running. Nothing here imports training code.

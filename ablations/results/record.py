@@ -2,9 +2,8 @@
 
 A trial's result is built in one place, `ablations.training.result.scored` (from what the trainer returned), written
 and read by the ledger (`ablations.results.ledger`) as `records/<row>__seed<seed>.json`, copied into Optuna from that
-file's
-form, and read back as this type by status, the reports and the Python API (`reports.api.load`). Records written by
-older versions of ablate read the same way: every field they lack has its default.
+file's form, and read back as this type by status, the reports and the Python API (`reports.api.load`). Records written
+by older versions of ablate read the same way: every field they lack has its default.
 
 No torch, Lightning, W&B or Optuna import here: reports import this module.
 """

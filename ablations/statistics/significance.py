@@ -8,10 +8,10 @@ For a row R and a reference row B (the base), with seeds s and a metric M scored
            + Var_boot(effect)               sentence noise: a paired bootstrap over the dev sentences
 
 s~^2 is a row's seed variance moderated toward the study's by empirical Bayes (`ablations.statistics.variance`: Smyth,
-2004,
-robust as in Phipson et al., 2016): every row follows one recipe, so rows that agree share the pooled variance
-(with two seeds a row alone would give one degree of freedom, a 95% interval of +-12.7 standard errors), while a
-row whose seeds disagree far beyond the others keeps its own wide interval instead of widening everyone's. The
+2004; a row whose seeds spread beyond the others' over every budget keeps its own, `screen`): every row follows one
+recipe, so rows that agree share the pooled variance (with two seeds a row alone would give one degree of freedom, a
+95% interval of +-12.7 standard errors), while a row whose seeds disagree beyond the others keeps its own wide interval
+instead of widening everyone's. The
 base trains more seeds than a row (`Study.control_seeds`, Dunnett's sqrt(k) allocation), as it is in every
 comparison. Rows are not paired by seed: how much rows trained with the same seed (the same data order) move
 together is measured on every study (`seed_correlation`) and stated in the report's method note
@@ -24,9 +24,8 @@ against the same reference on the same metric. This follows Bouthillier et al. (
 machine learning benchmarks": randomise the seeds and the test sample, and count both.
 
 The same test marks the table (`reports.table.significance_mark`) and judges the claims, so a mark and a verdict never
-disagree on
-what is significant. Its power is stated as the minimum detectable effect (`RowTest.mde`): what it finds four times
-in five.
+disagree on what is significant. Its power is stated as the minimum detectable effect (`RowTest.mde`): what it finds
+four times in five.
 """
 
 from __future__ import annotations

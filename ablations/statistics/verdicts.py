@@ -3,8 +3,7 @@
 A claims file lists claims; each claim is one or more comparisons of a row against a reference row (the base by
 default) on one metric, with the direction the claim expects (`higher`, `lower`), an equivalence margin (`same`) or
 a non-inferiority margin (`no_worse`). `ablations.statistics.significance` tests every row against the base (and each
-pair a claim
-names); this module reads those tests and turns them into verdicts:
+pair a claim names); this module reads those tests and turns them into verdicts:
 
 - a difference comparison is *reproduced* when its interval excludes 0 on the expected side, *contradicted* when it
   excludes 0 on the other side, *inconclusive* otherwise;

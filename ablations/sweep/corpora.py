@@ -38,8 +38,7 @@ if TYPE_CHECKING:
 
 class SweepPlan(Protocol):
     """What the corpus checks read of a sweep's plan, and set (`pin`, `fingerprints`): `ablations.sweep.plan.Plan`,
-    which
-    calls them (named here, not imported, so that the sweep imports this module and not the other way too)."""
+    which calls them (named here, not imported, so that the sweep imports this module and not the other way too)."""
 
     study: Study
     out: Path

@@ -2,11 +2,10 @@
 
 Used by `ablate train` and by every sweep trial. `train` reads as the run goes: build the data, the model, the
 recorder and the Trainer; fit (resumed from the run's last checkpoint: `ablations.training.trainer`); branch each
-shorter
-budget from the fork the fit saved (`ablations.training.budget_branches`); decode the test split with the final
-weights; close (the
-budgets join the result, the W&B run ends, checkpoints are pruned). Lightning runs the loop; rank 0 records curves,
-costs and scores as it goes (`ablations.training.recorder`) into the run's result.json (`ablations.training.result`).
+shorter budget from the fork the fit saved (`ablations.training.budget_branches`); decode the test split with the final
+weights; close (the budgets join the result, the W&B run ends, checkpoints are pruned). Lightning runs the loop; rank 0
+records curves, costs and scores as it goes (`ablations.training.recorder`) into the run's result.json
+(`ablations.training.result`).
 """
 
 from __future__ import annotations

@@ -185,9 +185,9 @@ class Queue:
 
     def retry(self, trial: Any, reason: str = ledger.RETRIED_REASON) -> bool:
         """Fail a RUNNING trial as superseded (closed as 'retried', with `reason` in words) and, for a sweep trial,
-        queue it again; its
-        retry resumes from the trial's checkpoint. For a dead worker's trial (`recover_dead`) and for one its worker
-        stopped (Ctrl-C, preemption, a full disk). False if another worker finished or failed it first."""
+        queue it again; its retry resumes from the trial's checkpoint. For a dead worker's trial (`recover_dead`) and
+        for one its worker stopped (Ctrl-C, preemption, a full disk). False if another worker finished or failed it
+        first."""
         from optuna.trial import TrialState
 
         trial_id = self.trial_id(trial)
