@@ -12,7 +12,7 @@ the numbers into words and marks. tests/ablations/statistics/test_purity.py hold
 - `variance`: each row's seed variance, moderated toward the study's (empirical Bayes);
 - `verdicts`: a verdict for each claim at every budget;
 - `family`: one error guarantee over every claimed comparison (TOST and non-inferiority p-values, the
-  intersection-union test over budgets, Holm as a graph);
+  intersection-union test over budgets, truncated Holm as a graph);
 - `boundaries`: group-sequential boundaries with the looks' correlation (Lan-DeMets, O'Brien-Fleming);
 - `sequential`: the sequential design (its policy, its looks, the error each spends, futility by conditional power);
 - `convergence`: whether a trial reached its plateau, diverged, or learnt to translate at all;

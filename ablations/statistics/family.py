@@ -19,16 +19,17 @@ A comparison that must hold at every budget (T and T/2) is an intersection-union
 way only when every budget decides it that way, so its p that way is the largest of the budgets' and the budgets need
 no split of the error (`across_budgets`).
 
-The family is every claimed comparison that can be decided (not excluded: a diverged or untrained row, no seed noise).
-`decide` runs Holm's step-down (Holm, 1979) as the graphical procedure of Bretz, Maurer, Brannath and Posch (2009,
-"A graphical approach to sequentially rejective multiple test procedures", Stat. Med. 28) with equal weights: each
-comparison still undecided is tested at alpha over the number still undecided, and a decided one passes its share to
-the rest. The level a comparison is tested at is handed in as a function of its share, so the same procedure runs a
-single test (its share) and a group-sequential look (the nominal level of its boundary at this look, spending its
-share: Maurer and Bretz, 2013, "Multiple testing in group sequential trials using graphical approaches", Stat.
-Biopharm. Res. 5). What this guarantees: the probability that any claimed comparison gets a wrong verdict, over
-every budget and every look, is at most alpha (strong control; measured by simulation with the shipped rule,
-`ablations.statistics.simulation`).
+The family is every claimed comparison that can be decided (not excluded: a diverged or untrained row, no seed
+noise). `decide` runs Holm's step-down (Holm, 1979) as the graphical procedure of Bretz, Maurer, Brannath and Posch
+(2009, "A graphical approach to sequentially rejective multiple test procedures", Stat. Med. 28) with equal weights,
+truncated (TRUNCATION): each comparison still undecided is tested at TRUNCATION x alpha over the number still
+undecided plus the rest of alpha over the family's size, and a decided one passes its share to the rest. The level a
+comparison is tested at is handed in as a function of its share, so the same procedure runs a single test (its
+share) and a group-sequential look (the nominal level of its boundary at this look, spending its share: Maurer and
+Bretz, 2013, "Multiple testing in group sequential trials using graphical approaches", Stat. Biopharm. Res. 5). What
+this guarantees: the probability that any claimed comparison gets a wrong verdict, over every budget and every look,
+is at most alpha when every test is valid (strong control); with rows whose seeds vary more than the others', as
+simulated over the grid of docs/method/verdicts.md with the shipped rule (`ablations.statistics.simulation`).
 """
 
 from __future__ import annotations

@@ -77,9 +77,11 @@ class ComparisonVerdict:
     """Its two p-values over every budget (the intersection-union test, `ablations.statistics.family.across_budgets`);
     None when it is not in the study's family (excluded, untested, no seed noise, or the study gives no verdict)."""
     level: float | None = None
-    """The level it was tested at in the study's family (Holm's share, passed on by the comparisons decided)."""
+    """The level it was tested at in the study's family (its share of the truncated Holm, passed on by the comparisons
+    decided)."""
     p_family: float | None = None
-    """Its p, Holm-adjusted over the study's family: the verdict is decided when it is below ALPHA."""
+    """Its p, adjusted over the study's family (truncated Holm, `ablations.statistics.family.adjusted`): the verdict
+    is decided when it is below ALPHA."""
     family: int = 0
     """How many comparisons the family holds."""
     withheld: bool = False

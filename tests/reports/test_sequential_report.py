@@ -34,7 +34,7 @@ def test_a_sequential_report_gives_each_row_the_verdict_it_stopped_with_and_stat
     note = next(n for n in table.notes if n.startswith("Sequential design"))
     assert "look 1 at 7 trials, nothing tested: open C1" in note and "look 2 at 8 trials, levels 0.0" in note
     assert "C1 3 seeds, decided" in note and "O'Brien-Fleming" in note and "no row is decided on fewer than 3" in note
-    assert "one family over every claimed comparison" in note and "at most 5%" in note
+    assert "one family over every claimed comparison" in note and "stays under 5% over the grid" in note
     assert "The design is finished" in note or "still running" in note
     fixed = build_table(results, n_samples=100)  # the same records read as a fixed design: no method note
     assert not any(n.startswith("Sequential design") for n in fixed.notes)
