@@ -48,10 +48,10 @@ def _cell(cell: Cell, replicates: int, seed: int):
 
 
 CI_CELLS = (
-    Cell("table3", "least_favourable", 2, 10.0),
-    Cell("table3", "least_favourable", 1, 3.0),
+    Cell("table3", "least_favourable", 4, 3.0),
+    Cell("table3", "least_favourable", "all", 30.0),
+    Cell("table3", "mixed", 4, 10.0),
     Cell("modern", "least_favourable", 4, 3.0),
-    Cell("table3", "null", "all", 10.0, "t3"),
 )
 """The grid's subset the suite runs: the cells nearest the 5% in the full run (docs/method/verdicts.md)."""
 
