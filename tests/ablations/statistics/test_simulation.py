@@ -59,9 +59,15 @@ CI_CELLS = (
 """The grid's subset the suite runs: the cells nearest the 5% in the full run (docs/method/verdicts.md)."""
 
 
+CI_REPLICATES = max(REPLICATES, 1000)
+"""The hardest cells sit at 3.2-3.4% (docs/method/verdicts.md): at 400 replicates the upper end of their interval
+passes 6.5% about one seed in five by chance alone, at 1,000 about one in a hundred."""
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", CI_CELLS, ids=lambda c: c.name.replace(", ", "-").replace(" ", "_"))
 def test_the_family_wise_error_holds_in_the_grids_hardest_cells(cell, capsys):
-    result = _cell(cell, REPLICATES, seed=CI_CELLS.index(cell) + 31)
+    result = _cell(cell, CI_REPLICATES, seed=CI_CELLS.index(cell) + 31)
     with capsys.disabled():
         print(f"\n  {cell.name}: FWER {result.fwer:.4f} (95% upper {result.fwer_upper:.4f}) over {result.replicates}")
     assert result.fwer_upper <= 0.05 + SLACK
