@@ -137,21 +137,19 @@ def _one(args, study, rows: list[str]):
 def run_grid(study: str, *, replicates: int, workers: int = 1, seed: int = 0) -> list[dict]:
     """Every cell of the guarantee's grid (`ablations.statistics.simulation.grid_cells`) for `study`, each at
     `replicates` and its own seed (`seed` + its index), on `workers` processes: a list of dicts, one a cell."""
+    import contextlib
     from concurrent.futures import ProcessPoolExecutor
 
     from ablate.ablations.statistics.simulation import grid_cells
 
     cells = grid_cells([study])
     jobs = [(cell, replicates, seed + i) for i, cell in enumerate(cells)]
-    if workers == 1:
-        out = [_cell(job) for job in jobs]
-    else:
-        with ProcessPoolExecutor(workers) as pool:
-            out = []
-            for result in pool.map(_cell, jobs):
-                out.append(result)
-                print(f"\rsimulated {len(out)}/{len(jobs)} cells", end="", file=sys.stderr, flush=True)
-            print(file=sys.stderr)
+    out = []
+    with ProcessPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
+        for result in pool.map(_cell, jobs) if pool is not None else map(_cell, jobs):
+            out.append(result)  # the cells in order: a cell's line once it and every one before it are done
+            print(f"\rsimulated {len(out)}/{len(jobs)} cells", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
     return out
 
 

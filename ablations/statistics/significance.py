@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from ablate.ablations.statistics.variance import Moderated, Screen, holm, moderate
+from ablate.ablations.statistics.variance import Moderated, Screen, holm, moderate, screen
 
 ALPHA = 0.05
 """Significance level of every test and 1 - coverage of every interval."""
@@ -338,7 +338,7 @@ def compare_rows(
     own variance; without it, this budget's scores alone decide."""
     names = list(systems)
     scores = [[s.score for s in systems[name]] for name in names]
-    moderated, _prior = moderate(scores, screened=None if screened is None else [screened.get(n) for n in names])
+    moderated, _ = moderate(scores, screened=None if screened is None else [screened.get(n) for n in names])
     noise = dict(zip(names, moderated, strict=True))
     sizes = {s.stats.shape[0] for scores in systems.values() for s in scores if s.stats is not None}
     weights = resample_weights(sizes.pop(), n_samples) if len(sizes) == 1 else None
@@ -365,8 +365,6 @@ def compare_rows(
 def screen_budgets(by_budget: Mapping[float, Mapping[str, Mapping[int, float]]]) -> dict[str, Screen]:
     """`ablations.statistics.variance.screen` of every row over the budgets: budget -> row -> seed -> score. A row is
     screened on the seeds it has at every budget (a seed still training at T counts at no budget)."""
-    from ablate.ablations.statistics.variance import screen
-
     budgets = sorted(by_budget)
     rows = {name for scores in by_budget.values() for name in scores}
     matrices = {}
