@@ -16,6 +16,7 @@ from ablate.ablations.statistics import (
     DECIDING_SEEDS,
     FUTILITY,
     STATES,
+    Cause,
     ErrorControl,
     Sequential,
     Walk,
@@ -83,14 +84,17 @@ def apply_design(table, results, n_samples: int | None = None) -> None:
                 # A study that gives no verdict (a pipeline check, a base that learnt nothing) gives none at a look.
                 comparisons.append(cv)
                 continue
+            cause: Cause
             if row is None or row.state == "open":
                 verdict, reason = "inconclusive", "open: the sequential design asks for more seeds (sweep again)"
+                cause = "design_open"
             else:
                 verdict = row.verdicts.get(comparison_key(cv.comparison), "inconclusive")
                 reason = "" if verdict != "inconclusive" else f"sequential design: {row.why}"
-            if verdict == "inconclusive":
-                reason = reason or cv.reason
-            comparisons.append(replace(cv, verdict=verdict, reason=reason))
+                cause = "" if verdict != "inconclusive" else "design_stopped"
+            if verdict == "inconclusive" and not reason:
+                reason, cause = cv.reason, cv.cause
+            comparisons.append(replace(cv, verdict=verdict, reason=reason, cause=cause))
         verdicts = [c.verdict for c in comparisons]
         table.claims[i] = replace(claim, comparisons=tuple(comparisons), verdict=claim_verdict(verdicts))
     table.notes.append(method_note(walked, meta, max_seeds, error))

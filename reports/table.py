@@ -530,7 +530,7 @@ def _with_advice(cv: ClaimVerdict, table: ReportTable) -> ClaimVerdict:
     parts = []
     for comp in cv.comparisons:
         test = comp.test
-        if comp.verdict != "inconclusive" or not comp.reason.startswith("too noisy") or test is None:
+        if comp.verdict != "inconclusive" or comp.cause != "too_noisy" or test is None:
             parts.append(comp)
             continue
         design = design_needed(test, comp.paper_delta) if comp.paper_delta else None

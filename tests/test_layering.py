@@ -372,3 +372,40 @@ def test_a_planted_string_import_across_layers_fails_the_test(tmp_path, planted)
     entry = root / "ablations" / "cli.py"
     entry.write_text(entry.read_text(encoding="utf-8") + f"\n\ndef _also():\n    {planted}\n", encoding="utf-8")
     assert not [f for f in upward_imports(read_imports(root)) + imports_by_name(root) if "cli.py" in f]
+
+
+REASON_WORDS = re.compile(r"\breason\b[^\n]{0,12}\.(startswith|endswith)\(|[\"'][^\"'\n]+[\"']\s+in\s+\w+\.reason\b")
+"""A branch on the words of a comparison's `reason` (`reason.startswith("too noisy")`, `"noisy" in cv.reason`):
+code reads its `cause` field instead (`ablations.statistics.verdicts.Cause`)."""
+REASON_WORDS_ALLOWED = {
+    "ablations/results/ledger.py": "storages written before `closed_as` existed say 'duplicate' only in a trial's words",
+    "ablations/statistics/convergence.py": "a record of a diverged trial says so only in its failure reason",
+}
+
+
+def reason_branches(root: Path = REPO) -> list[str]:
+    """'path:line' for every line of the packages that branches on a reason's words, outside REASON_WORDS_ALLOWED."""
+    found = []
+    for package in ("data", "lightning_modules", "ablations", "reports", "benchmarks"):
+        for path in sorted((root / package).rglob("*.py")):
+            relative = path.relative_to(root).as_posix()
+            if relative in REASON_WORDS_ALLOWED:
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if REASON_WORDS.search(line):
+                    found.append(f"{relative}:{number}")
+    return found
+
+
+def test_no_code_branches_on_a_reasons_words():
+    assert not reason_branches(), reason_branches()
+
+
+def test_the_reason_check_finds_a_branch_on_words(tmp_path):
+    """The line `_with_advice` had before `cause`, planted in a copy: the check finds it."""
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "table.py").write_text(
+        'def f(comp):\n    return not comp.reason.startswith("too noisy")\n\n\ndef g(cv):\n    return "noisy" in cv.reason\n',
+        encoding="utf-8",
+    )
+    assert reason_branches(tmp_path) == ["reports/table.py:2", "reports/table.py:6"]

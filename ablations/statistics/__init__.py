@@ -120,6 +120,7 @@ from ablate.ablations.statistics.variance import (  # noqa: F401 - the public fa
 )
 from ablate.ablations.statistics.verdicts import (  # noqa: F401 - the public face
     BudgetVerdict,
+    Cause,
     ClaimVerdict,
     ComparisonVerdict,
     Tests,
@@ -153,6 +154,7 @@ __all__ = [
     "STATES",
     "BudgetVerdict",
     "Claim",
+    "Cause",
     "ClaimVerdict",
     "Comparison",
     "ComparisonVerdict",

@@ -39,6 +39,31 @@ from ablate.ablations.statistics.significance import ALPHA, RowTest
 
 Verdict = Literal["reproduced", "contradicted", "inconclusive", "untested"]
 
+Cause = Literal[
+    "",
+    "withheld",
+    "excluded",
+    "untested",
+    "constant",
+    "budget_sensitive",
+    "budgets_disagree",
+    "above_family_level",
+    "too_noisy",
+    "crosses_margin",
+    "below_detectable",
+    "not_significant",
+    "design_open",
+    "design_stopped",
+]
+"""Why a comparison is inconclusive, as a field (its `reason` says it in words, with the numbers): a study or row
+that gives no verdict (`withheld`, `excluded`), no trials to compare (`untested`), every score the same
+(`constant`), budgets that decide differently (`budget_sensitive`) or whose own p disagree (`budgets_disagree`), a
+decision at 0.05 that the family's level does not reach (`above_family_level`), a test that cannot see the paper's
+difference or an equivalence margin (`too_noisy`), an interval that crosses the margin (`crosses_margin`), an effect
+below the detectable one (`below_detectable`), one above it that the family does not decide (`not_significant`);
+under the sequential design, a row still open (`design_open`) or stopped undecided (`design_stopped`). '' when it is
+not inconclusive, or when nothing explains it."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class BudgetVerdict:
@@ -66,7 +91,9 @@ class ComparisonVerdict:
     """The paper's difference for the same comparison, where it gives both numbers."""
     reason: str = ""
     """Why the verdict is inconclusive (no verdict for a row or the study, budget-sensitive, an effect below what
-    the test detects, ...); '' when it is not, or when nothing was tested."""
+    the test detects, ...), in words; '' when it is not, or when nothing was tested."""
+    cause: Cause = ""
+    """The same as a field, for code to branch on (never the words of `reason`)."""
     higher_is_better: bool
     """The metric's direction (its `Metric`), kept so that a look can judge the comparison again at its own level
     (`ablations.statistics.sequential.walk`)."""
@@ -199,7 +226,7 @@ def judge(
         for j, cv in enumerate(parts):
             at = decided[(i, j)].level if (i, j) in decided else ALPHA
             budgets = tuple(_at_level(b, cv.comparison, at, cv.higher_is_better) for b in cv.budgets)
-            verdict, reason = _across_budgets(
+            verdict, cause, reason = _across_budgets(
                 cv.comparison, budgets, cv.paper_delta, withheld, metrics[cv.comparison.metric], len(family)
             )
             judged.append(
@@ -207,6 +234,7 @@ def judge(
                     cv,
                     verdict=verdict,
                     reason=reason,
+                    cause=cause,
                     budgets=budgets,
                     level=at if (i, j) in decided else None,
                     p_family=p_family.get((i, j)),
@@ -280,41 +308,43 @@ def _across_budgets(
     withheld: str | None,
     metric: Metric,
     family: int,
-) -> tuple[Verdict, str]:
-    """The comparison's verdict over every budget, and why it is inconclusive: decisive only when every budget
-    says the same."""
+) -> tuple[Verdict, Cause, str]:
+    """The comparison's verdict over every budget, and why it is inconclusive (as a `Cause` and in words): decisive
+    only when every budget says the same."""
     verdicts = {b.verdict for b in budgets}
     if verdicts == {"untested"}:
-        return "untested", ""
+        return "untested", "", ""
     if withheld:  # said once, at the top of the report (`reports.legend.headline`), not in every comparison
-        return "inconclusive", "no verdict: the study gives none (see the top)"
+        return "inconclusive", "withheld", "no verdict: the study gives none (see the top)"
     if excluded := list(dict.fromkeys(why for b in budgets for why in b.excluded)):
-        return "inconclusive", f"no verdict: {'; '.join(excluded)}"
+        return "inconclusive", "excluded", f"no verdict: {'; '.join(excluded)}"
     if untested := [budget_label(b.fraction) for b in budgets if b.verdict == "untested"]:
-        return "inconclusive", f"no complete trials to compare at {', '.join(untested)}"
+        return "inconclusive", "untested", f"no complete trials to compare at {', '.join(untested)}"
     if still := [budget_label(b.fraction) for b in budgets if b.test is not None and b.test.se == 0]:
         return (
             "inconclusive",
+            "constant",
             f"nothing to test: every seed and sentence of both rows scored the same at {', '.join(still)}",
         )
     if len(verdicts) == 1 and verdicts <= {"reproduced", "contradicted"}:
-        return budgets[0].verdict, ""
+        return budgets[0].verdict, "", ""
     if verdicts & {"reproduced", "contradicted"}:
         by = ", ".join(f"{b.verdict} at {budget_label(b.fraction)}" for b in budgets)
-        return "inconclusive", f"budget-sensitive: {by}"
-    nominal = _nominal(budgets, family)
-    undetected = _undetected(comp, budgets[-1].test, paper_delta, metric, family, decisive=bool(nominal))
-    return "inconclusive", "; ".join(why for why in (nominal, undetected) if why)
+        return "inconclusive", "budget_sensitive", f"budget-sensitive: {by}"
+    nominal, said = _nominal(budgets, family)
+    undetected, why = _undetected(comp, budgets[-1].test, paper_delta, metric, family, decisive=bool(said))
+    cause: Cause = nominal if said else undetected
+    return "inconclusive", cause, "; ".join(text for text in (said, why) if text)
 
 
-def _nominal(budgets: tuple[BudgetVerdict, ...], family: int) -> str:
+def _nominal(budgets: tuple[BudgetVerdict, ...], family: int) -> tuple[Cause, str]:
     """Why a comparison that a budget's own p (at ALPHA, as the report prints it) would decide is inconclusive: the
     other budgets disagree ('T/2 disagrees: inconclusive there'), or every budget agrees but not at the level the
-    study's family holds it to. '' when no budget's p alone decides it."""
+    study's family holds it to. ('', '') when no budget's p alone decides it."""
     ways = [b.sides.at(ALPHA) if b.sides is not None else None for b in budgets]
     decisive = {w for w in ways if w is not None}
     if len(decisive) != 1:
-        return ""  # none (an effect too small for the test), or both ways (the budgets disagree at 0.05)
+        return "", ""  # none (an effect too small for the test), or both ways (the budgets disagree at 0.05)
     way = decisive.pop()
     labels = [budget_label(b.fraction) for b in budgets]
     others = [(label, w) for label, w in zip(labels, ways, strict=True) if w != way]
@@ -322,35 +352,45 @@ def _nominal(budgets: tuple[BudgetVerdict, ...], family: int) -> str:
         agree = ", ".join(label for label, w in zip(labels, ways, strict=True) if w == way)
         said = ", ".join(f"{w or 'inconclusive'} at {label}" for label, w in others)
         verb = "disagrees" if len(others) == 1 else "disagree"
-        return f"{', '.join(label for label, _ in others)} {verb}: {way} at {agree} by its own p, {said}"
+        disagreeing = ", ".join(label for label, _ in others)
+        return "budgets_disagree", f"{disagreeing} {verb}: {way} at {agree} by its own p, {said}"
     every = "by each budget's own p" if len(budgets) > 1 else "by its own p"
-    return f"above the family's level: {way} {every} at {ALPHA:g}, not at the level its family of {family} holds it to"
+    return (
+        "above_family_level",
+        f"above the family's level: {way} {every} at {ALPHA:g}, not at the level its family of {family} holds it to",
+    )
 
 
 def _undetected(
     comp: Comparison, test: RowTest | None, paper_delta: float | None, spec: Metric, family: int, *, decisive: bool
-) -> str:
+) -> tuple[Cause, str]:
     """Why a test at the full budget found nothing, told with its minimum detectable effect; `decisive`: a budget's
     own p decides it (`_nominal` says why it is inconclusive: its 95% interval does not cross an equivalence
     margin)."""
     mde = test.detectable(ALPHA / max(family, 1)) if test is not None else None  # at the family's level
     if test is None or test.effect is None or mde is None:
-        return ""
+        return "", ""
     detectable = f"{mde:.{spec.digits}f} {spec.label}"
     if comp.expect in ("same", "no_worse"):
         margin = f"±{comp.margin:g}" if comp.expect == "same" else f"of {comp.margin:g} (no worse)"
         if mde >= (comp.margin or 0.0):
-            return f"too noisy to tell (detectable: {detectable}, wider than the margin {margin})"
-        return "" if decisive else f"the interval crosses the margin {margin} (detectable: {detectable})"
+            return "too_noisy", f"too noisy to tell (detectable: {detectable}, wider than the margin {margin})"
+        if decisive:
+            return "", ""
+        return "crosses_margin", f"the interval crosses the margin {margin} (detectable: {detectable})"
     if paper_delta is not None and mde > abs(paper_delta):
-        return f"too noisy to tell (detectable: {detectable})"
+        return "too_noisy", f"too noisy to tell (detectable: {detectable})"
     if abs(test.effect) < mde:
-        return f"|effect| below the detectable {detectable}"
-    return f"not significant over the study's {family} claimed comparisons (Holm; detectable: {detectable})"
+        return "below_detectable", f"|effect| below the detectable {detectable}"
+    return (
+        "not_significant",
+        f"not significant over the study's {family} claimed comparisons (Holm; detectable: {detectable})",
+    )
 
 
 __all__ = [
     "BudgetVerdict",
+    "Cause",
     "ClaimVerdict",
     "ComparisonVerdict",
     "Tests",

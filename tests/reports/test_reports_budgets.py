@@ -283,13 +283,15 @@ def test_an_inconclusive_comparison_states_what_the_study_could_have_detected():
     small = _judged("lower", [25.1, 24.9], paper=None)  # a tenth of a BLEU point, seeds 0.3 apart
     mde = small.test.mde
     assert small.verdict == "inconclusive" and abs(small.test.effect) < mde
-    assert small.reason == f"|effect| below the detectable {mde:.2f} BLEU"
+    assert small.reason == f"|effect| below the detectable {mde:.2f} BLEU" and small.cause == "below_detectable"
     assert comparison_text(small, "base").endswith(f"; |effect| below the detectable {mde:.2f} BLEU")
     noisy = _judged("lower", [21.0, 28.0], paper=-0.9)  # the paper's 0.9 is far below what two noisy seeds detect
     assert noisy.test.mde > 0.9 and noisy.reason == f"too noisy to tell (detectable: {noisy.test.mde:.2f} BLEU)"
     same = _judged("same", [25.1, 25.3], paper=-0.1, margin=0.2)
     assert same.reason.startswith("too noisy to tell (detectable: ") and "wider than the margin ±0.2" in same.reason
-    assert _judged("lower", [22.0, 22.4], paper=-0.9).reason == ""  # reproduced: nothing to explain
+    assert noisy.cause == same.cause == "too_noisy"  # the field the report's advice reads, not the words
+    reproduced = _judged("lower", [22.0, 22.4], paper=-0.9)
+    assert reproduced.reason == "" and reproduced.cause == ""  # reproduced: nothing to explain
 
 
 def test_each_claim_states_the_design_s_power_at_the_level_its_family_holds_it_to():
