@@ -204,7 +204,7 @@ def claims_legend(table: ReportTable) -> str:
         "p(claims): the comparison's p over every budget (each budget must decide it the same way: an "
         "intersection-union test), adjusted over every claimed comparison of the study, whatever its metric, "
         "reference or kind (equivalence and non-inferiority as TOST p-values), by Holm's procedure truncated so "
-        "that no comparison is tested at more than about half the level (Dmitrienko, Tamhane and Wiens 2008); "
+        "that no comparison is tested at more than about a quarter of the level (Dmitrienko, Tamhane and Wiens 2008); "
         f"simulated, the chance of any wrong verdict in the study stays under {ALPHA} over the grid of "
         "docs/method/verdicts.md. Reproduced: p(claims) < "
         f"{ALPHA} in the claimed direction (equivalence: the interval inside the margin) at every budget; "

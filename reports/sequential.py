@@ -27,13 +27,13 @@ from ablate.ablations.statistics import (
 
 ERROR_CONTROLS: dict[str, str] = {
     "spending": (
-        "one family over every claimed comparison (Holm truncated at half the level, as a graph: Maurer and Bretz "
-        "2013), each comparison at its own O'Brien-Fleming-shaped Lan-DeMets boundary over the information its looks "
-        "reached, computed with the looks' correlation"
+        "one family over every claimed comparison (Holm truncated at a quarter of the level, as a graph: Maurer and "
+        "Bretz 2013), each comparison at its own O'Brien-Fleming-shaped Lan-DeMets boundary over the information its "
+        "looks reached, computed with the looks' correlation"
     ),
     "confseq": (
-        "one family over every claimed comparison (Holm truncated at half the level, as a graph), each comparison at "
-        "the pointwise level of a normal-mixture confidence sequence (Howard et al., 2021)"
+        "one family over every claimed comparison (Holm truncated at a quarter of the level, as a graph), each "
+        "comparison at the pointwise level of a normal-mixture confidence sequence (Howard et al., 2021)"
     ),
 }
 

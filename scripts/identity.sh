@@ -10,6 +10,7 @@
 # plots left out: their PNG bytes carry matplotlib's metadata), `ablate replay`, `ablate status --json`; and
 # `ablate simulate table3 --replicates 200 --seed 1`. Runs `ablate` from the PATH (activate the venv first).
 set -euo pipefail
+ablate() { ${ABLATE:-command ablate} "$@"; }  # ABLATE="env PYTHONPATH=DIR python -m ablate.ablations.cli": another tree
 
 if [[ "${1:-}" == "--compare" ]]; then
     before=$2 after=$3

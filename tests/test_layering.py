@@ -378,7 +378,7 @@ REASON_WORDS = re.compile(r"\breason\b[^\n]{0,12}\.(startswith|endswith)\(|[\"']
 """A branch on the words of a comparison's `reason` (`reason.startswith("too noisy")`, `"noisy" in cv.reason`):
 code reads its `cause` field instead (`ablations.statistics.verdicts.Cause`)."""
 REASON_WORDS_ALLOWED = {
-    "ablations/results/ledger.py": "storages written before `closed_as` existed say 'duplicate' only in a trial's words",
+    "ablations/results/ledger.py": "storages from before `closed_as` say 'duplicate' only in a trial's words",
     "ablations/statistics/convergence.py": "a record of a diverged trial says so only in its failure reason",
 }
 
@@ -405,7 +405,8 @@ def test_the_reason_check_finds_a_branch_on_words(tmp_path):
     """The line `_with_advice` had before `cause`, planted in a copy: the check finds it."""
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "table.py").write_text(
-        'def f(comp):\n    return not comp.reason.startswith("too noisy")\n\n\ndef g(cv):\n    return "noisy" in cv.reason\n',
+        'def f(comp):\n    return not comp.reason.startswith("too noisy")\n\n\n'
+        'def g(cv):\n    return "noisy" in cv.reason\n',
         encoding="utf-8",
     )
     assert reason_branches(tmp_path) == ["reports/table.py:2", "reports/table.py:6"]

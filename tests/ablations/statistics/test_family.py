@@ -93,8 +93,10 @@ def test_one_look_of_the_family_is_the_truncated_holm_procedure():
     # At TRUNCATION = 1 it is Holm's own procedure.
     ps = [0.001, 0.011, 0.016, 0.03, 0.04]
     assert _truncated_holm(ps, 1.0) == {i for i, p in enumerate(holm(ps)) if p is not None and p <= 0.05}
-    # The last comparison left is never tested alone at the whole level: about half of it.
-    assert decide({"a": Sides(0.04, 1.0)}, decided=["b"], size=2)["a"].level == pytest.approx(0.0375)
+    # The last comparison left is never tested alone at the whole level: TRUNCATION of it, and the rest over the
+    # family.
+    last = TRUNCATION * 0.05 + (1 - TRUNCATION) * 0.05 / 2
+    assert last < 0.04 and decide({"a": Sides(0.04, 1.0)}, decided=["b"], size=2)["a"].level == pytest.approx(last)
     # Decided before (an earlier look): their shares are passed on; held back (stopped for futility): they keep theirs.
     assert decide({"a": Sides(0.03, 1.0)}, decided=["b"], size=2)["a"].way == "reproduced"
     assert decide({"a": Sides(0.03, 1.0)}, size=2)["a"].way is None
@@ -102,7 +104,7 @@ def test_one_look_of_the_family_is_the_truncated_holm_procedure():
 
 
 def test_the_family_is_every_claimed_comparison_whatever_its_metric_reference_or_kind():
-    """Four claims on two metrics and two references, one an equivalence: one family of four, so a p of 0.03 that
+    """Four claims on two metrics and two references, one an equivalence: one family of four, so a p of 0.02 that
     a per-metric Holm would have passed (two comparisons on BLEU against the base) is not enough."""
     claims = [
         Claim(id="a", text="", compare=(Comparison(row="A", metric="bleu", expect="higher"),)),
@@ -110,18 +112,21 @@ def test_the_family_is_every_claimed_comparison_whatever_its_metric_reference_or
         Claim(id="c", text="", compare=(Comparison(row="C", metric="ppl", expect="lower"),)),
         Claim(id="e", text="", compare=(Comparison(row="E", metric="bleu", expect="same", margin=1.0, against="A"),)),
     ]
-    effect = float(stats.t.isf(0.015, 12)) * 0.5  # two-sided p 0.03
+    effect = float(stats.t.isf(0.01, 12)) * 0.5  # two-sided p 0.02
     tests = {1.0: {("A", "base", "bleu"): _test(effect, 0.5, row="A"), ("B", "base", "bleu"): _test(-5.0, 0.5, row="B"),
                    ("C", "base", "ppl"): _test(-5.0, 0.5, row="C", metric="ppl"),
                    ("E", "A", "bleu"): _test(0.0, 2.0, row="E", against="A")}}  # fmt: skip
     verdicts = {v.claim.id: v for v in judge(claims, tests, "base", metrics=METRICS)}
     assert verdicts["b"].verdict == verdicts["c"].verdict == "reproduced"
     a = verdicts["a"].comparisons[0]
-    # The truncated Holm (`family.TRUNCATION` of the way from Holm's level to alpha over the family): after the two sure
-    # ones, 0.05 x (1/2 x 1/2 + 1/2 x 1/4).
-    assert a.family == 4 and a.verdict == "inconclusive" and a.level == pytest.approx(0.05 * (0.5 / 2 + 0.5 / 4))
-    assert a.p_family == pytest.approx(0.03 / (0.5 / 2 + 0.5 / 4))
-    # Without the equivalence claim the family is three: 0.03 passes at 0.05 x (1/2 + 1/6) after the two sure ones.
+    # The truncated Holm (`family.TRUNCATION` of the way from alpha over the family to Holm's level): after the two
+    # sure ones, 0.05 x (TRUNCATION / 2 + (1 - TRUNCATION) / 4), under 0.02.
+    weight = TRUNCATION / 2 + (1 - TRUNCATION) / 4
+    assert 0.05 * weight < 0.02 and a.family == 4 and a.verdict == "inconclusive"
+    assert a.level == pytest.approx(0.05 * weight) and a.p_family == pytest.approx(0.02 / weight)
+    # Without the equivalence claim the family is three: 0.02 passes at 0.05 x (TRUNCATION + (1 - TRUNCATION) / 3)
+    # after the two sure ones.
+    assert 0.05 * (TRUNCATION + (1 - TRUNCATION) / 3) >= 0.02
     three = {v.claim.id: v for v in judge(claims[:3], tests, "base", metrics=METRICS)}
     assert three["a"].verdict == "reproduced" and three["a"].comparisons[0].family == 3
 
