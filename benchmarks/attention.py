@@ -27,6 +27,7 @@ from typing import Any
 
 from ablate.benchmarks.device import synchronize
 from ablate.benchmarks.settings import Setup
+from ablate.lightning_modules.kernels import jagged_keys_attention
 
 CANDIDATES = ("masked", "jagged", "flex", "unpadded")
 
@@ -40,8 +41,6 @@ def masked(q, k, v, keep):
 
 def jagged(q, k, v, keep):
     """The model's `kernels: jagged` attention: keys and values as nested jagged tensors, queries whole."""
-    from ablate.lightning_modules.kernels import jagged_keys_attention
-
     return jagged_keys_attention(q, k, v, keep)
 
 

@@ -19,16 +19,21 @@ and `summary` (ratios, targets, the printed report); this module runs them in or
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
+from ablate.ablations.study.definition import load_study
+from ablate.benchmarks.attention import attention_figures
 from ablate.benchmarks.decoding import decoding_figures
 from ablate.benchmarks.device import autocast, device_info, resolve_device, resolve_precision, synchronize
+from ablate.benchmarks.host import host_costs
 from ablate.benchmarks.mfu import flop_figures, model_figures, throughput
 from ablate.benchmarks.overhead import trial_overhead
+from ablate.benchmarks.peers import build_peer, check_peer, row_of
 from ablate.benchmarks.settings import BenchConfig, Setup
 from ablate.benchmarks.summary import format_report, ratios, targets
 from ablate.benchmarks.timing import (
@@ -41,9 +46,12 @@ from ablate.benchmarks.timing import (
     step_breakdown,
     summarize,
 )
+from ablate.data.datamodule import PadCollate, TranslationDataModule
 from ablate.data.errors import AblateError
 from ablate.data.tokenizer import BOS_ID, EOS_ID
 from ablate.lightning_modules.config import for_compile, on_cpu
+from ablate.lightning_modules.kernels import eager
+from ablate.lightning_modules.transformer import Transformer
 
 __all__ = ["BenchConfig", "Setup", "format_report", "run_bench"]
 
@@ -51,7 +59,6 @@ __all__ = ["BenchConfig", "Setup", "format_report", "run_bench"]
 def load_inputs(run, bench: BenchConfig, device) -> tuple[list[dict], Any, dict[str, Any]]:
     """The training batches (first of epoch 0), the decoding batch and data figures (padding, collation time)."""
     import numpy as np
-    from ablate.data.datamodule import PadCollate, TranslationDataModule
 
     datamodule = TranslationDataModule(run.data)
     loader = datamodule.train_dataloader()
@@ -102,8 +109,6 @@ def run_shapes(sampler, max_steps: int) -> dict[str, Any]:
     """The distinct (batch, source, target) shapes a run of `max_steps` batches sees: with data.buckets exactly, from
     the buckets; with greedy batches by planning its epochs (at most RUN_SHAPES_MAX_EPOCHS; `complete` says whether
     that covered the run). Each new shape costs a GPU an attention plan and, compiled, possibly a graph."""
-    import math
-
     if sampler.shapes is not None:
         return {"shapes": len(sampler.shapes.shapes(every_pair=False)), "epochs": None, "complete": True}
     epochs = math.ceil(max_steps / max(len(sampler), 1))
@@ -130,19 +135,14 @@ def run_bench(bench: BenchConfig, progress=None) -> dict[str, Any]:
             training["ours_lightning"]["step_time_s"]["median"] - training["ours"]["step_time_s"]["median"]
         )
     if bench.host:
-        from ablate.benchmarks.host import host_costs
-
         say("counting a step's operators and host syncs on the card's path")
         profile["host"] = host_costs(s.run, accelerator=s.device.type)
     cuda = sdpa_check(trainees[0], batches[0], s) if s.device.type == "cuda" else None
     if bench.attention:
-        from ablate.benchmarks.attention import attention_figures
-
         say(f"attention over padded sources: {len(batches)} batches, kernel against kernel")
         profile["attention"] = attention_figures(batches, s)
 
     say(f"decoding {src.size(0)} sentences: beam {bench.beam_size} and greedy")
-    from ablate.lightning_modules.kernels import eager
 
     with eager():  # layers compiled in place (--compile_scope layers) decode eagerly, as in training runs
         decoding, profile["beam_search"] = decoding_figures(trainees, src, bench, s)
@@ -219,8 +219,6 @@ def _profile(
 def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
     """Ours first, then the peers, all initialised from the bench's seed."""
     import torch
-    from ablate.benchmarks.peers import build_peer
-    from ablate.lightning_modules.transformer import Transformer
 
     torch.manual_seed(bench.seed)
     torch.backends.cuda.enable_cudnn_sdp(s.run.train.cudnn_attention)  # as TranslationModule.configure_model does
@@ -240,8 +238,6 @@ def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
 def setup(bench: BenchConfig) -> Setup:
     """The benchmarked run's config, device and precision; the peers are checked before any work."""
     import torch
-    from ablate.ablations.study.definition import load_study
-    from ablate.benchmarks.peers import check_peer, row_of
 
     extra = {section: dict(fields) for section, fields in bench.settings.items()}
     if bench.corpus:

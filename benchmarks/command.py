@@ -13,6 +13,7 @@ from ablate.ablations.commands.options import (
     print_config,
     wants_help,
 )
+from ablate.benchmarks.bench import BenchConfig, format_report, run_bench
 
 SECTIONS = ("model", "train", "data")
 """The row's settings a bench run may override (--data.buckets 8, --train.fused_loss true, ...)."""
@@ -26,8 +27,6 @@ check of the fused SDPA kernels, MFU against the GPU's bf16 peak."""
 
 
 def build_parser():
-    from ablate.benchmarks.bench import BenchConfig
-
     parser = command_parser("ablate bench", DESCRIPTION, sections=SECTIONS, documented=wants_help(sys.argv))
     parser.add_class_arguments(BenchConfig, skip={"peers", "trial_args", "settings"}, as_group=False)
     parser.add_argument(
@@ -41,8 +40,6 @@ def build_parser():
 
 
 def main(argv: list[str]) -> int:
-    from ablate.benchmarks.bench import BenchConfig, format_report, run_bench
-
     args = parse(build_parser(), argv)
     if args.print_config:
         return print_config(own_options(args))

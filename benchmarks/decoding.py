@@ -12,6 +12,8 @@ from ablate.benchmarks.device import autocast, synchronize
 from ablate.benchmarks.settings import BenchConfig, Setup
 from ablate.benchmarks.timing import summarize
 from ablate.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from ablate.lightning_modules.decoding import beam_search, greedy_search
+from ablate.lightning_modules.static_decoding import static_beam_search
 
 
 class DecodeClock:
@@ -42,8 +44,6 @@ class DecodeClock:
 
 def beam_bookkeeping(model, src, bench: BenchConfig, s: Setup) -> dict[str, float]:
     """Share of our beam search's time spent outside the network (selection, finished set, cache reordering)."""
-    from ablate.lightning_modules.decoding import beam_search
-
     run, device = s.run, s.device
     clock = DecodeClock(model.output, device, step_start=model.tgt_embed)
     encoder_end: list[float] = []
@@ -75,9 +75,6 @@ def _max_len(run) -> tuple[float, int]:
 def _decoders(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict) -> dict[str, tuple[Any, Any]]:
     """name -> (the layer each decoder step ends with, a call that decodes `src`): ours (dynamic and static beam,
     greedy), each row peer's, HF generate's."""
-    from ablate.lightning_modules.decoding import beam_search, greedy_search
-    from ablate.lightning_modules.static_decoding import static_beam_search
-
     alpha, (a, b), k = s.run.train.length_penalty, _max_len(s.run), bench.beam_size
     systems: dict[str, tuple[Any, Any]] = {
         "ours_beam": (ours.output, lambda: beam_search(ours, src, BOS_ID, EOS_ID, k, alpha, a, b)),

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Literal
 
+from ablate.ablations.runtime.environment import cpu_model
 from ablate.data.errors import AblateError
+from ablate.lightning_modules.config import resolve_precision as precision_for
 
 if TYPE_CHECKING:
     import torch
@@ -35,7 +37,6 @@ def resolve_device(name: str):
 def resolve_precision(precision: Literal["auto"] | Precision, device: torch.device) -> Precision:
     """The bench's precision on `device`, by training's rule (`lightning_modules.config.resolve_precision`)."""
     import torch
-    from ablate.lightning_modules.config import resolve_precision as precision_for
 
     return precision_for(precision, cuda_bf16=device.type == "cuda" and torch.cuda.is_bf16_supported())
 
@@ -63,7 +64,6 @@ def device_info(device) -> dict[str, Any]:
         name = torch.cuda.get_device_name(device)
         peak = next((flops for key, flops in PEAK_BF16_FLOPS if key in name), None)
         return {"type": "cuda", "name": name, "peak_bf16_flops": peak, "torch": torch.__version__}
-    from ablate.ablations.runtime.environment import cpu_model
 
     return {
         "type": "cpu",

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from ablate.benchmarks.timing import fit_through_lightning
 from torch.utils._python_dispatch import TorchDispatchMode
 
 SYNCS = frozenset({"_local_scalar_dense", "is_nonzero", "nonzero", "masked_select", "unique", "_unique2", "equal"})
@@ -100,8 +101,6 @@ def host_costs(run, steps: int = 12, precision: str = "bf16-mixed", accelerator:
     next's; the first step (Lightning registers its metrics, the loss watch takes its yardstick) is left out of the
     medians. Returns the medians, the most syncs any later step made (with the logging interval, at which the loggers
     read their metrics by design) and the syncing operators by name."""
-    from ablate.benchmarks.timing import fit_through_lightning
-
     windows: list[Counter[str]] = []
     train = replace(run.train, max_steps=steps, compile=False)
     if run.model.kernels == "cpu":  # a CPU's choice (`config.on_cpu`): the card's are what `auto` gives there

@@ -17,14 +17,15 @@ import subprocess
 import sys
 import time
 
+from ablate.benchmarks.timing import _proc_status, _reset_peak_rss
+from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL
+from ablate.lightning_modules.module import label_smoothed_nll
+
 MODEL = {"d_model": 512, "vocab": 37000}
 
 
 def measure(fused: bool, tokens: int, dtype: str, device: str) -> dict:
     import torch
-    from ablate.benchmarks.timing import _reset_peak_rss
-    from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL
-    from ablate.lightning_modules.module import label_smoothed_nll
 
     torch.manual_seed(0)
     weight = torch.nn.Parameter(torch.randn(MODEL["vocab"], MODEL["d_model"], device=device) * 0.04)
@@ -61,8 +62,6 @@ def measure(fused: bool, tokens: int, dtype: str, device: str) -> dict:
 
 def _status_bytes(key: str) -> int:
     """A memory figure of this process in bytes (`timing._proc_status`); the CPU measurement needs Linux's."""
-    from ablate.benchmarks.timing import _proc_status
-
     value = _proc_status(key)
     if value is None:
         raise RuntimeError(f"/proc/self/status has no {key}: the CPU measurement runs on Linux only")

@@ -8,6 +8,7 @@ beside it as a check.
 
 from __future__ import annotations
 
+import copy
 import statistics
 from typing import Any
 
@@ -37,8 +38,6 @@ def counted_flops(module, src_shape: tuple[int, int], tgt_shape: tuple[int, int]
     shapes, counted by torch's FlopCounterMode on a copy of the module on its own device: what the kernels are asked
     to do, for any knob, with no formula to keep in step with the model. (Not on the meta device: the model checks
     its input for padding, which needs values.)"""
-    import copy
-
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ablate.ablations.study.config import TrackingConfig
+from ablate.ablations.tracking import wandb_mode
 from ablate.ablations.training.result import TrainResult
 from ablate.benchmarks.settings import BenchConfig
 from ablate.data.errors import AblateError
@@ -19,9 +21,6 @@ from ablate.data.errors import AblateError
 def trial_overhead(bench: BenchConfig) -> dict[str, Any]:
     """Process start -> first training step of a fresh `ablate train` (warm caches), and the overhead of a second
     trial in the same process. Runs one short warm-up trial first (data caches, OS file cache of the libraries)."""
-    from ablate.ablations.study.config import TrackingConfig
-    from ablate.ablations.tracking import wandb_mode
-
     base = ["train", "--study", bench.study, "--row", bench.row, "--preset", bench.trial_preset, "--json"]
     with tempfile.TemporaryDirectory(prefix="ablate-bench-") as tmp:
         warm = [*base, "--out", f"{tmp}/warm", "--train.max_steps", "1", "--train.final_full_validation", "false"]

@@ -12,8 +12,12 @@ from typing import Any, Literal
 
 from ablate.benchmarks.device import autocast, synchronize
 from ablate.benchmarks.settings import BenchConfig, Setup
+from ablate.data.datamodule import TranslationDataModule
 from ablate.data.errors import AblateError
 from ablate.data.tokenizer import BOS_ID, EOS_ID
+from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL, compile_for_training, kernels_for
+from ablate.lightning_modules.module import TranslationModule, label_smoothed_nll
+from ablate.lightning_modules.transformer import Transformer
 
 
 def summarize(values: list[float]) -> dict[str, float]:
@@ -83,7 +87,6 @@ def make_trainee(
     compiles (`compile_for_training`: one graph for every shape, of the model or, `scope` 'layers', of each layer),
     peers alike."""
     import torch
-    from ablate.lightning_modules.kernels import compile_for_training
 
     module = module.to(device).train()
     opt = torch.optim.Adam(module.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
@@ -95,9 +98,6 @@ def make_trainee(
 def train_step(t: Trainee, batch: dict, s: Setup, mark=None):
     """One optimizer update with our label-smoothed loss normalised per target token. Returns the loss tensor.
     `mark`, if given, is called after the forward pass, the loss, the backward pass and the optimizer step."""
-    from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL
-    from ablate.lightning_modules.module import label_smoothed_nll
-
     cfg = s.cfg
     mark = mark or (lambda: None)
     t.optimizer.zero_grad(set_to_none=True)
@@ -249,9 +249,6 @@ with other kernels (`kernels_for(..., reference_parts=...)`), nothing patched at
 def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, s: Setup):
     """Median step time of our model with each of our CPU choices undone (CPU_CHOICES), same weights and batches,
     variants interleaved step by step; `speedup` is each variant's step time over ours (paired by batch)."""
-    from ablate.lightning_modules.kernels import kernels_for
-    from ablate.lightning_modules.transformer import Transformer
-
     variants = {}
     for name, choices in CPU_CHOICES.items():
         kernels = kernels_for("cpu", reference_parts=tuple(c for c in choices if c != "adam"))
@@ -281,8 +278,6 @@ def fit_through_lightning(run, accelerator: str, precision: str, callbacks: list
     """Train `run` (its train.max_steps) through the Lightning Trainer as a bench measures it: one device, no
     validation, logger or checkpoints, its data module's first batches, `callbacks` watching."""
     import pytorch_lightning as pl
-    from ablate.data.datamodule import TranslationDataModule
-    from ablate.lightning_modules.module import TranslationModule
 
     pl.seed_everything(run.train.seed, verbose=False)
     module = TranslationModule(run.model, run.train, bos_id=BOS_ID, eos_id=EOS_ID)

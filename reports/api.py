@@ -21,9 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ablate.ablations.results import Record, StudyResults, load_results
-from ablate.ablations.statistics import budget_label
+from ablate.ablations.results import Record, StudyResults, load_results, open_existing, resolve
+from ablate.ablations.runtime import chosen_url
+from ablate.ablations.statistics import N_SAMPLES, budget_label
 from ablate.data.errors import AblateError
+from ablate.reports.build import describe_corpus
+from ablate.reports.claims import load_claims
+from ablate.reports.sequential import report_table
+from ablate.reports.writers import Context, get_writer
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -136,8 +141,6 @@ class LoadedStudy:
     def optuna(self) -> Any:
         """The study's Optuna study, opened read-only (`optuna.Study`: `trials_dataframe()`, the dashboard's API)."""
         import optuna
-        from ablate.ablations.results import open_existing
-        from ablate.ablations.runtime import chosen_url
 
         url = chosen_url(self.storage, self.out, self.results.meta.get("storage"))
         if not url:
@@ -150,7 +153,6 @@ class LoadedStudy:
         """`frame` joined with Optuna's trials_dataframe() for the trial that speaks for each row x seed."""
         if not self.use_optuna:
             return frame
-        from ablate.ablations.results import resolve
 
         try:
             study = self.optuna()
@@ -171,10 +173,6 @@ class LoadedStudy:
         """The report's table (`reports.table.ReportTable`): every row's cells over seeds, the significance marks,
         the study's precision and a verdict per claim, as `ablate report` builds it (the same
         `ablations.statistics.significance.N_SAMPLES` resamples)."""
-        from ablate.ablations.statistics import N_SAMPLES
-        from ablate.reports.claims import load_claims
-        from ablate.reports.sequential import report_table
-
         n_samples = N_SAMPLES if n_samples is None else n_samples
         key = (n_samples, None if claims is None else str(claims))
         if key not in self._tables:
@@ -190,9 +188,6 @@ class LoadedStudy:
 
     def markdown(self, **kwargs: Any) -> str:
         """The Markdown report `ablate report` prints (`table`'s keyword arguments)."""
-        from ablate.reports.build import describe_corpus
-        from ablate.reports.writers import Context, get_writer
-
         text = get_writer("md").write(self.table(**kwargs), Context(corpus=describe_corpus(self.results)))
         assert text is not None  # a format of its own (not a companion) always writes text
         return text

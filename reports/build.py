@@ -8,21 +8,25 @@ import json
 import re
 import zlib
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ablate.ablations.results import Layout, StudyResults, load_results
 from ablate.ablations.statistics import N_SAMPLES
+from ablate.ablations.study import parse_rows
 from ablate.data.atomic import write_json_atomic, write_text_atomic
+from ablate.reports import plots
 from ablate.reports.cells import check_columns
 from ablate.reports.claims import load_claims
+from ablate.reports.plots import Plot, make_plots
 from ablate.reports.sequential import report_table
 from ablate.reports.table import ReportTable, select_rows
+from ablate.reports.wandb_log import log_report
 from ablate.reports.writers import Context, companions, format_names, get_writer, parse_formats
 
 if TYPE_CHECKING:
     from ablate.reports.claims import Claim
-    from ablate.reports.plots import Plot
 
 
 def parse_columns(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -41,8 +45,6 @@ def rows_dir(names: Sequence[str]) -> str:
 
 def _row_names(rows: str | Sequence[str] | None, results: StudyResults) -> list[str] | None:
     """--rows checked against the study's rows (`ablations.study.definition.parse_rows`); None: every row."""
-    from ablate.ablations.study import parse_rows
-
     return parse_rows(rows, [spec.name for spec in results.rows])
 
 
@@ -121,8 +123,6 @@ def build_report(
     ctx = Context(columns=columns, corpus=describe_corpus(results), plots=tuple(drawn))
     written.update(write_formats(table, formats, report_dir, ctx))
     if wandb:
-        from ablate.reports.wandb_log import log_report
-
         project = str(results.meta.get("wandb_project") or "ablate")
         run_dir = log_report(table, drawn, project=project, wandb_dir=out_dir)
         if run_dir is not None:
@@ -147,8 +147,6 @@ docs/reference/code-figures.md, "reports/build.py")."""
 def _draw_plots(table: ReportTable, results: StudyResults, plot_dir: Path) -> list[Plot]:
     """The report's plots: those in `plot_dir` when they were drawn from these very inputs (the table, the records'
     curves, the plotting code and matplotlib's version), else drawn again."""
-    from ablate.reports.plots import Plot
-
     inputs = _plot_inputs(table, results)
     manifest = plot_dir / PLOTS_DRAWN
     try:
@@ -160,7 +158,6 @@ def _draw_plots(table: ReportTable, results: StudyResults, plot_dir: Path) -> li
                 return kept
     except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: drawn again
         pass
-    from ablate.reports.plots import make_plots  # matplotlib: only when plots are drawn
 
     manifest.unlink(missing_ok=True)  # an interrupted drawing leaves no claim that the plots are current
     drawn = make_plots(table, results, plot_dir)
@@ -172,9 +169,6 @@ def _draw_plots(table: ReportTable, results: StudyResults, plot_dir: Path) -> li
 def _plot_inputs(table: ReportTable, results: StudyResults) -> str:
     """A digest of everything a plot is drawn from: the table (its repr holds every value, dataclasses all the way
     down; not when it was made), each record's curves, the code of `reports.plots` and the version of matplotlib."""
-    from importlib.metadata import version
-
-    from ablate.reports import plots
 
     digest = hashlib.sha256(repr(dataclasses.replace(table, generated_at="")).encode())  # the time is no input
     for key, status in sorted(results.status.items()):

@@ -11,9 +11,12 @@ of studies at several sizes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from html import escape
 
 from ablate.ablations.statistics import budget_label, ratio_text
 from ablate.reports.claims import ClaimVerdict
+from ablate.reports.latex import page_chunks, tex_escape, tex_notes, text_lines
+from ablate.reports.markdown import md_table
 from ablate.reports.table import ReportTable
 from ablate.reports.trend import Effect, effect_of, interval_text, study_labels
 from ablate.reports.writers import Context, writer
@@ -131,8 +134,6 @@ def summary_line(cmp: ClaimsComparison) -> str:
 
 def to_markdown(cmp: ClaimsComparison) -> str:
     """The claims side by side as a Markdown table, effects at T with their 95% intervals."""
-    from ablate.reports.markdown import md_table
-
     rows = (
         (f"{row.text} ({row.section})" if row.section else row.text, side_text(row.a), side_text(row.b))
         for row in cmp.rows
@@ -151,8 +152,6 @@ def to_markdown(cmp: ClaimsComparison) -> str:
 def to_latex(cmp: ClaimsComparison) -> str:
     """Booktabs table*s of the claims side by side (needs booktabs), as many as fit a page each (letter or A4), the
     first with the summary as its notes, each with a short caption."""
-    from ablate.reports.latex import page_chunks, tex_escape, tex_notes, text_lines
-
     rows = []
     for row in cmp.rows:
         texts = [f"{row.text} ({row.section})" if row.section else row.text, side_text(row.a), side_text(row.b)]
@@ -178,7 +177,6 @@ def to_latex(cmp: ClaimsComparison) -> str:
 
 def to_html(cmp: ClaimsComparison) -> str:
     """One self-contained page with the claims side by side."""
-    from html import escape
 
     def cell(side: Side | None) -> str:
         if side is None:

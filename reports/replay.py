@@ -23,6 +23,7 @@ from ablate.ablations.statistics import (
     walk,
 )
 from ablate.reports.sequential import ERROR_CONTROLS
+from ablate.reports.table import build_table
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,8 +53,6 @@ def replay(
     error: ErrorControl = "spending",
 ) -> Replay:
     """Replay the finished study in `out` (see the module docstring); max_seeds defaults to the seeds its rows have."""
-    from ablate.reports.table import build_table
-
     results = load_results(out, use_optuna=False)
     done = {key: s.record for key, s in results.status.items() if s.record is not None and s.record.state == "complete"}
     have: dict[str, list[int]] = {}

@@ -11,10 +11,11 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ablate.ablations.results import finished_seeds, looks
+from ablate.ablations.results import finished_seeds, looks, score_ahead
 from ablate.ablations.statistics import (
     DECIDING_SEEDS,
     FUTILITY,
+    N_SAMPLES,
     STATES,
     Cause,
     ErrorControl,
@@ -24,6 +25,8 @@ from ablate.ablations.statistics import (
     rows_of,
     walk,
 )
+from ablate.reports.claims import claim_verdict
+from ablate.reports.table import build_table
 
 ERROR_CONTROLS: dict[str, str] = {
     "spending": (
@@ -41,10 +44,6 @@ ERROR_CONTROLS: dict[str, str] = {
 def report_table(results, *, n_samples: int | None = None, claims=None):
     """`reports.table.build_table`, with a sequential study's verdicts and method note (`apply_design`): what
     `ablate report` and the Python API show."""
-    from ablate.ablations.results import score_ahead
-    from ablate.ablations.statistics import N_SAMPLES
-    from ablate.reports.table import build_table
-
     score_ahead(
         results.every_budget(), say=lambda line: print(f"{results.out_dir.name}: {line}", file=sys.stderr, flush=True)
     )
@@ -64,8 +63,6 @@ def apply_design(table, results, n_samples: int | None = None) -> None:
     """A report of a study run at the sequential design (study.json's `allocation`): each comparison's verdict is
     the one its row stopped with (decided at the level its look spent, or out of reach: inconclusive), not a
     fixed-sample test of the seeds it ended with; the method note gives the looks and why each row stopped."""
-    from ablate.reports.claims import claim_verdict
-
     meta = results.meta.get("allocation") or {}
     stored = Sequential.from_json(meta)
     assert stored is not None, "a study run at the sequential design"

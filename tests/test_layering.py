@@ -264,7 +264,7 @@ def test_the_reader_sees_the_imports(imports):
         "ablate.ablations.results.ledger",
         True,
     ) in edges  # `from ablate.ablations import x`
-    assert ("ablate.reports.api", "ablate.ablations.results", False) in edges  # inside a function
+    assert ("ablate.ablations.commands.train", "ablate.ablations.training.train", False) in edges  # in a function
     assert ("ablate.lightning_modules.transformer", "torch", True) in edges
 
 

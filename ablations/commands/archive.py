@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ablate.ablations.commands.options import command_parser, own_options, parse, print_config
+from ablate.ablations.sweep.archive import JOURNAL, main_layout_check, pack, rebuild_storage
 
 
 def main(argv: list[str]) -> int:
@@ -22,7 +23,6 @@ def main(argv: list[str]) -> int:
     args = parse(parser, argv)
     if args.print_config:
         return print_config(own_options(args))
-    from ablate.ablations.sweep.archive import JOURNAL, main_layout_check, pack, rebuild_storage
 
     out = Path(args.out)
     main_layout_check(out)

@@ -20,8 +20,12 @@ from ablate.ablations.commands.options import (
     print_config,
     wants_help,
 )
+from ablate.ablations.commands.train import PRESET, STUDY
+from ablate.ablations.study.definition import load_study
+from ablate.data.cache import cache_root
 from ablate.data.config import DataConfig
 from ablate.data.errors import AblateError
+from ablate.data.stats import format_text
 
 DESCRIPTION = """Prepare parallel text for training: build (or find in the cache) the joint SentencePiece model and
 the encoded splits, then print pairs per split, tokens, vocabulary, length percentiles, filtered pairs and padding
@@ -59,8 +63,6 @@ def resolve(args, data: dict) -> tuple[DataConfig, dict[str, str]]:
     (`Study.run_config`), with the command line's --data.* fields on top."""
     if args.preset is None and args.study is None and args.row is None:
         return DataConfig(**data), {}
-    from ablate.ablations.commands.train import PRESET, STUDY
-    from ablate.ablations.study.definition import load_study
 
     study = load_study(args.study or STUDY)
     preset = args.preset or study.default_preset or PRESET
@@ -84,9 +86,7 @@ def main(argv: list[str]) -> int:
     if args.action == "export":
         return export(cfg, Path(args.dir), as_json=args.json, of=of)
 
-    from ablate.data.cache import cache_root
     from ablate.data.prepare import prepare
-    from ablate.data.stats import format_text
 
     started = time.perf_counter()
     corpus = prepare(cfg, progress=True)

@@ -12,11 +12,15 @@ jsonargparse checks each value against its field's type annotation, on the comma
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
+from ablate.ablations.runtime.urls import redact
+from ablate.ablations.study.config import SECTIONS, add_sections, check_sections, describe_error
 from ablate.data.errors import AblateError, did_you_mean
 
 _PLUMBING = ("config", "print_config", "set", "__path__")
@@ -41,8 +45,6 @@ def command_parser(
     (docs/reference/code-figures.md, "ablations/commands/options.py"): only for a parser
     that prints its help. `aliases`: other spellings of options, read as the ones they name before parsing
     ('--workers' -> '--sweep.workers', '--retry_failed' -> '--sweep.retry_failed=true'; `respell`)."""
-    import argparse
-
     # ActionConfigFile is jsonargparse's documented name; its __init__ imports it without listing it in __all__,
     # which pyright reads as private.
     from jsonargparse import (
@@ -72,8 +74,6 @@ def command_parser(
     )
     sections = list(sections)
     if sections:
-        from ablate.ablations.study.config import add_sections
-
         set_parsing_settings(docstring_parse_attribute_docstrings=documented)
         try:
             add_sections(parser, sections)
@@ -104,9 +104,6 @@ def respell(argv: Sequence[str], aliases: Mapping[str, str]) -> list[str]:
 
 def parse(parser, argv: list[str]):
     """Parse, turning jsonargparse's errors into one-line AblateErrors (exit code 2, no traceback)."""
-    import argparse
-
-    from ablate.ablations.study.config import describe_error
 
     for path, _ in config_files(argv):  # name the file in a config error (jsonargparse says "<unicode string>")
         _check_config_file(path)
@@ -119,8 +116,6 @@ def parse(parser, argv: list[str]):
 
 def _closest_option(parser, argv: list[str]) -> str:
     """' (did you mean '--model.n_layers'?)' for the first option of argv the parser does not know, or ''."""
-    import argparse
-
     # argparse lists unknown options without a suggestion; its table of option strings is the only list of them.
     spellings = getattr(parser, "spellings", {})
     shown = [name for name, action in parser._option_string_actions.items() if action.help != argparse.SUPPRESS]
@@ -148,8 +143,6 @@ def config_files(argv: list[str]) -> list[tuple[str, int]]:
 
 
 def _check_config_file(path: str) -> None:
-    from pathlib import Path
-
     if not path or not Path(path).is_file():
         raise AblateError(f"--config {path}: no such file")
     try:
@@ -163,8 +156,6 @@ def _check_config_file(path: str) -> None:
 
 def overrides(ns, sections: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """The section fields the user set ({section: {field: value}}): --SECTION.FIELD, --config and --set."""
-    from ablate.ablations.study.config import SECTIONS, check_sections
-
     sections = list(SECTIONS if sections is None else sections)
     values = ns.as_dict()
     layer = {s: {k: v for k, v in (values.get(s) or {}).items() if v is not None} for s in sections}
@@ -190,8 +181,6 @@ def changed(layer: dict[str, dict[str, Any]], reference: dict[str, dict[str, Any
 
 def own_options(ns) -> dict[str, Any]:
     """The command's own options (not the sections), for --print_config and for passing on."""
-    from ablate.ablations.study.config import SECTIONS
-
     return {k: v for k, v in ns.as_dict().items() if k not in _PLUMBING and k not in SECTIONS}
 
 
@@ -199,8 +188,6 @@ def print_config(config: dict[str, Any]) -> int:
     """Print a configuration as YAML that `--config` reads back, leaving out what is unset."""
     config = {k: v for k, v in config.items() if v is not None and v != {}}
     if isinstance(config.get("storage"), str):  # a printed config is saved to files: never with a password
-        from ablate.ablations.runtime.urls import redact
-
         config["storage"] = redact(config["storage"])
     sys.stdout.write(yaml.safe_dump(_plain(config), sort_keys=False))
     return 0

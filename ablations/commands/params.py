@@ -14,6 +14,7 @@ from ablate.ablations.commands.options import (
     wants_help,
 )
 from ablate.ablations.study.config import SECTIONS
+from ablate.ablations.study.definition import load_study
 from ablate.ablations.study.presets import PRESETS
 
 
@@ -22,7 +23,6 @@ def parameter_table(
 ) -> list[dict]:
     """One dict per row: row, group, N, d_model, d_ff, h, d_k, d_v, params, paper_params_m. `extra`: section
     overrides applied to every row (the command line's)."""
-    from ablate.ablations.study.definition import load_study
     from ablate.lightning_modules.transformer import Transformer
 
     study = load_study(study_name)

@@ -8,7 +8,19 @@ import sys
 import time
 from pathlib import Path
 
+from ablate.ablations import launchers
 from ablate.ablations.commands.options import command_parser, own_options, parse, print_config
+from ablate.ablations.results import evidence, ledger
+from ablate.ablations.results.load import check_records, declared_rows, no_record, read_finished
+from ablate.ablations.results.record import declared_seeds, read_study_json
+from ablate.ablations.results.scores import score_ahead
+from ablate.ablations.results.storage.opening import load_trials
+from ablate.ablations.runtime.urls import redact, scrub, storage_url
+from ablate.ablations.statistics.sequential import NO_VERDICT, Sequential, rows_of
+from ablate.ablations.study.config import build_run_config
+from ablate.ablations.sweep import progress
+from ablate.ablations.sweep.progress import Eta, Work
+from ablate.ablations.sweep.queueing import describe_decision
 from ablate.data.errors import AblateError
 
 
@@ -27,10 +39,6 @@ def main(argv: list[str]) -> int:
         return print_config(own_options(args))
     if args.watch < 0:
         raise AblateError(f"--watch {args.watch:g}: give the seconds between refreshes (0: print once)")
-    from ablate.ablations.results.record import declared_seeds, read_study_json
-    from ablate.ablations.results.storage.opening import load_trials
-    from ablate.ablations.runtime.urls import redact, scrub, storage_url
-    from ablate.ablations.sweep import progress
 
     out = Path(args.out)
     spec = read_study_json(out)
@@ -73,8 +81,6 @@ def queued_keys(trials, declared: list[tuple[str, int]]) -> tuple[list[tuple[str
     declares that no sweep has queued (a sweep with --rows leaves the others for a later one). With nothing queued
     yet, every declared trial. A key whose only trial was closed unrun (the sequential design no longer asked for
     it) is not part of the study."""
-    from ablate.ablations.results import ledger
-
     queued = {
         key for key, trial in ledger.resolve(trials).items() if key is not None and not ledger.closed_unrun(trial)
     }
@@ -89,8 +95,6 @@ def as_recorded(rows, out: Path, spec: dict):
     """The rows as the records on disk say, as the report reads them (`ablations.results.load`): a record speaks for its
     row x seed (state, BLEU, PPL, steps, time), and a trial complete in the storage without one is failed. The
     records are checked as the report checks them (one study, one corpus): AblateError naming a foreign one."""
-    from ablate.ablations.results.load import check_records, declared_rows, ledger, no_record
-
     records = {record.key: record for record in ledger.read_records(out)}
     check_records(out, spec, declared_rows(spec, out), list(records.values()))
     for i, r in enumerate(rows):
@@ -114,15 +118,9 @@ def _notes(spec: dict, out: Path, unqueued: list[str]) -> list[str]:
             f"{len(unqueued)} row(s) not queued by any sweep: {', '.join(unqueued)} "
             "(the sweep without --rows trains them)"
         )
-    from ablate.ablations.statistics.sequential import NO_VERDICT, Sequential, rows_of
 
     stored = Sequential.from_json(spec.get("allocation"))
     if stored is not None:
-        from ablate.ablations.results import evidence
-        from ablate.ablations.results.load import read_finished
-        from ablate.ablations.results.scores import score_ahead
-        from ablate.ablations.sweep.queueing import describe_decision
-
         allocation, controls = stored
         results = read_finished(out)
         if results is not None:  # a study not read before scores every sentence first: say how far it is
@@ -153,9 +151,6 @@ def _eta(spec: dict, shown: set[str], eta=None):
     study.json's configs; one for the whole --watch, so that it times the validations it sees land (a row queued
     while it watches is added to it). Only those rows, the ones with trials left: Table 3's 21 configs cost
     seconds to build and check, and a finished study needs none."""
-    from ablate.ablations.study.config import build_run_config
-    from ablate.ablations.sweep.progress import Eta, Work
-
     eta = eta if eta is not None else Eta()
     configs = {row["name"]: row.get("config") for row in spec.get("rows", []) if row.get("name") in shown}
     try:
@@ -170,8 +165,6 @@ def _with_job_states(rows, out: Path) -> None:
     """Each trial's job with the job's state now, for sweeps whose workers ran as a scheduler's jobs: the launcher
     of that scheduler says the states (`job_states`, e.g. SLURM's squeue, else sacct); a launcher without it, or one
     not installed here, leaves the job's name alone."""
-    from ablate.ablations import launchers
-
     found = launchers.available()
     for scheduler in sorted({r.scheduler for r in rows if r.job and r.scheduler}):
         mine = [r for r in rows if r.job and r.scheduler == scheduler]

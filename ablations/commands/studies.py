@@ -6,8 +6,10 @@ from __future__ import annotations
 from argparse import SUPPRESS
 
 from ablate.ablations.commands.options import command_parser, own_options, parse, print_config
+from ablate.ablations.study.definition import builtin_studies, coverage_summary, load_study, parse_rows
 from ablate.ablations.study.presets import PRESETS
 from ablate.data.errors import AblateError
+from ablate.data.sources import resolve
 
 
 def main(argv: list[str]) -> int:
@@ -22,7 +24,6 @@ def main(argv: list[str]) -> int:
     args = parse(parser, argv)
     if args.print_config:
         return print_config(own_options(args))
-    from ablate.ablations.study.definition import builtin_studies, coverage_summary, load_study, parse_rows
 
     if getattr(args, "files", None):
         for path in args.files:
@@ -51,8 +52,6 @@ def main(argv: list[str]) -> int:
 def check_corpora(study, path: str) -> None:
     """Every corpus the study's rows read is there (a folder, a TSV file, a gettext language), at the study's own
     preset (else tiny): one line naming the row and the corpus otherwise. Nothing is read or prepared."""
-    from ablate.data.sources import resolve
-
     preset = study.default_preset or "tiny"
     seen: dict[tuple, str] = {}
     for row in study.rows:

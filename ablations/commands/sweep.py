@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from ablate.ablations import launchers
+from ablate.ablations.cli import run_command
 from ablate.ablations.commands.options import (
     command_parser,
     overrides,
@@ -24,8 +25,14 @@ from ablate.ablations.commands.options import (
     print_config,
     wants_help,
 )
+from ablate.ablations.runtime.urls import storage_url
+from ablate.ablations.statistics.sequential import Sequential
 from ablate.ablations.study.config import SECTIONS
+from ablate.ablations.study.definition import check_allocation, load_study, parse_rows
 from ablate.ablations.study.presets import get_preset
+from ablate.ablations.sweep import ranks, worker
+from ablate.ablations.sweep.corpora import check_sources, read_pin
+from ablate.ablations.sweep.plan import Plan
 from ablate.data.errors import AblateError
 
 
@@ -111,12 +118,6 @@ def _add_settings(p, sections: dict, documented: bool) -> None:
 
 
 def make_plan(ns):
-    from ablate.ablations.runtime.urls import storage_url
-    from ablate.ablations.statistics.sequential import Sequential
-    from ablate.ablations.study.definition import load_study, parse_rows
-    from ablate.ablations.sweep.corpora import read_pin
-    from ablate.ablations.sweep.plan import Plan
-
     sweep = settings(ns)
     if sweep.workers is not None and sweep.workers < 1:
         raise AblateError(f"--workers must be at least 1 (trials at once on this machine), got {sweep.workers}")
@@ -158,7 +159,6 @@ def make_plan(ns):
     for row in study.rows:  # every row with the command-line settings must build before anything runs
         plan.run_config(row, 0)
     plan.check_same_design()
-    from ablate.ablations.sweep.corpora import check_sources
 
     check_sources(plan)  # the dry run too
     return plan
@@ -171,8 +171,6 @@ def settings(ns) -> SweepConfig:
 
 def _with_allocation(study, sweep: SweepConfig):
     """The study with the command line's --allocation, --min_seeds and --max_seeds, checked as the study file's."""
-    from ablate.ablations.study.definition import check_allocation
-
     allocation = sweep.allocation
     if allocation is None and (sweep.seeds is not None or sweep.control_seeds is not None):
         allocation = "fixed"  # --seeds N asks for N seeds a row: the fixed design, whatever the study's default
@@ -201,8 +199,6 @@ def _first_line(text: str | None) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    from ablate.ablations.sweep import ranks, worker
-
     ns = parse(build_parser(documented=wants_help(argv)), argv)
     plan = make_plan(ns)
     if ns.print_config:
@@ -228,8 +224,6 @@ def _report(plan) -> None:
     """The report of a finished sweep, by `ablate report`, which prints what its files say first (the verdicts and a
     compact table: reports/terminal.py) and where they are; a report that fails says why in one line, and the sweep
     still succeeds. The storage is passed on: study.json's URL keeps no password."""
-    from ablate.ablations.cli import run_command
-
     try:
         run_command("report", [str(plan.out), "--wandb", "--storage", plan.storage])
     except AblateError as err:

@@ -23,7 +23,9 @@ from ablate.ablations.commands.options import (
     wants_help,
 )
 from ablate.ablations.study.config import SECTIONS, RunConfig
+from ablate.ablations.study.definition import BUILTIN_DIR, load_study, parse_study
 from ablate.ablations.study.presets import PRESETS
+from ablate.ablations.tracking import RunIdentity
 from ablate.data.errors import AblateError
 
 if TYPE_CHECKING:
@@ -80,7 +82,6 @@ def _starting_values() -> dict[str, Any]:
     shows as defaults. Only its base and row are read from the built-in study: checking every row (load_study, or
     parse_study on the whole file) takes seconds, and the help should not."""
     import yaml
-    from ablate.ablations.study.definition import BUILTIN_DIR, parse_study
 
     path = BUILTIN_DIR / f"{STUDY}.yaml"
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -120,7 +121,6 @@ def _check_not_finished(out: Path) -> None:
     """A finished run in OUT is not trained over by accident (another row's run would replace its weights and
     results): AblateError saying what is there and the ways on."""
     from ablate.ablations.training.result import TrainResult
-    from ablate.data.errors import AblateError
 
     done = TrainResult.path(out)
     if not done.is_file():
@@ -146,8 +146,6 @@ def resolve(parser, argv: list[str], ns) -> Resolved:
     edited in it (d_k 64 in a row B1 file) is kept, and a --seed, --row or --preset after it still changes what
     they decide (train.seed, the row's d_k, the preset's widths) instead of being overwritten by the file's copies.
     The output directory follows the same rule."""
-    from ablate.ablations.study.definition import load_study
-
     studies: dict[str, Study] = {}
 
     def study(name: str) -> Study:
@@ -189,7 +187,6 @@ def _default_out(study: Study, row: str, preset: str, seed: int) -> Path:
 
 def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
     import yaml
-    from ablate.ablations.tracking import RunIdentity
 
     started = time.time()
     run, out, seed = plan.run, plan.out, plan.run.train.seed

@@ -9,11 +9,14 @@ against those references (one a line) go to standard error, with their signature
 
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ablate.ablations.commands.options import command_parser, own_options, parse, print_config
-from ablate.data.errors import AblateError, foreign_encoding, not_utf8
+from ablate.ablations.results.record import Layout
+from ablate.data.errors import AblateError, did_you_mean, foreign_encoding, not_utf8
 
 
 def build_parser():
@@ -59,7 +62,6 @@ def main(argv: list[str]) -> int:
 
 def model_file(path: Path, row: str | None, seed: int) -> Path:
     """The model.pt that MODEL names (see the module's docstring), or a one-line error saying what is there."""
-    from ablate.ablations.results.record import Layout
     from ablate.ablations.training.weights import FILE
 
     if path.is_file():
@@ -87,9 +89,6 @@ def model_file(path: Path, row: str | None, seed: int) -> Path:
 def _check_row_and_weights(path: Path, layout, row: str | None, seed: int, trained: list[str]) -> None:
     """A row the study does not have, or a sweep folder whose finished trials kept no weights (an archive keeps
     records, hypotheses and references only), in one line saying what is there and how to get a model."""
-    import json
-
-    from ablate.data.errors import did_you_mean
 
     try:
         spec = json.loads(layout.study_file.read_text(encoding="utf-8"))
@@ -157,8 +156,6 @@ def _warn_beam(beam: int | None, vocabulary: int) -> None:
 def translate(trained, sources: list[str], beam: int | None, alpha: float | None, batch_size: int, device: str):
     """Translations of `sources` in their order: encoded as training encodes a source (subwords, eos, right
     padding), decoded in batches of similar length."""
-    from dataclasses import replace
-
     import torch
     from ablate.data.tokenizer import EOS_ID, PAD_ID
 

@@ -20,7 +20,9 @@ from ablate.ablations.commands.options import (
     print_config,
     wants_help,
 )
+from ablate.ablations.runtime.urls import storage_url
 from ablate.ablations.study.config import SECTIONS
+from ablate.ablations.study.definition import load_study
 from ablate.ablations.study.presets import PRESETS
 from ablate.data.errors import AblateError
 
@@ -53,9 +55,7 @@ def main(argv: list[str]) -> int:
     extra = overrides(args)
     if args.print_config:
         return print_config({**own_options(args), **extra})
-    from ablate.ablations.runtime.urls import storage_url
-    from ablate.ablations.study.definition import load_study
-    from ablate.ablations.sweep.tune import TuneJob, describe_space, run_tune, search_space
+    from ablate.ablations.sweep.tune import TuneJob, describe_space, run_tune, search_space  # lazy: loads torch
 
     study = load_study(args.study)
     if not study.search_space:

@@ -17,11 +17,12 @@ import time
 from pathlib import Path
 
 from ablate.ablations.launchers import Launch
-from ablate.ablations.results import ledger
+from ablate.ablations.results import Machine, differs, ledger, machines_of
 from ablate.ablations.results.record import Layout
 from ablate.ablations.results.storage.queue import Queue, recover_dead
 from ablate.ablations.runtime import environment, interrupt, mps, stopping
 from ablate.ablations.runtime.urls import ENV_VAR, redact
+from ablate.ablations.statistics.sequential import seed_range
 from ablate.ablations.study.config import HardwareConfig
 from ablate.ablations.study.definition import coverage_summary
 from ablate.ablations.sweep import progress, runner
@@ -84,8 +85,6 @@ def describe_plan(plan: Plan, workers: int) -> str:
     """What `ablate sweep --dry_run` prints and nothing is written for: each row with its seeds (at the sequential
     design, the first look's and the most the looks can ask), parameters and the settings it changes from the base,
     the claims the rows test, and the cost line the sweep would print first."""
-    from ablate.ablations.statistics.sequential import seed_range
-
     rows = [row for row in plan.rows() if plan.only is None or row.name in plan.only]
     work = progress.Eta.for_plan(plan).work
     if plan.allocation is not None:
@@ -247,8 +246,6 @@ def resumed_elsewhere(plan: Plan) -> str | None:
     """One line where the study's records in OUT ran on another torch version, kernel set (the CPU vector extension
     torch chose) or device type than this machine: its new trials will differ from them within seed noise, and the
     report's method note lists both. None for a new study, or records from a machine like this one."""
-    from ablate.ablations.results import Machine, differs, machines_of
-
     records = ledger.read_records(plan.out) if Layout(plan.out).records_dir.is_dir() else []
     if not records:
         return None

@@ -39,11 +39,13 @@ from typing import Any
 
 from ablate.ablations.launchers import Launch
 from ablate.ablations.results.record import Layout
+from ablate.ablations.results.storage.queue import Queue
 from ablate.ablations.runtime import environment
 from ablate.ablations.runtime.urls import ENV_VAR
-from ablate.ablations.sweep import runner
+from ablate.ablations.sweep import progress, runner
 from ablate.ablations.sweep.plan import Plan
-from ablate.ablations.sweep.queueing import sync_records
+from ablate.ablations.sweep.queueing import current_keys, sync_records
+from ablate.data.atomic import write_json_atomic
 from ablate.data.errors import AblateError
 
 JOBS_FILE = "jobs.json"
@@ -332,8 +334,6 @@ def _submit_array(ex, job: SweepJob, count: int):
 
 
 def _remember(folder: Path, ids: list[str], count: int) -> None:
-    from ablate.data.atomic import write_json_atomic
-
     path = folder / JOBS_FILE
     known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"submissions": []}
     known["submissions"].append({"jobs": ids, "workers": count, "submitted_at": time.time()})
@@ -365,10 +365,6 @@ def job_states(ids: list[str]) -> dict[str, str]:
 def wait(plan, ids: list[str], title: str, poll_s: float = 3.0) -> None:
     """Follow the study until no trial is pending or running and no job is alive (`--wait`); the trials are the
     plan's and, at the sequential design, those the workers' looks queue as it runs (`queueing.current_keys`)."""
-    from ablate.ablations.results.storage.queue import Queue
-    from ablate.ablations.sweep import progress
-    from ablate.ablations.sweep.queueing import current_keys
-
     queue = Queue.open(plan.storage, plan.name)
     live = runner.live_view(title)
     idle = 0

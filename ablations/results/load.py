@@ -16,6 +16,8 @@ from typing import Any
 from ablate.ablations.results import ledger
 from ablate.ablations.results.ledger import State
 from ablate.ablations.results.record import FULL, Layout, Record, declared_seeds, read_study_json
+from ablate.ablations.results.storage.opening import load_trials
+from ablate.ablations.runtime.urls import chosen_url, redact, scrub
 from ablate.ablations.statistics.budgets import budget_label
 from ablate.ablations.statistics.sequential import Sequential, first_look
 from ablate.data.errors import AblateError
@@ -353,9 +355,6 @@ def read_trial_states(
     The storage is `storage`, else $ABLATE_STORAGE, else `remembered` (study.json's), as for every command
     (`ablations.runtime.urls.chosen_url`). The note never shows a password: reports are files people share.
     """
-    from ablate.ablations.results.storage.opening import load_trials
-    from ablate.ablations.runtime.urls import chosen_url, redact, scrub
-
     fallback = "states come from the records only (rows without a record are shown as pending)"
     try:
         url = chosen_url(storage, out_dir, remembered)

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import functools
 import io
+import multiprocessing
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from ablate.ablations.results.record import Record
+from ablate.ablations.runtime import environment
 from ablate.ablations.statistics.significance import SystemScores
 from ablate.data.atomic import write_atomic
 from ablate.data.cache import cache_root, file_digest, make_key
@@ -294,10 +297,6 @@ def _score_in_processes(todo: list[tuple[Record, str]], say: Callable[[str], Non
     across a study's systems (`segment_statistics`): each process takes one share of the sentences of every system,
     so that a sentence it has seen is not scored again. False (nothing done) when there are fewer than 4 systems to
     score or only one core."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from ablate.ablations.runtime import environment
 
     cores = environment.cpu_cores()
     groups: dict[tuple, list[Path]] = {}

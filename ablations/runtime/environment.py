@@ -15,6 +15,7 @@ they are used.
 from __future__ import annotations
 
 import os
+import platform
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -138,8 +139,6 @@ def cpu_cores() -> int:
 
 def cpu_model() -> str:
     """The processor's model name (/proc/cpuinfo on Linux, else the platform's), '' where unknown."""
-    import platform
-
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ablate.ablations.runtime import stopping
+from ablate.ablations.runtime.urls import redact
 from ablate.data.errors import AblateError
 
 _requested = threading.Event()
@@ -62,7 +63,6 @@ class Interrupted(BaseException):
             saved = "no run was training; finished results are kept"
         else:
             saved = "nothing was left half-written (each file is written whole or not at all)"
-        from ablate.ablations.runtime.urls import redact
 
         # A worker's line is its sweep's command; a storage password is shown as *** (it is in ABLATE_STORAGE).
         resume = ["ablate", command, *(redact(a) for a in argv if a != "--worker")]

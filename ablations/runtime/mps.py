@@ -25,6 +25,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from ablate.data.errors import AblateError
+
 CONTROL = "nvidia-cuda-mps-control"
 OFF_SWITCH = "ABLATE_MPS"
 """ABLATE_MPS=0 keeps MPS off (a card in exclusive-process mode for someone else's daemon, or a timing without it)."""
@@ -140,8 +142,6 @@ def check_worker() -> None:
     import torch
 
     if not torch.cuda.is_available():
-        from ablate.data.errors import AblateError
-
         raise AblateError(
             f"this worker was put on the sweep's CUDA MPS daemon (CUDA_MPS_PIPE_DIRECTORY="
             f"{os.environ.get('CUDA_MPS_PIPE_DIRECTORY')}) but sees no GPU through it: rerun with {OFF_SWITCH}=0 "

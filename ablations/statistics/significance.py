@@ -34,7 +34,7 @@ import functools
 import math
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from ablate.ablations.statistics.variance import Moderated, Screen, holm, moderate, screen
@@ -486,8 +486,6 @@ def _noise(noise: dict[str, Moderated], row: str, ref: str) -> SeedNoise:
 
 
 def _with(test: RowTest, **changes) -> RowTest:
-    from dataclasses import replace
-
     return replace(test, **changes)
 
 

@@ -6,6 +6,7 @@ hardware and tracking (below). No torch import here: the CLI's help and study va
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import json
@@ -141,8 +142,6 @@ def _typed(layer: str) -> dict[str, dict[str, Any]]:
     for every seed and preset, and each check costs milliseconds (timed:
     docs/reference/code-figures.md, "ablations/study/config.py"). The values are immutable
     (numbers, strings, tuples), so sharing them is safe; callers copy the dicts."""
-    import argparse
-
     values = json.loads(layer)
     try:
         checked = _checker().parse_object(values)

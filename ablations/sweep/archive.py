@@ -15,7 +15,14 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
+from ablate.ablations.results import ledger
 from ablate.ablations.results.record import Layout, read_study_json
+from ablate.ablations.results.storage.queue import Queue
+from ablate.ablations.statistics.sequential import Sequential
+from ablate.ablations.study.definition import load_study
+from ablate.ablations.sweep import corpora
+from ablate.ablations.sweep.plan import Plan
+from ablate.ablations.sweep.trial import tell
 from ablate.data.atomic import write_atomic
 from ablate.data.errors import AblateError
 
@@ -27,12 +34,6 @@ MEMBERS = ("study.json", "records", "hyps", "refs", "corpus", JOURNAL)
 def rebuild_storage(out: Path, study_file: str | None = None) -> Path:
     """OUT/optuna.journal rebuilt from OUT's records (see the module's docstring); returns its path. `study_file`: the
     study's YAML where study.json names a study that is not built in."""
-    from ablate.ablations.results.storage.queue import Queue
-    from ablate.ablations.statistics.sequential import Sequential
-    from ablate.ablations.study.definition import load_study
-    from ablate.ablations.sweep import corpora
-    from ablate.ablations.sweep.plan import Plan
-
     spec = read_study_json(out)
     journal = out / JOURNAL
     if journal.exists():
@@ -67,8 +68,6 @@ def _queue_recorded(plan, queue) -> None:
     """Queue a trial for each record: the storage holds the trials the study ran, as they ran (not what today's
     design would queue: modern-tiny's base has 8 seeds where it now gives 7, and a --rows study's base its share of
     those rows). A sweep resumed from the archive queues what its design asks for next."""
-    from ablate.ablations.results import ledger
-
     have = {ledger.trial_key(t) for t in queue.trials()}
     space = None
     for record in ledger.read_records(plan.out):
@@ -83,9 +82,6 @@ def _queue_recorded(plan, queue) -> None:
 def _close_from_records(plan, queue) -> int:
     """Close each queued trial that OUT's records finished, as `trial.close_recorded` does, with no files inline in
     the storage (workers on other machines need them there; an archive carries them). Returns how many."""
-    from ablate.ablations.results import ledger
-    from ablate.ablations.sweep.trial import tell
-
     closed = 0
     for trial in queue.trials("WAITING"):
         key = ledger.trial_key(trial)

@@ -28,6 +28,7 @@ from ablate.data.config import DataConfig
 from ablate.data.errors import AblateError
 from ablate.data.export import Exported, read_exported
 from ablate.data.fingerprint import CorpusFingerprint
+from ablate.data.sources import resolve
 
 if TYPE_CHECKING:
     from ablate.ablations.results.storage.queue import Queue
@@ -72,8 +73,6 @@ def machine_dependent(data: DataConfig) -> bool:
 def check_sources(plan: SweepPlan) -> None:
     """Open each distinct corpus the rows read (its folder, files and languages; an export's manifest), as preparing
     it first does, without reading its text: a dry run refuses what the sweep would, in the same line."""
-    from ablate.data.sources import resolve
-
     seen = set()
     for row in plan.rows():
         data = plan.training_config(row, 0).data

@@ -18,6 +18,7 @@ from typing import Any
 
 from ablate.ablations.results import evidence
 from ablate.ablations.results.evidence import Decide
+from ablate.ablations.results.ledger import record_paths, recorded_rows
 from ablate.ablations.results.load import design_changes, read_finished
 from ablate.ablations.results.record import SEPARATOR, Layout, now, read_study_json
 from ablate.ablations.results.storage.space import ParamSpace
@@ -208,7 +209,6 @@ class Plan:
             return  # unreadable: this sweep rewrites it, as before; nothing to compare against
         self._check_same_study(spec)
         self._check_same_allocation(spec.get("allocation"))
-        from ablate.ablations.results.ledger import recorded_rows
 
         ran = set(recorded_rows(self.out))
         changes: dict[str, list[tuple[str, Any, Any]]] = {}
@@ -242,7 +242,6 @@ class Plan:
         study, preset = str(spec.get("study") or ""), str(spec.get("preset") or "")
         if (study, preset) == (self.study.name, self.preset):
             return
-        from ablate.ablations.results.ledger import record_paths
 
         trials = len(record_paths(self.out))
         raise AblateError(

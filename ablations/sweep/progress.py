@@ -12,6 +12,10 @@ from functools import cached_property, partial
 from typing import Any
 
 from ablate.ablations.results import ledger
+from ablate.ablations.statistics.sequential import DECIDING_SEEDS, seed_range
+from ablate.ablations.study.definition import load_study
+from ablate.ablations.study.presets import get_preset
+from ablate.lightning_modules.config import budget_steps, fork_step
 
 
 @dataclass
@@ -129,8 +133,6 @@ class Work:
     @classmethod
     def of(cls, run: Any) -> Work:
         """The work of a row from its RunConfig; its parameters are counted when first asked for."""
-        from ablate.lightning_modules.config import budget_steps, fork_step
-
         t, cooldown = run.train.max_steps, run.train.cooldown_frac
         branches = tuple((fork_step(t, f, cooldown), budget_steps(t, f)) for f in run.train.budgets)
         return cls(steps=t, size=partial(_count_params, run.model), branches=branches)
@@ -347,9 +349,6 @@ def cost_line(plan: Any, work: dict[str, Work], workers: int, cores: int | None,
     worker gets several cores as threads, the line gives the range from their full speed-up to none. `cores` None:
     the trials run on GPUs, which the measurement on a core does not time. `work`: the rows' (`Eta.for_plan`).
     `done`: trials already recorded (a resumed sweep), whose cost is left out."""
-    from ablate.ablations.study.definition import load_study
-    from ablate.ablations.study.presets import get_preset
-
     preset, trials = get_preset(plan.preset), len(plan.keys())
     if preset.base_trial_s is None and preset.base_step_s is None:
         return f"cost: {trials} trials; preset {preset.name} has no measured step time, so no estimate of their cost"
@@ -409,8 +408,6 @@ def _sequential_cost(plan: Any, trial_s: dict[str, float]) -> tuple[str, list[tu
     """The cost line's sequential part: the study's core-hours with every row stopped at min_seeds, decided at its
     deciding seed count, and open to max_seeds, and those three (what, core-seconds) for the wall-time part.
     `trial_s`: the seconds of one trial of each of the study's rows."""
-    from ablate.ablations.statistics.sequential import DECIDING_SEEDS
-
     low_n, high_n = plan.allocation.min_seeds, plan.allocation.max_seeds
     low, high = sequential_range(plan.controls(), low_n, high_n, trial_s)
     ours = {row.name for row, _ in plan.keys()}
@@ -437,8 +434,6 @@ def sequential_range(
     control at its sqrt(k) share, a row no claim tests at one seed), or every row open until `max_seeds`. Both from
     the policy the sweep runs (`design.seed_range`), so the cost line cannot drift from it. `trial_s`: one trial's
     seconds by row, for the rows the study's looks judge (`Plan.judged`: a sweep over some of them included)."""
-    from ablate.ablations.statistics.sequential import seed_range
-
     first, last = seed_range(trial_s, controls, min_seeds=min_seeds, max_seeds=max_seeds)
     return _cost(first, trial_s), _cost(last, trial_s)
 

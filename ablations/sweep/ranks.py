@@ -14,12 +14,14 @@ import os
 import socket
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ablate.ablations.results.record import Layout
 from ablate.ablations.runtime import environment
+from ablate.ablations.study.config import build_run_config
 from ablate.data.atomic import write_json_atomic, write_text_atomic
 
 if TYPE_CHECKING:
@@ -50,8 +52,6 @@ class TrialSpec:
     def for_trial(cls, trial_dir: Path, run, *, name: str, group: str) -> TrialSpec:
         """The spec of a trial about to train in this process, written to its directory. The W&B run id (in
         TRIAL_DIR/wandb_id) is kept across retries: a resumed trial continues its W&B run."""
-        import uuid
-
         id_file = trial_dir / "wandb_id"
         if not id_file.exists():
             write_text_atomic(id_file, uuid.uuid4().hex[:12])
@@ -98,7 +98,6 @@ def done_file(out: Path) -> Path:
 def follow(plan: Plan, poll_s: float = 0.5) -> int:
     """A job's task other than 0 (`WorkerEnv.follower`): train, as a follower rank, each trial task 0 of this run of
     the job starts (its TRIAL_DIR/trial.json names the run), until task 0 says it is done (`done_file`)."""
-    from ablate.ablations.study.config import build_run_config
     from ablate.ablations.training.train import train
 
     job, seen = environment.here().job_run or "", set()
@@ -126,7 +125,6 @@ def ddp_rank(out: Path) -> int | None:
     spec = TrialSpec.find_for_parent(out)
     if spec is None:
         return None
-    from ablate.ablations.study.config import build_run_config
     from ablate.ablations.training.train import train
 
     run = build_run_config(spec.run)

@@ -26,6 +26,7 @@ from ablate.ablations.study.definition import Row
 from ablate.ablations.sweep.plan import Plan
 from ablate.ablations.sweep.queueing import LIVE_STATES, look
 from ablate.ablations.sweep.ranks import TrialSpec
+from ablate.ablations.tracking import RunIdentity
 from ablate.data.errors import AblateError
 
 
@@ -157,7 +158,6 @@ def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
 
 def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float, trial_id: int):
     """Train one trial (imports torch and Lightning, so only here); its `TrainResult`."""
-    from ablate.ablations.tracking import RunIdentity
     from ablate.ablations.training.callbacks import ProgressToStorage
     from ablate.ablations.training.train import train
 

@@ -13,7 +13,9 @@ fails, and failed trials are never picked.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import socket
 import time
@@ -25,6 +27,9 @@ from ablate.ablations.results.storage.opening import OBJECTIVES, named_study, op
 from ablate.ablations.results.storage.queue import Queue, recover_dead
 from ablate.ablations.study.definition import SearchDim, Study
 from ablate.ablations.study.presets import get_preset
+from ablate.ablations.tracking import run_group
+from ablate.ablations.training.callbacks import StepPruning
+from ablate.ablations.training.train import train
 from ablate.data.atomic import write_json_atomic
 from ablate.data.errors import AblateError
 
@@ -99,8 +104,6 @@ def suggest(trial, dims: tuple[SearchDim, ...]) -> dict[str, dict[str, Any]]:
 
 def run_tune(job: TuneJob) -> dict[str, Any]:
     """Run trials until `job.trials` have finished (resumable); write best.yaml. Returns the best trial's summary."""
-    import functools
-
     import optuna
 
     sampler = optuna.samplers.TPESampler(seed=job.seed, n_startup_trials=min(5, job.trials))
@@ -133,9 +136,6 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
 def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float | tuple[float, ...]:
     """Build the config from the trial, train it, return its objective value(s) (or raise TrialPruned)."""
     import optuna
-    from ablate.ablations.tracking import run_group
-    from ablate.ablations.training.callbacks import StepPruning
-    from ablate.ablations.training.train import train
 
     layer = suggest(trial, search_space(job.study, job.preset))
     # A search chooses on the dev set at the full budget: its trials leave the test split and the shorter budgets'
@@ -173,8 +173,6 @@ def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float | tuple[float
 def _check_converging(metrics: dict[str, Any], vocab_size: int) -> None:
     """Fail a trial that has no usable score: no dev BLEU or PPL, a non-finite one, or a dev PPL no better than a
     uniform guess over the vocabulary (a run that diverged without tripping the training guard)."""
-    import math
-
     if metrics.get("bleu") is None or metrics.get("ppl") is None:
         raise RuntimeError("training produced no dev BLEU or PPL")
     if not all(math.isfinite(float(metrics[m])) for m in ("bleu", "ppl")):

@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytorch_lightning as pl
+from ablate.ablations.results.storage.opening import open_storage
 from pytorch_lightning.trainer.states import TrainerFn
 
 if TYPE_CHECKING:
@@ -20,8 +21,6 @@ class _StorageCallback(pl.Callback):
 
     def _open_storage(self):
         if self._study is None:
-            from ablate.ablations.results.storage.opening import open_storage
-
             self._study = open_storage(self.storage_url)
         return self._study
 
@@ -72,7 +71,6 @@ class StepPruning(_StorageCallback):
     def _optuna_study(self):
         if self._study is None:
             import optuna
-            from ablate.ablations.results.storage.opening import open_storage
 
             self._study = optuna.load_study(
                 study_name=self.study_name, storage=open_storage(self.storage_url), pruner=self.pruner

@@ -8,9 +8,11 @@ that must train. Under ddp every rank runs these; only rank 0 records (`ablation
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,9 +39,6 @@ def quiet_libraries() -> None:
     deprecation warning from Lightning's pytree helper, its warning about resuming mid-epoch, its hint to use `srun`
     outside a SLURM job (W&B's notice about Lightning's `anonymous` argument is handled in tracking). Real warnings
     and errors still show."""
-    import logging
-    import warnings
-
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
     logging.getLogger("lightning_fabric.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
@@ -134,9 +133,6 @@ def check_hardware(run: RunConfig) -> None:
     """Whether this machine can run `run`'s hardware settings, as Lightning's Trainer judges them (no callbacks, no
     logger, nothing written): ConfigError as `make_trainer` raises, else nothing. What a sweep of local workers asks
     before any trial starts: every trial would fail the same way."""
-    import logging
-    import warnings
-
     # Quiet: Lightning's lines about the accelerators found ("GPU available: False", the srun hint) are the trials'
     # to print, in their logs.
     loggers = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning_fabric", "lightning")]

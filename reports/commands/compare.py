@@ -37,18 +37,26 @@ the command names it.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
 
 from ablate.ablations.commands import command_parser, own_options, parse, print_config
+from ablate.ablations.results import load_results, resolve_out_dir
+from ablate.ablations.statistics import N_SAMPLES
+from ablate.data.atomic import write_text_atomic
 from ablate.data.errors import AblateError
+from ablate.reports.claims_compare import compare_claims
+from ablate.reports.compare import compare_runs, compare_sweeps
+from ablate.reports.lookup import load_sweep, resolve_run
+from ablate.reports.plots import plot_comparison, plot_trend
+from ablate.reports.sequential import report_table
+from ablate.reports.trend import distinct_sizes, require_sizes, size_trend
+from ablate.reports.writers import Context, format_names, format_of, formats_help, get_writer
 
 
 def build_parser():
-    from ablate.ablations.statistics import N_SAMPLES
-    from ablate.reports.writers import format_names, formats_help
-
     parser = command_parser("ablate compare", __doc__)
     parser.add_argument("run_a", metavar="A", help="results directory or study name; or record file, row, row@seed")
     parser.add_argument("run_b", metavar="B", help="results directory or study name; or record file, row, row@seed")
@@ -95,7 +103,6 @@ def main(argv: list[str]) -> int:
     if args.more:
         if not args.claims:
             raise AblateError("more than two directories go with --claims: the claims' trend over model size")
-        from ablate.ablations.results import resolve_out_dir
 
         specs = (args.run_a, args.run_b, *args.more)
         return _compare_claims(args, [resolve_out_dir(s, runs_dir=args.runs_dir) for s in specs])
@@ -125,8 +132,6 @@ def _old_out(args) -> str | None:
 
 def _directories(args) -> tuple[Path, Path] | None:
     """The two results directories A and B name, or None when they name runs (record files, or rows of --study)."""
-    from ablate.ablations.results import resolve_out_dir
-
     specs = (args.run_a, args.run_b)
     if any(Path(s).suffix == ".json" or Path(s).is_file() for s in specs):
         return None
@@ -152,10 +157,6 @@ def _directories(args) -> tuple[Path, Path] | None:
 
 
 def _compare_sweeps(args, dir_a: Path, dir_b: Path) -> int:
-    from ablate.reports.compare import compare_sweeps
-    from ablate.reports.lookup import load_sweep
-    from ablate.reports.writers import format_of, get_writer
-
     _no_plot(args)
     out = Path(args.out) if args.out else None
     fmt = "json" if args.json else args.format or (out and format_of(out, "comparison")) or "text"
@@ -174,9 +175,6 @@ def _no_plot(args) -> None:
 
 def _write(what, writer, out: Path | None, name: str, title: str, ctx=None) -> int:
     """Print `what` in `writer`'s format, or write it to `out` (a file, or a directory: `name` + the suffix there)."""
-    from ablate.data.atomic import write_text_atomic
-    from ablate.reports.writers import Context
-
     if out is None:
         width = shutil.get_terminal_size((160, 24)).columns  # 160 when stdout is not a terminal
         print(writer.write(what, Context(width=width)), end="")
@@ -193,12 +191,6 @@ def _write(what, writer, out: Path | None, name: str, title: str, ctx=None) -> i
 def _compare_claims(args, dirs: list[Path]) -> int:
     """Each study judged as its report judges it (`reports.sequential.report_table`); two of one size side by side,
     claim by claim, else the trend over their sizes."""
-    from ablate.ablations.results import load_results
-    from ablate.reports.claims_compare import compare_claims
-    from ablate.reports.sequential import report_table
-    from ablate.reports.trend import distinct_sizes, require_sizes
-    from ablate.reports.writers import format_of, get_writer
-
     _no_plot(args)
     studies = [load_results(d) for d in dirs]
     tables = [report_table(results, n_samples=args.samples) for results in studies]
@@ -219,10 +211,6 @@ def _compare_claims(args, dirs: list[Path]) -> int:
 def _trend(args, tables, sequential: list[bool]) -> int:
     """The trend table, printed or written to --out, and its plot beside --out (else in the directories' parent's
     trends/)."""
-    from ablate.reports.plots import plot_trend
-    from ablate.reports.trend import size_trend
-    from ablate.reports.writers import Context, format_of, get_writer
-
     trend = size_trend(tables, sequential=sequential)
     dirs = [Path(r.out_dir) for r in trend.rungs]
     name = "-vs-".join(d.name for d in dirs)
@@ -250,19 +238,11 @@ def _trend(args, tables, sequential: list[bool]) -> int:
 
 def _common_parent(dirs: list[Path]) -> Path:
     """The deepest directory holding all of `dirs` ('runs' for runs/a and runs/b)."""
-    import os
-
     return Path(os.path.commonpath([d.resolve() for d in dirs]))
 
 
 def _compare_runs(args, notice: str | None = None) -> int:
     """Two runs as text: printed, or written to --out (a file, or a directory: '<A>-vs-<B>.txt' there)."""
-    from ablate.ablations.results import resolve_out_dir
-    from ablate.data.atomic import write_text_atomic
-    from ablate.reports.compare import compare_runs
-    from ablate.reports.lookup import resolve_run
-    from ablate.reports.plots import plot_comparison
-
     if args.json or args.format not in (None, "text"):
         raise AblateError("--format and --json go with two results directories; two runs are compared as text")
     study = resolve_out_dir(args.study, runs_dir=args.runs_dir) if args.study is not None else None

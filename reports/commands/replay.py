@@ -10,12 +10,13 @@ core-hours against the full design's, and the comparisons whose verdict differs.
 from __future__ import annotations
 
 from ablate.ablations.commands import command_parser, own_options, parse, print_config
+from ablate.ablations.results import resolve_out_dir
+from ablate.ablations.statistics import N_SAMPLES
 from ablate.data.errors import AblateError
+from ablate.reports.replay import replay, summary
 
 
 def build_parser():
-    from ablate.ablations.statistics import N_SAMPLES
-
     parser = command_parser("ablate replay", __doc__)
     parser.add_argument("study_or_out", metavar="OUT", help="results directory, or a study name under --runs_dir")
     parser.add_argument("--runs_dir", default="runs", help="where study names are looked up (default: runs)")
@@ -34,8 +35,6 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
         return print_config(own_options(args))
-    from ablate.ablations.results import resolve_out_dir
-    from ablate.reports.replay import replay, summary
 
     if args.min_seeds < 1:
         raise AblateError(f"--min_seeds must be at least 1, got {args.min_seeds}")

@@ -11,13 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ablate.ablations.commands import command_parser, own_options, parse, print_config
+from ablate.ablations.results import resolve_out_dir
+from ablate.ablations.runtime import check_escaped, check_folder, given_url
+from ablate.ablations.statistics import N_SAMPLES
+from ablate.data.errors import AblateError
+from ablate.reports.build import build_report, parse_columns
+from ablate.reports.cells import COLUMNS
+from ablate.reports.writers import format_names, formats_help, parse_formats
 
 
 def build_parser():
-    from ablate.ablations.statistics import N_SAMPLES
-    from ablate.reports.cells import COLUMNS
-    from ablate.reports.writers import format_names, formats_help
-
     parser = command_parser("ablate report", __doc__)
     parser.add_argument(
         "study_or_out",
@@ -78,23 +81,15 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
         return print_config(own_options(args))
-    from ablate.ablations.results import resolve_out_dir
-    from ablate.reports.build import build_report, parse_columns
-    from ablate.reports.writers import parse_formats
 
     if args.samples < 1:
-        from ablate.data.errors import AblateError
-
         raise AblateError(f"--samples {args.samples}: the bootstrap needs at least 1 resample")
-    from ablate.ablations.runtime import check_escaped, given_url
 
     if url := given_url(args.storage):  # the report falls back to the records when a storage cannot be read, but
         check_escaped(url)  # not when the URL it was given is malformed
     formats = parse_formats(args.format)  # bad formats, columns and folders fail before any work
     columns = parse_columns(args.columns)
     if args.out:
-        from ablate.ablations.runtime import check_folder
-
         check_folder(Path(args.out))
     out_dir = resolve_out_dir(args.study_or_out, preset=args.preset, runs_dir=args.runs_dir)
     written = build_report(
