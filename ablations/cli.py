@@ -5,8 +5,10 @@ reports) and imports torch, Lightning and W&B only when it runs, so `ablate --he
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import sys
+import time
 
 # A string registry, and it stays one: this file is the top of the layers (the entry point `ablate`), where every
 # room may be reached, and a name is imported only when its command runs, so `ablate --help` imports no command.
@@ -60,7 +62,7 @@ def run_command(name: str, argv: list[str]) -> int:
 def _about(argv: list[str]) -> int:
     """`ablate --help` (or nothing) and `ablate --version`."""
     if argv and argv[0] == "--version":
-        from importlib.metadata import version
+        from importlib.metadata import version  # lazy: ablate --help loads this file alone
 
         print(f"ablate {version('ablate')}")
     else:
@@ -77,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         return _unknown_command(name)
-    from ablate.ablations.runtime.interrupt import Interrupted, disk_error, install, path_error
-    from ablate.ablations.runtime.stopping import Stalled
-    from ablate.ablations.runtime.urls import ENV_VAR
-    from ablate.data.errors import AblateError
+    from ablate.ablations.runtime.interrupt import Interrupted, disk_error, install, path_error  # lazy: --help
+    from ablate.ablations.runtime.stopping import Stalled  # lazy: ablate --help loads this file alone
+    from ablate.ablations.runtime.urls import ENV_VAR  # lazy: ablate --help loads this file alone
+    from ablate.data.errors import AblateError  # lazy: ablate --help loads this file alone
 
     saved = (sys.argv, os.environ.get(ENV_VAR))
     _keep_storage_secret(rest)
@@ -135,7 +137,7 @@ TRACEBACK_SWITCH = "ABLATE_TRACEBACK"
 
 
 def _unknown_command(name: str) -> int:
-    from ablate.data.errors import did_you_mean
+    from ablate.data.errors import did_you_mean  # lazy: ablate --help loads this file alone
 
     hint = did_you_mean(name, COMMANDS)
     print(f"ablate: error: unknown command {name!r}{hint}; commands are {', '.join(COMMANDS)}", file=sys.stderr)
@@ -149,8 +151,7 @@ def _quiet_wandb_teardown() -> None:
     above says what is safe."""
     if "wandb" not in sys.modules:
         return
-    import contextlib
-    import io
+    import contextlib  # lazy: ablate --help loads this file alone
 
     with contextlib.suppress(BaseException), contextlib.redirect_stderr(io.StringIO()):
         with contextlib.redirect_stdout(io.StringIO()):
@@ -176,13 +177,12 @@ def _one_line(err: BaseException) -> str:
 
 def _save_traceback(name: str, argv: list[str]) -> str:
     """The running exception's traceback, written under the cache's errors/ folder (else the temporary folder)."""
-    import shlex
-    import tempfile
-    import time
-    import traceback
-    from pathlib import Path
+    import shlex  # lazy: ablate --help loads this file alone
+    import tempfile  # lazy: ablate --help loads this file alone
+    import traceback  # lazy: ablate --help loads this file alone
+    from pathlib import Path  # lazy: ablate --help loads this file alone
 
-    from ablate.data.cache import cache_root
+    from ablate.data.cache import cache_root  # lazy: ablate --help loads this file alone
 
     text = f"ablate {name} {shlex.join(argv)}\n\n{traceback.format_exc()}"
     stamp = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
@@ -200,7 +200,7 @@ def _keep_storage_secret(argv: list[str]) -> None:
     """A --storage URL with a password goes into ABLATE_STORAGE for this process and the ones it starts, and out of
     sys.argv: W&B records the command line in every run, and Lightning relaunches it for DDP ranks. (The command
     still parses `argv`, which keeps it.)"""
-    from ablate.ablations.runtime.urls import ENV_VAR, redact
+    from ablate.ablations.runtime.urls import ENV_VAR, redact  # lazy: ablate --help loads this file alone
 
     for i, arg in enumerate(argv):
         name = arg.partition("=")[0]

@@ -92,7 +92,7 @@ def make_wandb_logger(
     W&B plots these runs over `trainer/global_step`, the step Lightning passes to the logger; the module logs
     `step` (the optimizer steps done, as the records count them) so that this axis reads 10, 20, ... and not
     Lightning's default, the count before the step's update (9, 19, ...)."""
-    from pytorch_lightning.loggers import WandbLogger
+    from pytorch_lightning.loggers import WandbLogger  # lazy: Lightning costs seconds, only when training
 
     save_dir.mkdir(parents=True, exist_ok=True)
     mode = wandb_mode(cfg)

@@ -25,17 +25,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import torch
+import torch.nn.functional as F
 from ablate.benchmarks.device import synchronize
 from ablate.benchmarks.settings import Setup
 from ablate.lightning_modules.kernels import jagged_keys_attention
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 CANDIDATES = ("masked", "jagged", "flex", "unpadded")
 
 
 def masked(q, k, v, keep):
     """Today's: q (B, h, L, d), k/v (B, h, S, d), keep (B, S) True where a key may be attended."""
-    import torch.nn.functional as F
-
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
 
 
@@ -47,7 +48,6 @@ def jagged(q, k, v, keep):
 def flex(q, k, v, keep, attend: Callable | None = None):
     """FlexAttention with the padding as a block mask. `attend`: flex_attention compiled (the timed path); None
     runs it eagerly (PyTorch's reference implementation, for the correctness check)."""
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     def key_kept(b, h, q_idx, kv_idx):
         return keep[b, kv_idx]
@@ -57,16 +57,12 @@ def flex(q, k, v, keep, attend: Callable | None = None):
 
 
 def unpadded(q, k, v, keep):
-    import torch.nn.functional as F
-
     return F.scaled_dot_product_attention(q, k, v)
 
 
 def attention_figures(batches: list[dict], s: Setup, repeats: int = 5) -> dict[str, Any]:
     """Forward + backward time of each candidate over the batches' two padded sites, its ratio to `masked`, and
     its largest difference from `masked`'s output (None for the bound)."""
-    import torch
-
     functions = _candidates(s.device)
     heads, dim = s.cfg.n_heads, s.cfg.d_k or s.cfg.d_model // s.cfg.n_heads
     dtype = torch.bfloat16 if s.precision == "bf16-mixed" else torch.float32
@@ -99,20 +95,14 @@ def attention_figures(batches: list[dict], s: Setup, repeats: int = 5) -> dict[s
 
 
 def _candidates(device) -> dict[str, Callable]:
-    import torch
-
     functions: dict[str, Callable] = {"masked": masked, "jagged": jagged, "unpadded": unpadded}
     if device.type == "cuda":
-        from torch.nn.attention.flex_attention import flex_attention
-
         compiled = torch.compile(flex_attention, dynamic=True)
         functions["flex"] = lambda q, k, v, keep: flex(q, k, v, keep, compiled)
     return functions
 
 
 def _inputs(batch: int, heads: int, length: int, keys: int, dim: int, dtype, device):
-    import torch
-
     def tensor(rows: int):
         return torch.randn(batch, heads, rows, dim, device=device, dtype=dtype, requires_grad=True)
 

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
+import numpy as np
+import torch
 from ablate.ablations.study.definition import load_study
 from ablate.benchmarks.attention import attention_figures
 from ablate.benchmarks.decoding import decoding_figures
@@ -52,14 +54,15 @@ from ablate.data.tokenizer import BOS_ID, EOS_ID
 from ablate.lightning_modules.config import for_compile, on_cpu
 from ablate.lightning_modules.kernels import eager
 from ablate.lightning_modules.transformer import Transformer
+from torch._dynamo.utils import counters
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
 
 __all__ = ["BenchConfig", "Setup", "format_report", "run_bench"]
 
 
 def load_inputs(run, bench: BenchConfig, device) -> tuple[list[dict], Any, dict[str, Any]]:
     """The training batches (first of epoch 0), the decoding batch and data figures (padding, collation time)."""
-    import numpy as np
-
     datamodule = TranslationDataModule(run.data)
     loader = datamodule.train_dataloader()
     index_lists = []
@@ -218,8 +221,6 @@ def _profile(
 
 def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
     """Ours first, then the peers, all initialised from the bench's seed."""
-    import torch
-
     torch.manual_seed(bench.seed)
     torch.backends.cuda.enable_cudnn_sdp(s.run.train.cudnn_attention)  # as TranslationModule.configure_model does
     cfg = for_compile(s.cfg) if bench.compile else s.cfg
@@ -237,8 +238,6 @@ def build_trainees(bench: BenchConfig, s: Setup) -> list[Trainee]:
 
 def setup(bench: BenchConfig) -> Setup:
     """The benchmarked run's config, device and precision; the peers are checked before any work."""
-    import torch
-
     extra = {section: dict(fields) for section, fields in bench.settings.items()}
     if bench.corpus:
         extra["data"] = {**extra.get("data", {}), "corpus": bench.corpus}
@@ -270,8 +269,6 @@ def compile_figures(trainees: list[Trainee]) -> dict[str, Any]:
     """What torch.compile did over the warm-up, the untimed pass and the timed steps (all shapes of the timed batches,
     each seen at least twice): graphs compiled by dynamo for all systems together (one per system and per recompile),
     graph breaks, and our first step (compilation included) against our warm median."""
-    from torch._dynamo.utils import counters
-
     ours = trainees[0]
     return {
         "systems": len(trainees),
@@ -307,8 +304,6 @@ def lightning_figures(s: Setup, bench: BenchConfig, figures, info) -> dict[str, 
 def sdpa_check(ours: Trainee, batch: dict, s: Setup) -> dict[str, Any]:
     """Which fused attention kernels run our forward: each backend alone (does the model run with only it?) and
     the CUDA kernels the default dispatcher actually launched (profiler kernel names)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     model, device, precision = ours.module, s.device, s.precision
     out: dict[str, Any] = {"fused_adam": True, "bf16_autocast": precision == "bf16-mixed"}
     for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
@@ -318,7 +313,6 @@ def sdpa_check(ours: Trainee, batch: dict, s: Setup) -> dict[str, Any]:
             out[f"{name}_runs_whole_model"] = True
         except RuntimeError:
             out[f"{name}_runs_whole_model"] = False
-    from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof, autocast(device, precision):
         model(batch["src"], batch["tgt_in"])

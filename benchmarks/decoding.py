@@ -8,6 +8,7 @@ import statistics
 import time
 from typing import Any
 
+import torch
 from ablate.benchmarks.device import autocast, synchronize
 from ablate.benchmarks.settings import BenchConfig, Setup
 from ablate.benchmarks.timing import summarize
@@ -101,8 +102,6 @@ def _decoders(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict) -> dict[s
 def run_decoding(ours, hf, src, bench: BenchConfig, s: Setup, rows: dict | None = None) -> dict[str, dict]:
     """Beam and greedy decoding of one source batch, ours, the row peers' (`rows`: name -> our model built from
     that row) and (if given) HF generate, interleaved."""
-    import torch
-
     device, precision = s.device, s.precision
     systems = _decoders(ours, hf, src, bench, s, rows or {})
     times: dict[str, list[float]] = {name: [] for name in systems}
@@ -180,8 +179,6 @@ def _mean_length(out) -> float:
 def decoding_figures(trainees: list, src, bench: BenchConfig, s: Setup):
     """Beam and greedy decoding speed of ours (and HF's, and the row peers'), and where our beam search spends its
     time."""
-    import torch
-
     for t in trainees:
         t.module.eval()
     ours = trainees[0].module

@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Literal
 
+import torch
 from ablate.ablations.runtime.environment import cpu_model
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.config import resolve_precision as precision_for
 
 if TYPE_CHECKING:
-    import torch
     from ablate.lightning_modules.config import Precision
 
 PEAK_BF16_FLOPS: list[tuple[str, float]] = [
@@ -27,8 +27,6 @@ PEAK_BF16_FLOPS: list[tuple[str, float]] = [
 
 
 def resolve_device(name: str):
-    import torch
-
     if name == "cuda" and not torch.cuda.is_available():
         raise AblateError("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False)")
     return torch.device("cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu")
@@ -36,30 +34,22 @@ def resolve_device(name: str):
 
 def resolve_precision(precision: Literal["auto"] | Precision, device: torch.device) -> Precision:
     """The bench's precision on `device`, by training's rule (`lightning_modules.config.resolve_precision`)."""
-    import torch
-
     return precision_for(precision, cuda_bf16=device.type == "cuda" and torch.cuda.is_bf16_supported())
 
 
 def autocast(device, precision: str):
-    import torch
-
     if precision == "bf16-mixed":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
 def synchronize(device) -> None:
-    import torch
-
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
 def device_info(device) -> dict[str, Any]:
     """Name, threads and peak bf16 FLOP/s (None where unknown: CPUs and unlisted GPUs)."""
-    import torch
-
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         peak = next((flops for key, flops in PEAK_BF16_FLOPS if key in name), None)

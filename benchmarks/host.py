@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+import pytorch_lightning as pl
 from ablate.benchmarks.timing import fit_through_lightning
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -60,7 +61,6 @@ def step_counts(ops: Counter[str]) -> dict[str, int]:
 def _step_window(windows: list[Counter[str]]) -> Any:
     """A Lightning callback that counts each step, from one batch's start to the next's, into `windows` (made here:
     this module imports no Lightning at its top)."""
-    import pytorch_lightning as pl
 
     class StepWindow(pl.Callback):
         mode: Counting | None = None

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+import torch
 from ablate.benchmarks.timing import _proc_status, _reset_peak_rss
 from ablate.lightning_modules.kernels import FusedLinearLabelSmoothedNLL
 from ablate.lightning_modules.module import label_smoothed_nll
@@ -25,8 +26,6 @@ MODEL = {"d_model": 512, "vocab": 37000}
 
 
 def measure(fused: bool, tokens: int, dtype: str, device: str) -> dict:
-    import torch
-
     torch.manual_seed(0)
     weight = torch.nn.Parameter(torch.randn(MODEL["vocab"], MODEL["d_model"], device=device) * 0.04)
     x = torch.randn(tokens, MODEL["d_model"], device=device, requires_grad=True)

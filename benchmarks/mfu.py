@@ -12,8 +12,10 @@ import copy
 import statistics
 from typing import Any
 
+import torch
 from ablate.benchmarks.timing import summarize
 from ablate.lightning_modules.config import ModelConfig
+from torch.utils.flop_counter import FlopCounterMode
 
 
 def train_flops(cfg: ModelConfig, src_tokens: int, tgt_tokens: int, src_width: int, tgt_width: int) -> float:
@@ -38,9 +40,6 @@ def counted_flops(module, src_shape: tuple[int, int], tgt_shape: tuple[int, int]
     shapes, counted by torch's FlopCounterMode on a copy of the module on its own device: what the kernels are asked
     to do, for any knob, with no formula to keep in step with the model. (Not on the meta device: the model checks
     its input for padding, which needs values.)"""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
     twin = copy.deepcopy(module)
     device = next(twin.parameters()).device
     src = torch.full(src_shape, cfg.pad_id + 1, dtype=torch.long, device=device)

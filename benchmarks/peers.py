@@ -17,8 +17,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+import torch.nn.functional as F
 from ablate.data.errors import AblateError
 from ablate.lightning_modules.config import ModelConfig
+from torch import nn
 
 PEERS = ("hf", "torch")
 """Peer implementations accepted by `ablate bench --vs`; besides them, `row:NAME` (`row_of`)."""
@@ -67,8 +70,6 @@ def build_peer(name: str, cfg: ModelConfig, bos_id: int, eos_id: int):
 
 def sinusoid_table(length: int, d_model: int):
     """Section 3.5 positions, interleaved sin/cos as in our model."""
-    import torch
-
     pos = torch.arange(length, dtype=torch.float32).unsqueeze(1)
     inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
     table = torch.zeros(length, d_model)
@@ -79,9 +80,6 @@ def sinusoid_table(length: int, d_model: int):
 
 def build_torch_peer(cfg: ModelConfig):
     """`torch.nn.Transformer` wrapped with the paper's embeddings and tied output projection."""
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
 
     class TorchTransformerPeer(nn.Module):
         """nn.Transformer (batch_first) + shared scaled embeddings + sinusoids + tied output. Note: nn.Transformer
@@ -159,7 +157,6 @@ def marian_config(cfg: ModelConfig, bos_id: int, eos_id: int):
 
 def build_marian_peer(cfg: ModelConfig, bos_id: int, eos_id: int):
     """MarianMT with random weights, wrapped so that forward(src, tgt_in) returns logits like our model."""
-    from torch import nn
     from transformers import MarianMTModel  # pyright: ignore[reportMissingImports]  # the optional [bench] extra
 
     marian = MarianMTModel(marian_config(cfg, bos_id, eos_id))

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import pytorch_lightning as pl
+import torch
 from ablate.benchmarks.device import autocast, synchronize
 from ablate.benchmarks.settings import BenchConfig, Setup
 from ablate.data.datamodule import TranslationDataModule
@@ -86,8 +88,6 @@ def make_trainee(
     trains as train.fused_loss does, its `features` then the projection inside the loss. Compiled as train.compile
     compiles (`compile_for_training`: one graph for every shape, of the model or, `scope` 'layers', of each layer),
     peers alike."""
-    import torch
-
     module = module.to(device).train()
     opt = torch.optim.Adam(module.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)
     net = module.features if fused_loss else module
@@ -161,8 +161,6 @@ def memory_profile(t: Trainee, batch: dict, s: Setup) -> dict[str, Any]:
     autograd saves for backward; `rss_delta_mb` is the process's peak-RSS growth during the step (/proc), which
     undercounts memory that the allocator reuses from earlier steps.
     """
-    import torch
-
     device = s.device
     params = list(t.module.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in params)
@@ -277,8 +275,6 @@ def cpu_choices(ours: Trainee, batches: list[dict], bench: BenchConfig, s: Setup
 def fit_through_lightning(run, accelerator: str, precision: str, callbacks: list) -> None:
     """Train `run` (its train.max_steps) through the Lightning Trainer as a bench measures it: one device, no
     validation, logger or checkpoints, its data module's first batches, `callbacks` watching."""
-    import pytorch_lightning as pl
-
     pl.seed_everything(run.train.seed, verbose=False)
     module = TranslationModule(run.model, run.train, bos_id=BOS_ID, eos_id=EOS_ID)
     trainer = pl.Trainer(
@@ -305,8 +301,6 @@ def lightning_step_times(
 ) -> list[float]:
     """Seconds between consecutive batch ends when `TranslationModule` trains through the Lightning Trainer on the
     same data module (so the same first batches): data collation, Lightning's loop, logging and the step."""
-    import pytorch_lightning as pl
-
     run, device = s.run, s.device
     stamps: list[float] = []
 

@@ -317,7 +317,7 @@ class HubSource:
 def _sacrebleu_test(name: str, src: str, tgt: str) -> tuple[list[str], list[str]] | None:
     """The sacrebleu test set (the one BLEU is reported on, e.g. newstest2014 for wmt14), or None if unavailable."""
     try:
-        from sacrebleu.dataset import DATASETS
+        from sacrebleu.dataset import DATASETS  # lazy: sacreBLEU only to score; reports read this module
 
         test_set = DATASETS.get(f"{name}/full") or DATASETS.get(name)
         if test_set is None or f"{src}-{tgt}" not in test_set.langpairs:

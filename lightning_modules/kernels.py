@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from ablate.lightning_modules import card
 from torch import Tensor, nn
+from torch._inductor import config as inductor
 
 KernelChoice = Literal["auto", "reference", "cpu", "jagged"]
 
@@ -250,8 +251,6 @@ def compile_workers() -> None:
     after COMPILE_WAIT_S with torch's error, which the check before step 1 turns into one line naming
     `--train.compile false`. TORCHINDUCTOR_COMPILE_THREADS and TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT, where set,
     win."""
-    from torch._inductor import config as inductor
-
     if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
         inductor.compile_threads = max(1, min(torch.get_num_threads(), inductor.decide_compile_threads()))
     if "TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT" not in os.environ:

@@ -48,7 +48,7 @@ def bleu_metric(signature: str | None = None, references: list[str] | None = Non
     """sacreBLEU's BLEU: its defaults (13a tokenizer, mixed case), or configured like the one whose signature is
     given (tokenizer and case read from it). The one place a BLEU is built. With `references` (one per segment),
     sacreBLEU preprocesses them once and scores every later system against them (`references=None` there)."""
-    from sacrebleu.metrics.bleu import BLEU
+    from sacrebleu.metrics.bleu import BLEU  # lazy: sacreBLEU only to score; reports read this module
 
     fields = dict(part.split(":", 1) for part in (signature or "").split("|") if ":" in part)
     refs = [references] if references is not None else None
@@ -58,7 +58,7 @@ def bleu_metric(signature: str | None = None, references: list[str] | None = Non
 def chrf_metric(references: list[str] | None = None):
     """sacreBLEU's chrF with its defaults (character 6-grams, beta 2). The one place a chrF is built; `references`
     as for `bleu_metric`."""
-    from sacrebleu.metrics.chrf import CHRF
+    from sacrebleu.metrics.chrf import CHRF  # lazy: sacreBLEU only to score; reports read this module
 
     return CHRF(references=[references] if references is not None else None)
 

@@ -140,7 +140,7 @@ class LoadedStudy:
 
     def optuna(self) -> Any:
         """The study's Optuna study, opened read-only (`optuna.Study`: `trials_dataframe()`, the dashboard's API)."""
-        import optuna
+        import optuna  # lazy: optuna costs ~50 ms on every --help
 
         url = chosen_url(self.storage, self.out, self.results.meta.get("storage"))
         if not url:
@@ -211,7 +211,7 @@ def _metrics(record: Record) -> dict[str, Any]:
 
 def _pandas():
     try:
-        import pandas as pd
+        import pandas as pd  # the optional [pandas] extra
     except ImportError:
         raise AblateError("DataFrames need pandas: pip install 'ablate[pandas]' (or pip install pandas)") from None
     return pd

@@ -78,7 +78,7 @@ def to_html(
     """One self-contained page (inline CSS, plots as data URIs, no script, no network). `plots`: title -> PNG, shown
     under the table; `claim_plots`: claim id -> PNG, shown beside its claim; `columns`: keys of `COLUMNS` (default:
     all that apply but the optional ones); `corpus`: named in the legend."""
-    import markupsafe
+    import markupsafe  # lazy: only the HTML page needs it
 
     env = _environment()
     cols = display_columns(table, columns, "html")
@@ -122,7 +122,7 @@ def to_html(
 
 
 def _environment():
-    import jinja2
+    import jinja2  # lazy: only the HTML page needs it
 
     return jinja2.Environment(
         loader=jinja2.PackageLoader("ablate.reports", "templates"),

@@ -88,8 +88,8 @@ def plot_bleu_vs_params(table: ReportTable, out_dir: Path) -> Plot | None:
 def bleu_vs_params_figure(table: ReportTable):
     """The figure of `plot_bleu_vs_params` (a matplotlib Figure), or None when no row has BLEU and parameters."""
     from adjustText import adjust_text  # moves labels off each other and off the points, deterministically
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.figure import Figure  # lazy: matplotlib costs ~0.3 s, only when plotting
+    from matplotlib.ticker import FuncFormatter  # lazy: matplotlib costs ~0.3 s, only when plotting
 
     rows = [r for r in table.rows if r.bleu is not None and r.params_m is not None]
     if not rows:
@@ -148,8 +148,8 @@ def _curve(points: list[dict], key: str) -> tuple[list[float], list[float]]:
 
 def plot_curves(table: ReportTable, results: StudyResults, out_dir: Path) -> list[Plot]:
     """Dev PPL and BLEU over steps, one figure per row group (every seed drawn; the base dashed for reference)."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import LogFormatter
+    from matplotlib.figure import Figure  # lazy: matplotlib costs ~0.3 s, only when plotting
+    from matplotlib.ticker import LogFormatter  # lazy: matplotlib costs ~0.3 s, only when plotting
 
     plots = []
     for group, rows in table.groups():
@@ -190,7 +190,7 @@ def _safe(name: str) -> str:
 def plot_bleu_deltas(table: ReportTable, out_dir: Path) -> Plot | None:
     """BLEU minus the base's per row with the 95% interval of its test (± std over paired seeds where untested);
     rows the test marks significant filled, the paper's deltas beside."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: matplotlib costs ~0.3 s, only when plotting
 
     deltas = {r.name: r.delta_bleu for r in table.rows if r.delta_bleu is not None}
     rows = [r for r in table.rows if r.name in deltas]
@@ -236,7 +236,7 @@ def plot_claims(table: ReportTable, out_dir: Path) -> list[Plot]:
 
 def claim_figure(cv: ClaimVerdict, table: ReportTable):
     """The figure of one claim in `plot_claims` (one panel per metric, stacked), or None when nothing was tested."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: matplotlib costs ~0.3 s, only when plotting
 
     tested = [c for c in cv.comparisons if any(b.test is not None and b.test.effect is not None for b in c.budgets)]
     if not tested:
@@ -309,9 +309,9 @@ def plot_trend(trend: SizeTrend, out_dir: Path, name: str) -> Plot | None:
     """One panel per comparison with a tested rung: its effect at T with the 95% interval against the base's
     parameter count (log scale), coloured by the rung's verdict (hollow where the rung is left out of the trend),
     the paper's difference dashed and zero solid; written as `name`.png and .svg. None when nothing was tested."""
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.figure import Figure  # lazy: matplotlib costs ~0.3 s, only when plotting
+    from matplotlib.lines import Line2D  # lazy: matplotlib costs ~0.3 s, only when plotting
+    from matplotlib.ticker import FuncFormatter, NullFormatter  # lazy: matplotlib costs ~0.3 s, only when plotting
 
     shown = [(claim, comp) for claim, comp in trend.comparisons if any(_tested(p) for p in comp.points)]
     if not shown:
@@ -376,7 +376,7 @@ def _trend_panel(ax, comp: ComparisonTrend, sizes: list[float]) -> None:
 
 def plot_comparison(a: Record, b: Record, path: Path) -> Path:
     """The two runs' curves (dev PPL, dev BLEU, train loss) over steps, as one PNG or SVG."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: matplotlib costs ~0.3 s, only when plotting
 
     fig = Figure(figsize=(11.0, 3.4))
     axes = fig.subplots(1, 3)

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 @writer("text", "the terminal table", suffix=".txt", subject="comparison")
 def sweep_to_text(cmp: SweepComparison, ctx: Context) -> str:
     """The terminal table (rich), `ctx.width` characters wide, with the header above and the legend below."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    from rich.console import Console  # lazy: rich's console, only for a terminal view
+    from rich.table import Table  # lazy: rich's console, only for a terminal view
+    from rich.text import Text  # lazy: rich's console, only for a terminal view
 
     table = Table(show_lines=False)
     for col in SWEEP_COLUMNS:

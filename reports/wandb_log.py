@@ -69,7 +69,7 @@ def sweep_tracking(meta: dict[str, Any]) -> dict[str, Any]:
 def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir: Path) -> Path | None:
     """Log the table and the plots to a new W&B run in the sweep's group, and write the workspace view's script
     beside it; the run's local directory, or None when W&B is disabled."""
-    import wandb
+    import wandb  # lazy: W&B costs ~0.4 s, only when logging
 
     meta = read_study_json(Path(table.out_dir))
     tracking = sweep_tracking(meta)
@@ -116,7 +116,7 @@ def log_report(table: ReportTable, plots: list[Plot], *, project: str, wandb_dir
 
 def _logged(records: list[dict[str, Any]], claims: list[dict[str, Any]], plots: list[Plot]) -> dict[str, Any]:
     """What the report run logs: the table, the claims' table (if any) and the plots."""
-    import wandb
+    import wandb  # lazy: W&B costs ~0.4 s, only when logging
 
     columns = list(records[0]) if records else ["row"]
     data = [[_cell(rec[c]) for c in columns] for rec in records]
@@ -191,8 +191,8 @@ def view_definition(
 def _workspaces():
     """The `wandb_workspaces` modules (the `workspace` extra), or a one-line error saying how to install them."""
     try:
-        import wandb_workspaces.reports.v2 as wr
-        import wandb_workspaces.workspaces as ws
+        import wandb_workspaces.reports.v2 as wr  # the optional [workspace] extra
+        import wandb_workspaces.workspaces as ws  # the optional [workspace] extra
     except ImportError:
         raise AblateError(
             "the W&B workspace view needs the wandb-workspaces package: pip install -e '.[workspace]'"
@@ -266,8 +266,8 @@ def build_view(definition: dict[str, Any], entity: str | None = None):
 
 def save_view(definition: dict[str, Any]) -> str:
     """Save the workspace view to W&B (online, logged in) as a new view; its URL."""
-    import wandb
-    from wandb.errors import UsageError
+    import wandb  # lazy: W&B costs ~0.4 s, only when logging
+    from wandb.errors import UsageError  # lazy: W&B costs ~0.4 s, only when logging
 
     _workspaces()  # the install hint first
     try:
@@ -354,7 +354,7 @@ def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
     writes the log behind the SDK: it is complete once the service has shut down (at process exit, or after
     `wandb.teardown()`), so read a run from the process that wrote it only after that.
     """
-    from wandb.proto import wandb_internal_pb2
+    from wandb.proto import wandb_internal_pb2  # lazy: W&B costs ~0.4 s, only when logging
 
     run_dir = Path(run_dir)
     log = next(run_dir.glob("run-*.wandb"), None)

@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
     if args.action == "export":
         return export(cfg, Path(args.dir), as_json=args.json, of=of)
 
-    from ablate.data.prepare import prepare
+    from ablate.data.prepare import prepare  # lazy: loads sentencepiece, which --help does not need
 
     started = time.perf_counter()
     corpus = prepare(cfg, progress=True)
@@ -107,7 +107,7 @@ def main(argv: list[str]) -> int:
 def export(cfg: DataConfig, directory: Path, *, as_json: bool, of: dict[str, str]) -> int:
     """`ablate data export DIR`: the files, then one summary (or JSON): pairs written, size, whose corpus it is (`of`:
     the study, row and preset; {} for DataConfig's defaults), the fingerprint, and the options that read it back."""
-    from ablate.data.prepare import export_corpus
+    from ablate.data.prepare import export_corpus  # lazy: loads sentencepiece, which --help does not need
 
     exported, fingerprint = export_corpus(cfg, directory, progress=True)
     size = sum((directory / name).stat().st_size for name in exported.files)

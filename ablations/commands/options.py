@@ -23,6 +23,15 @@ from ablate.ablations.runtime.urls import redact
 from ablate.ablations.study.config import SECTIONS, add_sections, check_sections, describe_error
 from ablate.data.errors import AblateError, did_you_mean
 
+# ActionConfigFile is jsonargparse's documented name; its __init__ imports it without listing it in __all__, which
+# pyright reads as private.
+from jsonargparse import (
+    ActionConfigFile,  # pyright: ignore[reportPrivateImportUsage]
+    ArgumentParser,
+    DefaultHelpFormatter,
+    set_parsing_settings,
+)
+
 _PLUMBING = ("config", "print_config", "set", "__path__")
 
 
@@ -45,14 +54,6 @@ def command_parser(
     (docs/reference/code-figures.md, "ablations/commands/options.py"): only for a parser
     that prints its help. `aliases`: other spellings of options, read as the ones they name before parsing
     ('--workers' -> '--sweep.workers', '--retry_failed' -> '--sweep.retry_failed=true'; `respell`)."""
-    # ActionConfigFile is jsonargparse's documented name; its __init__ imports it without listing it in __all__,
-    # which pyright reads as private.
-    from jsonargparse import (
-        ActionConfigFile,  # pyright: ignore[reportPrivateImportUsage]
-        ArgumentParser,
-        DefaultHelpFormatter,
-        set_parsing_settings,
-    )
 
     class Formatter(DefaultHelpFormatter, argparse.RawDescriptionHelpFormatter):
         """jsonargparse's help, with the description's paragraphs kept as written."""

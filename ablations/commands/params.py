@@ -23,7 +23,7 @@ def parameter_table(
 ) -> list[dict]:
     """One dict per row: row, group, N, d_model, d_ff, h, d_k, d_v, params, paper_params_m. `extra`: section
     overrides applied to every row (the command line's)."""
-    from ablate.lightning_modules.transformer import Transformer
+    from ablate.lightning_modules.transformer import Transformer  # lazy: loads torch and Lightning (seconds)
 
     study = load_study(study_name)
     extra = {section: dict(values) for section, values in (extra or {}).items()}

@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
         if args.json:
             print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
         else:
-            from rich.console import Console
+            from rich.console import Console  # lazy: rich's console, only for a terminal view
 
             eta = _eta(spec, {r.row for r in rows if r.state in ("pending", "running")}, eta)
             # The workers are not recorded anywhere status can read; the trials running now are the best evidence of

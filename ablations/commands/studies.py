@@ -70,7 +70,7 @@ def head_warnings(study) -> list[str]:
     """Rows that change the number of heads but not d_k: h x d_k no longer equals d_model (Table 3's rows A keep
     it by setting d_k and d_v with h; rows B change d_k alone on purpose), each with what the row then is, at the
     study's own preset (else tiny)."""
-    from ablate.lightning_modules.transformer import Transformer
+    from ablate.lightning_modules.transformer import Transformer  # lazy: loads torch and Lightning (seconds)
 
     preset = study.default_preset or "tiny"
     out = []

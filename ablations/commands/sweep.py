@@ -34,6 +34,7 @@ from ablate.ablations.sweep import ranks, worker
 from ablate.ablations.sweep.corpora import check_sources, read_pin
 from ablate.ablations.sweep.plan import Plan
 from ablate.data.errors import AblateError
+from jsonargparse import set_parsing_settings
 
 
 @dataclass(kw_only=True)
@@ -107,8 +108,6 @@ def build_parser(documented: bool = False):
 def _add_settings(p, sections: dict, documented: bool) -> None:
     """Each settings dataclass as --NAME.FIELD, with the fields' docstrings as help in a parser that prints it: the
     sweep's own, and each launcher's."""
-    from jsonargparse import set_parsing_settings
-
     set_parsing_settings(docstring_parse_attribute_docstrings=documented)
     try:
         for name, (cls, text) in sections.items():

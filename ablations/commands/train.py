@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from ablate.ablations.commands.options import (
     after_configs,
     changed,
@@ -81,8 +82,6 @@ def _starting_values() -> dict[str, Any]:
     """The default starting point's resolved section values and seed, as {"model.d_model": 64, ...}: what --help
     shows as defaults. Only its base and row are read from the built-in study: checking every row (load_study, or
     parse_study on the whole file) takes seconds, and the help should not."""
-    import yaml
-
     path = BUILTIN_DIR / f"{STUDY}.yaml"
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     rows = [row for row in raw["rows"] if row["name"] == ROW]
@@ -120,7 +119,7 @@ def main(argv: list[str]) -> int:
 def _check_not_finished(out: Path) -> None:
     """A finished run in OUT is not trained over by accident (another row's run would replace its weights and
     results): AblateError saying what is there and the ways on."""
-    from ablate.ablations.training.result import TrainResult
+    from ablate.ablations.training.result import TrainResult  # lazy: loads torch and Lightning (seconds)
 
     done = TrainResult.path(out)
     if not done.is_file():
@@ -186,14 +185,12 @@ def _default_out(study: Study, row: str, preset: str, seed: int) -> Path:
 
 
 def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
-    import yaml
-
     started = time.time()
     run, out, seed = plan.run, plan.out, plan.run.train.seed
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(run.to_dict(), sort_keys=False), encoding="utf-8")
-    from ablate.ablations.training.train import train
-    from ablate.lightning_modules.module import TrainingDiverged
+    from ablate.ablations.training.train import train  # lazy: loads torch and Lightning (seconds)
+    from ablate.lightning_modules.module import TrainingDiverged  # lazy: loads torch and Lightning (seconds)
 
     who = RunIdentity(plan.study.name, plan.preset, plan.row.name, plan.row.group, seed, run.tracking.label)
     name = who.name
@@ -213,7 +210,7 @@ def _train(plan: Resolved, *, as_json: bool, resume: bool) -> int:
         return 1
     if result is None:
         return 0
-    from ablate.ablations.training.result import TrainResult
+    from ablate.ablations.training.result import TrainResult  # lazy: loads torch and Lightning (seconds)
 
     m = result.metrics
     if as_json:

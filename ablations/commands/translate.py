@@ -45,14 +45,14 @@ def main(argv: list[str]) -> int:
     if references is not None and len(references) != len(sources):
         raise AblateError(f"--refs {args.refs} has {len(references)} lines for {len(sources)} source lines")
 
-    from ablate.ablations.training import weights
+    from ablate.ablations.training import weights  # lazy: loads torch and Lightning (seconds)
 
     trained = weights.load(path)
     hypotheses = translate(trained, sources, args.beam, args.length_penalty, args.batch_size, args.device)
     for line in hypotheses:
         print(line)
     if references is not None:
-        from ablate.lightning_modules.module import corpus_scores
+        from ablate.lightning_modules.module import corpus_scores  # lazy: loads torch and Lightning (seconds)
 
         scores = corpus_scores(dict(enumerate(hypotheses)), references)
         print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  ({len(hypotheses)} sentences)", file=sys.stderr)
@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
 
 def model_file(path: Path, row: str | None, seed: int) -> Path:
     """The model.pt that MODEL names (see the module's docstring), or a one-line error saying what is there."""
-    from ablate.ablations.training.weights import FILE
+    from ablate.ablations.training.weights import FILE  # lazy: loads torch and Lightning (seconds)
 
     if path.is_file():
         return path
@@ -156,8 +156,8 @@ def _warn_beam(beam: int | None, vocabulary: int) -> None:
 def translate(trained, sources: list[str], beam: int | None, alpha: float | None, batch_size: int, device: str):
     """Translations of `sources` in their order: encoded as training encodes a source (subwords, eos, right
     padding), decoded in batches of similar length."""
-    import torch
-    from ablate.data.tokenizer import EOS_ID, PAD_ID
+    import torch  # lazy: torch costs ~1 s; --help must not pay it
+    from ablate.data.tokenizer import EOS_ID, PAD_ID  # lazy: loads sentencepiece, which --help does not need
 
     module = trained.module
     _warn_beam(beam, module.model_config.vocab_size)

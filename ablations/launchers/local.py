@@ -75,7 +75,7 @@ def _check_hardware(plan: Plan) -> None:
         if not (plain and hw.num_nodes == default.num_nodes and hw.strategy == default.strategy):
             distinct.setdefault((hw.accelerator, str(hw.devices), hw.num_nodes, hw.strategy), plan.run_config(row, 0))
     if distinct:
-        from ablate.ablations.training.trainer import check_hardware
+        from ablate.ablations.training.trainer import check_hardware  # lazy: loads torch and Lightning (seconds)
 
         for run in distinct.values():
             check_hardware(run)
@@ -206,7 +206,7 @@ def default_workers(plan: Plan) -> int:
 
 
 def _gpus() -> int:
-    import torch
+    import torch  # lazy: torch costs ~1 s; --help must not pay it
 
     return torch.cuda.device_count()
 
@@ -216,7 +216,7 @@ def threads_each(workers: int) -> int:
     several, torch's own count (every core, or OMP_NUM_THREADS) for a lone one, which `worker.set_threads` leaves."""
     if workers > 1:
         return progress.threads_per_worker(environment.cpu_cores(), workers)
-    import torch
+    import torch  # lazy: torch costs ~1 s; --help must not pay it
 
     return torch.get_num_threads()
 
@@ -249,7 +249,7 @@ def resumed_elsewhere(plan: Plan) -> str | None:
     records = ledger.read_records(plan.out) if Layout(plan.out).records_dir.is_dir() else []
     if not records:
         return None
-    import torch
+    import torch  # lazy: torch costs ~1 s; --help must not pay it
 
     accelerator = plan.run_config(plan.study.rows[0], 0).hardware.accelerator
     cuda = bool(_gpus()) and accelerator != "cpu"
@@ -387,6 +387,6 @@ def _last_line(path: Path) -> str:
 
 
 def print_table(table) -> None:
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich's console, only for a terminal view
 
     Console(stderr=True, width=140).print(table)

@@ -150,7 +150,7 @@ class SweepJob:
 
     def checkpoint(self, *args: Any, **kwargs: Any):
         """SLURM's warning signal: the worker saves its trial and queues it for retry; then submitit requeues us."""
-        import submitit
+        import submitit  # the optional [slurm] extra
 
         child = self._child
         if child is not None and _running(child.pid):  # SLURM may have signalled it too: USR2 is idempotent there
@@ -223,7 +223,7 @@ def _array_size(cfg: SlurmConfig, workers: int | None, pending: int) -> int:
 
 def _submitit():
     try:
-        import submitit
+        import submitit  # the optional [slurm] extra
     except ImportError:
         raise AblateError("--launcher slurm needs submitit: pip install 'ablate[slurm]'") from None
     return submitit

@@ -196,7 +196,7 @@ def forget_segments() -> None:
 def _stored_stats(kind: str, signature: str | None, hyp_path: Path, ref_path: Path) -> Path:
     """Where the statistics of these hypotheses against these references are kept: named by their contents, so a
     changed file (or sacreBLEU) is a new entry and an old entry is never read for it."""
-    import sacrebleu
+    import sacrebleu  # lazy: sacreBLEU only to score; reports read this module
 
     root = cache_root(None)  # the digests are memoised there by path and mtime: a study's references are read once
     digests = [file_digest(p, root) for p in (hyp_path, ref_path)]

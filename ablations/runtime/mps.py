@@ -139,7 +139,7 @@ def check_worker() -> None:
     rather than train on the CPU without a word."""
     if not os.environ.get(WORKER_MARK):
         return
-    import torch
+    import torch  # lazy: torch costs ~1 s; --help must not pay it
 
     if not torch.cuda.is_available():
         raise AblateError(

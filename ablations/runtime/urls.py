@@ -113,8 +113,8 @@ def _passwords(url: str | None) -> set[str]:
 
 def _sqlalchemy_url(url: str):
     """The URL as SQLAlchemy reads it, or None when it cannot."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from sqlalchemy.engine import make_url  # lazy: SQLAlchemy costs ~0.2 s, only for a database URL
+    from sqlalchemy.exc import ArgumentError  # lazy: SQLAlchemy costs ~0.2 s, only for a database URL
 
     try:
         return make_url(url)

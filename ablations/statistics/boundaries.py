@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import scipy  # its submodules (special, stats, optimize) load on first use, so --help pays none of them
 
 GRID = 101
 """Points of the grid each look's sub-density is carried on (odd, for Simpson's rule): 101 gives the boundaries of
@@ -40,19 +41,17 @@ _LARGEST = 12.0
 def obf_spending(t: float, alpha: float) -> float:
     """The error spent by information fraction t: Lan-DeMets, O'Brien-Fleming shape, two-sided,
     2 - 2 Phi(z_{1-alpha/2} / sqrt(t)) for 0 < t <= 1 (t above 1 as 1), 0 for t <= 0."""
-    from scipy.special import ndtr, ndtri
 
     if t <= 0:
         return 0.0
-    z = float(ndtri(1 - alpha / 2))
-    return float(2 - 2 * ndtr(z / math.sqrt(min(t, 1.0))))
+    z = float(scipy.special.ndtri(1 - alpha / 2))
+    return float(2 - 2 * scipy.special.ndtr(z / math.sqrt(min(t, 1.0))))
 
 
 def nominal_level(c: float) -> float:
     """The two-sided nominal significance level of a z boundary, 2 (1 - Phi(c)); 0 for an infinite one."""
-    from scipy.special import ndtr
 
-    return 0.0 if math.isinf(c) else float(2 * ndtr(-c))
+    return 0.0 if math.isinf(c) else float(2 * scipy.special.ndtr(-c))
 
 
 def spending_bounds(fractions: Sequence[float], alpha: float) -> tuple[float, ...]:
@@ -123,16 +122,15 @@ def _phi(x: np.ndarray) -> np.ndarray:
 
 def _crossing(state: _State | None, previous: float, t: float, c: float, drift: float) -> float:
     """The probability of not crossing before and crossing at the look at t with boundary c (two-sided)."""
-    from scipy.special import ndtr
 
     b = c * math.sqrt(t)
     if state is None:
         sd, mean = math.sqrt(t), drift * t
-        return float(ndtr((mean - b) / sd) + ndtr((-b - mean) / sd))
+        return float(scipy.special.ndtr((mean - b) / sd) + scipy.special.ndtr((-b - mean) / sd))
     grid, weighted = state
     step = t - previous
     sd, shift = math.sqrt(step), drift * step
-    beyond = ndtr((grid + shift - b) / sd) + ndtr((-b - grid - shift) / sd)
+    beyond = scipy.special.ndtr((grid + shift - b) / sd) + scipy.special.ndtr((-b - grid - shift) / sd)
     return float(weighted @ beyond)
 
 
@@ -154,14 +152,13 @@ def _carry(state: _State | None, previous: float, t: float, c: float, drift: flo
 
 def _solve(probability: Callable[[float], float], target: float) -> float:
     """The boundary c whose crossing probability is `target` (the probability falls as c rises)."""
-    from scipy.optimize import brentq
 
     if target <= 0:
         return math.inf
     low, high = 1e-6, _LARGEST
     if probability(low) <= target:
         return low
-    root = brentq(lambda c: probability(c) - target, low, high, xtol=1e-10, full_output=False)
+    root = scipy.optimize.brentq(lambda c: probability(c) - target, low, high, xtol=1e-10, full_output=False)
     return float(root)  # pyright: ignore[reportArgumentType]
 
 

@@ -38,6 +38,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+import scipy  # its submodules (special, stats, optimize) load on first use, so --help pays none of them
 from ablate.ablations.statistics.claims import Comparison
 from ablate.ablations.statistics.significance import ALPHA, RowTest
 
@@ -87,14 +88,13 @@ def sides(comparison: Comparison, test: RowTest | None, higher_is_better: bool) 
     """The comparison's two p-values at one budget (see the module docstring); None without an estimated effect and
     standard error. Student's t on the test's degrees of freedom, as its interval (scipy's `stdtr` ufunc: the
     distribution objects cost a millisecond a call, and a simulation makes millions)."""
-    from scipy.special import stdtr
 
     if test is None or test.effect is None or not test.se > 0:
         return None
     effect, se, margin, df = test.effect, test.se, comparison.margin or 0.0, test.df
 
     def sf(x: float) -> float:
-        return float(stdtr(df, -x))
+        return float(scipy.special.stdtr(df, -x))
 
     if comparison.expect == "same":
         above, below = sf((effect + margin) / se), sf((margin - effect) / se)  # H0: d <= -m, H0: d >= m

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+import scipy  # its submodules (special, stats, optimize) load on first use, so --help pays none of them
 from ablate.ablations.statistics.boundaries import nominal_level, spending_bounds
 from ablate.ablations.statistics.family import Sides, decide
 from ablate.ablations.statistics.significance import ALPHA, POWER, RowTest
@@ -149,11 +150,10 @@ def rows_of(controls: Mapping[str, Sequence[str]]) -> list[str]:
 def confseq_level(seeds: int, max_seeds: int, alpha: float = ALPHA) -> float:
     """The pointwise level of a two-sided normal-mixture confidence sequence at `seeds` seeds (Howard et al., 2021,
     eq. (14), mixing variance tuned to max_seeds): valid at every n at once, so no spending."""
-    from scipy import stats
 
     rho = float(max_seeds)
     z = math.sqrt((seeds + rho) / seeds * math.log((seeds + rho) / (rho * alpha**2)))
-    return float(2 * stats.norm.sf(z))
+    return float(2 * scipy.stats.norm.sf(z))
 
 
 DECIDING_SEEDS = 3
@@ -344,14 +344,13 @@ def conditional_power(cv: ComparisonVerdict, at: Sequence[float], share: float, 
 def _ways(comparison, higher_is_better: bool, effect: float, now: float, full: float, c: float):
     """(reproduced, contradicted): the chance of each at the last look (information `full`, boundary `c`), the
     difference seen at information `now` being `effect` and the rest drawn at each way's alternative."""
-    from scipy.special import ndtr, ndtri
 
     se = 1 / math.sqrt(full)
     w, sd = now / full, math.sqrt(full - now) / full
     margin = comparison.margin or 0.0
 
     def above(x: float, delta: float, seen: float) -> float:  # P(final difference >= x) at true difference delta
-        return float(ndtr(((w * seen + (1 - w) * delta) - x) / sd))
+        return float(scipy.special.ndtr(((w * seen + (1 - w) * delta) - x) / sd))
 
     def between(lo: float, hi: float, delta: float, seen: float) -> float:
         return max(0.0, above(lo, delta, seen) - above(hi, delta, seen)) if hi > lo else 0.0
@@ -364,7 +363,7 @@ def _ways(comparison, higher_is_better: bool, effect: float, now: float, full: f
         better = effect if higher_is_better else -effect
         return above(-margin + c * se, 0.0, better), 1 - above(-margin - c * se, -2 * margin, better)
     sign = 1.0 if comparison.expect == "higher" else -1.0
-    smallest = (c + float(ndtri(POWER))) * se
+    smallest = (c + float(scipy.special.ndtri(POWER))) * se
     toward = sign * effect
     return above(c * se, smallest, toward), 1 - above(-c * se, -smallest, toward)
 

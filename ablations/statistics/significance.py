@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import scipy  # its submodules (special, stats, optimize) load on first use, so --help pays none of them
 from ablate.ablations.statistics.variance import Moderated, Screen, holm, moderate, screen
 
 ALPHA = 0.05
@@ -111,9 +112,8 @@ class RowTest:
         level its family holds it to); None without a standard error."""
         if not self.se > 0:
             return None
-        from scipy import stats
 
-        return float((stats.t.ppf(1 - level / 2, self.df) + stats.t.ppf(POWER, self.df)) * self.se)
+        return float((scipy.stats.t.ppf(1 - level / 2, self.df) + scipy.stats.t.ppf(POWER, self.df)) * self.se)
 
     def power(self, delta: float, level: float) -> float | None:
         """The chance that a two-sided test at `level` finds a true difference `delta` with its sign:
@@ -121,18 +121,16 @@ class RowTest:
         |delta| = detectable(level) it gives POWER). None without a standard error."""
         if not self.se > 0:
             return None
-        from scipy import stats
 
-        return float(stats.t.sf(stats.t.ppf(1 - level / 2, self.df) - abs(delta) / self.se, self.df))
+        return float(scipy.stats.t.sf(scipy.stats.t.ppf(1 - level / 2, self.df) - abs(delta) / self.se, self.df))
 
     def p_tost(self, margin: float) -> float | None:
         """p-value of the two one-sided tests (TOST) of |effect| < margin (equivalence)."""
         if self.effect is None or not self.se > 0:
             return None
-        from scipy import stats
 
-        lower = stats.t.sf((self.effect + margin) / self.se, self.df)
-        upper = stats.t.sf((margin - self.effect) / self.se, self.df)
+        lower = scipy.stats.t.sf((self.effect + margin) / self.se, self.df)
+        upper = scipy.stats.t.sf((margin - self.effect) / self.se, self.df)
         return float(max(lower, upper))
 
 
@@ -212,7 +210,6 @@ def compare(
     """The test of one row against a reference (see the module docstring); `cache` holds bootstrap scores by id.
     scipy's t ufuncs (`stdtr`, `stdtrit`) rather than its distribution objects: the same numbers, a hundred times
     faster, which the design's simulations need."""
-    from scipy.special import stdtr, stdtrit
 
     if not mine or not theirs:
         return RowTest(row=row, against=against, metric=metric, n_row=len(mine), n_against=len(theirs), effect=None)
@@ -237,9 +234,9 @@ def compare(
         else se**4 / (se_seeds**4 / df_seed)
     )
     if se > 0:
-        t = float(stdtrit(df, 1 - ALPHA / 2))
+        t = float(scipy.special.stdtrit(df, 1 - ALPHA / 2))
         ci = (effect - t * se, effect + t * se)
-        p = float(2 * stdtr(df, -abs(effect) / se))
+        p = float(2 * scipy.special.stdtr(df, -abs(effect) / se))
     else:
         ci, p = (effect, effect), (1.0 if effect == 0 else None)
     return RowTest(
@@ -382,7 +379,6 @@ def half_width_with_one_more_seed(test: RowTest) -> float | None:
     """The half-width of the test's 95% interval were its row to get one more seed at the same spread: the row's own
     variance (`seed_vars`) over one more seed and on one more degree of freedom, the reference's part and the sentence
     noise as they are. None without a seed part."""
-    from scipy.special import stdtrit
 
     if test.seed_vars is None or not test.se > 0:
         return None
@@ -391,7 +387,7 @@ def half_width_with_one_more_seed(test: RowTest) -> float | None:
     mine = row_var / n
     se = math.sqrt(mine + ref_var / test.n_against + (test.se_sentences or 0.0) ** 2)
     df = se**4 / (mine**2 / (n - 1)) if mine > 0 else math.inf  # Welch: the row's part is the one estimated from few
-    return float(stdtrit(df, 1 - ALPHA / 2)) * se
+    return float(scipy.special.stdtrit(df, 1 - ALPHA / 2)) * se
 
 
 def seeds_needed(test: RowTest, effect: float, power: float = POWER, sentences: float = 1.0) -> int | None:
@@ -402,11 +398,10 @@ def seeds_needed(test: RowTest, effect: float, power: float = POWER, sentences: 
     bootstrap's variance falls as 1 / sentences: measured, docs/method/noise.md). Normal quantiles: with
     the seeds such a study has, the t's df are large. None when more seeds cannot do it: the dev set's sentence noise
     alone hides the effect (more dev sentences would), or the test has no seed part."""
-    from scipy import stats
 
     if test.se_seeds is None or not test.se_seeds > 0 or effect == 0:
         return None
-    z = stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(power)
+    z = scipy.stats.norm.ppf(1 - ALPHA / 2) + scipy.stats.norm.ppf(power)
     ratio = test.n_against / test.n_row
     v = test.se_seeds**2 / (1 / test.n_row + 1 / test.n_against)
     room = (abs(effect) / z) ** 2 - (test.se_sentences or 0.0) ** 2 / sentences
@@ -450,7 +445,6 @@ def seed_correlation(scores: dict[str, dict[int, float]]) -> SeedCorrelation | N
     """The seed effect shared across rows (see `SeedCorrelation`), over the complete block of rows x seeds with the
     most residual degrees of freedom: the k seeds most rows have (for each k), and the rows that have all k (a study
     still running, or one row short of a seed, still measures it). None with fewer than two such seeds or rows."""
-    from scipy import stats
 
     counts: dict[int, int] = {}
     for by_seed in scores.values():
@@ -473,7 +467,7 @@ def seed_correlation(scores: dict[str, dict[int, float]]) -> SeedCorrelation | N
     if ms_err <= 0:
         return None
     var_seed = max(0.0, (ms_seed - ms_err) / r)
-    p = float(stats.f.sf(ms_seed / ms_err, k - 1, (r - 1) * (k - 1)))
+    p = float(scipy.stats.f.sf(ms_seed / ms_err, k - 1, (r - 1) * (k - 1)))
     return SeedCorrelation(rho=var_seed / (var_seed + ms_err), p=p, rows=r, seeds=k)
 
 

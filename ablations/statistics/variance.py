@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy  # its submodules (special, stats, optimize) load on first use, so --help pays none of them
 
 OUTLIER_ALPHA = 0.01
 """Without the budgets together (one budget's scores alone, as `ablate compare` pools two studies): a row whose
@@ -102,19 +103,18 @@ class Moderated:
 def fit_prior(variances: Sequence[float] | np.ndarray, dfs: Sequence[float] | np.ndarray) -> Prior | None:
     """limma's `fitFDist` (Smyth, 2004, section 6.2): d0 and s0^2 by moments of log s^2 (d0 = inf when the log
     variances spread no more than their chi2 alone would). None with no row to fit."""
-    from scipy.special import digamma, polygamma
 
     s2, d = _valid(variances, dfs)
     if not len(s2):
         return None
     if len(s2) < 3:  # too few rows to see spread between them
         return Prior(var=_pooled(s2, d), df=math.inf)
-    e = np.log(s2) - digamma(d / 2) + np.log(d / 2)
-    excess = float(np.var(e, ddof=1) - np.mean(polygamma(1, d / 2)))
+    e = np.log(s2) - scipy.special.digamma(d / 2) + np.log(d / 2)
+    excess = float(np.var(e, ddof=1) - np.mean(scipy.special.polygamma(1, d / 2)))
     if excess <= 0:
         return Prior(var=_pooled(s2, d), df=math.inf)
     d0 = 2 * _trigamma_inverse(excess)
-    return Prior(var=float(math.exp(float(np.mean(e)) + digamma(d0 / 2) - math.log(d0 / 2))), df=d0)
+    return Prior(var=float(math.exp(float(np.mean(e)) + scipy.special.digamma(d0 / 2) - math.log(d0 / 2))), df=d0)
 
 
 def _valid(variances: Sequence[float] | np.ndarray, dfs: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,11 +130,10 @@ def _pooled(s2: np.ndarray, d: np.ndarray) -> float:
 
 def _trigamma_inverse(y: float) -> float:
     """x with trigamma(x) = y, by Newton's method from limma's starting point (Smyth, 2004, appendix)."""
-    from scipy.special import polygamma
 
     x = 0.5 + 1 / y
     for _ in range(50):
-        step = polygamma(1, x) * (1 - polygamma(1, x) / y) / polygamma(2, x)
+        step = scipy.special.polygamma(1, x) * (1 - scipy.special.polygamma(1, x) / y) / scipy.special.polygamma(2, x)
         x += step
         if -step / x < 1e-8:
             break
@@ -168,7 +167,6 @@ def screen(seeds: Mapping[str, np.ndarray], *, alpha: float | None = None) -> di
     is taken again, until it finds the same rows (a forward search; Phipson et al.'s aim, that hypervariable rows do
     not hide each other, reached by removal because a study has tens of rows, not thousands). Rows with one seed get
     no screen."""
-    from scipy.special import fdtrc
 
     alpha = SCREEN_ALPHA if alpha is None else alpha
     arrays = {name: np.asarray(x, dtype=float) for name, x in seeds.items()}
@@ -188,7 +186,9 @@ def screen(seeds: Mapping[str, np.ndarray], *, alpha: float | None = None) -> di
         budgets = np.linalg.matrix_rank(ref, hermitian=True)
         ratio = np.sum(np.linalg.pinv(ref, hermitian=True) * scatter, axis=(1, 2)) / np.maximum(budgets * own_df, 1)
         valid = (df_ref >= 2) & (budgets > 0)
-        p = np.where(valid, fdtrc(np.maximum(budgets * own_df, 1), np.maximum(budgets * df_ref, 1), ratio), 1.0)
+        p = np.where(
+            valid, scipy.special.fdtrc(np.maximum(budgets * own_df, 1), np.maximum(budgets * df_ref, 1), ratio), 1.0
+        )
         now = valid & (p < alpha)
         if np.array_equal(now, flagged):
             break
@@ -254,7 +254,6 @@ def _bartlett(values: list[list[float]]) -> float:
     `scipy.stats.bartlett` gives it. Written out because scipy's wrapper costs milliseconds a call (its input checks)
     and a simulation of the design calls it millions of times; `tests/ablations/statistics/test_variance.py` checks
     it against scipy's."""
-    from scipy.special import chdtrc
 
     n = np.array([len(v) for v in values], dtype=float)
     s2 = np.array([np.var(v, ddof=1) for v in values])
@@ -262,12 +261,11 @@ def _bartlett(values: list[list[float]]) -> float:
     pooled = float(np.sum((n - 1) * s2) / (total - k))
     statistic = (total - k) * math.log(pooled) - float(np.sum((n - 1) * np.log(s2)))
     statistic /= 1 + (float(np.sum(1 / (n - 1))) - 1 / (total - k)) / (3 * (k - 1))
-    return float(chdtrc(k - 1, statistic))
+    return float(scipy.special.chdtrc(k - 1, statistic))
 
 
 def _tails(fitted: dict[int, tuple[float, int]]) -> dict[int, float]:
     """Each row's one-sided p of a variance above the other rows' pooled one (step 1)."""
-    from scipy.special import fdtrc
 
     tails = {}
     for i in fitted:
@@ -275,7 +273,7 @@ def _tails(fitted: dict[int, tuple[float, int]]) -> dict[int, float]:
         df_others = sum(fitted[j][1] for j in others)
         pooled = sum(fitted[j][0] * fitted[j][1] for j in others) / df_others
         ratio = fitted[i][0] / pooled if pooled > 0 else (math.inf if fitted[i][0] > 0 else 1.0)
-        tails[i] = float(fdtrc(fitted[i][1], df_others, ratio))
+        tails[i] = float(scipy.special.fdtrc(fitted[i][1], df_others, ratio))
     return tails
 
 

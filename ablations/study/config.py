@@ -153,7 +153,7 @@ def _typed(layer: str) -> dict[str, dict[str, Any]]:
 
 @functools.cache
 def _checker() -> Any:
-    from jsonargparse import ArgumentParser
+    from jsonargparse import ArgumentParser  # lazy: jsonargparse costs ~0.1 s; readers of a study need none
 
     parser = ArgumentParser(prog="config", exit_on_error=False, print_config=None)
     add_sections(parser)

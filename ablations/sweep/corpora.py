@@ -83,7 +83,7 @@ def check_sources(plan: SweepPlan) -> None:
 
 def prepare_rows(plan: SweepPlan, *, progress: bool = False) -> dict[str, PreparedCorpus]:
     """Each row's prepared corpus (once per distinct data config), its fingerprint kept in `plan.fingerprints`."""
-    from ablate.data.prepare import prepare
+    from ablate.data.prepare import prepare  # lazy: loads sentencepiece, which --help does not need
 
     by_config: dict[DataConfig, PreparedCorpus] = {}
     prepared = {}
@@ -150,7 +150,7 @@ def remember(plan: SweepPlan, queue: Queue) -> None:
 def pin(plan: SweepPlan, *, progress: bool = False) -> None:
     """Export the text of a row whose corpus depends on the machine into OUT/corpus (once a study), so every later
     sweep reads that copy (`pinned`); the rows' corpora, read back from it, must keep their fingerprints."""
-    from ablate.data.prepare import export_corpus
+    from ablate.data.prepare import export_corpus  # lazy: loads sentencepiece, which --help does not need
 
     loose = [row for row in plan.rows() if machine_dependent(plan.training_config(row, 0).data)]
     if not loose:

@@ -478,7 +478,7 @@ def latest_failure(rows: list[RowStatus], width: int = 100) -> str:
 def render(rows: list[RowStatus], workers: int, title: str, eta: Eta | None = None):
     """A rich Table of the study: per trial its state, validated step, dev BLEU and PPL, time so far and time left
     (`Eta`), and the sweep's ETA in the title."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich's console, only for a terminal view
 
     eta = eta or Eta()
     left = eta.estimate(rows)

@@ -98,7 +98,7 @@ def done_file(out: Path) -> Path:
 def follow(plan: Plan, poll_s: float = 0.5) -> int:
     """A job's task other than 0 (`WorkerEnv.follower`): train, as a follower rank, each trial task 0 of this run of
     the job starts (its TRIAL_DIR/trial.json names the run), until task 0 says it is done (`done_file`)."""
-    from ablate.ablations.training.train import train
+    from ablate.ablations.training.train import train  # lazy: loads torch and Lightning (seconds)
 
     job, seen = environment.here().job_run or "", set()
     while True:
@@ -125,7 +125,7 @@ def ddp_rank(out: Path) -> int | None:
     spec = TrialSpec.find_for_parent(out)
     if spec is None:
         return None
-    from ablate.ablations.training.train import train
+    from ablate.ablations.training.train import train  # lazy: loads torch and Lightning (seconds)
 
     run = build_run_config(spec.run)
     train(run, Path(spec.trial_dir), name=spec.name, group=spec.group, wandb_id=spec.wandb_id)

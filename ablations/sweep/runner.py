@@ -115,8 +115,8 @@ def live_view(title: str, every_s: float = 60.0, transient: bool = False):
     """A refreshing rich table on a terminal (`transient`: gone when it stops); otherwise (CI logs, files) a summary
     line whenever a trial changes state, and at most every `every_s` seconds while only the ETA moves."""
     if sys.stderr.isatty():
-        from rich.console import Console
-        from rich.live import Live
+        from rich.console import Console  # lazy: rich's console, only for a terminal view
+        from rich.live import Live  # lazy: rich's console, only for a terminal view
 
         live = Live(console=Console(stderr=True), refresh_per_second=1, transient=transient)
         live.start()

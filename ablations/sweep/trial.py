@@ -68,7 +68,7 @@ def close_recorded(plan: Plan, queue: Queue) -> int:
 
 def run_one(plan: Plan, queue: Queue, trial) -> str:
     """Run (or close) one claimed trial. Never raises for a failed training: the sweep goes on."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: optuna costs ~50 ms on every --help
 
     key = ledger.trial_key(trial)
     assert key is not None, "a sweep's trials name their row and seed"
@@ -129,7 +129,7 @@ def _prune(plan: Plan, record: Record) -> None:
     """A finished trial's checkpoints, cut to train.keep_checkpoints now that its record is written."""
     keep = record.config.get("train", {}).get("keep_checkpoints")
     if keep and record.state == "complete":
-        from ablate.ablations.training.checkpoints import prune
+        from ablate.ablations.training.checkpoints import prune  # lazy: loads torch and Lightning (seconds)
 
         prune(Layout(plan.out).trial_dir(record.row, record.seed) / "checkpoints", keep)
 
@@ -142,7 +142,7 @@ def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
     try:
         run = plan.run_config(row, seed)
         record = dataclasses.replace(record, config=run.to_dict(), corpus=plan.fingerprints.get(row.name))
-        from ablate.ablations.training.result import scored
+        from ablate.ablations.training.result import scored  # lazy: loads torch and Lightning (seconds)
 
         result = _train(plan, plan.training_config(row, seed), row, seed, trial_dir, started, queue.trial_id(trial))
         return scored(record, result, Layout(plan.out))
@@ -158,8 +158,8 @@ def _run_trial(plan: Plan, queue: Queue, record: Record, trial) -> Record:
 
 def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float, trial_id: int):
     """Train one trial (imports torch and Lightning, so only here); its `TrainResult`."""
-    from ablate.ablations.training.callbacks import ProgressToStorage
-    from ablate.ablations.training.train import train
+    from ablate.ablations.training.callbacks import ProgressToStorage  # lazy: loads torch and Lightning (seconds)
+    from ablate.ablations.training.train import train  # lazy: loads torch and Lightning (seconds)
 
     who = RunIdentity(plan.study.name, plan.preset, row.name, row.group, seed, run.tracking.label)
     spec = TrialSpec.for_trial(trial_dir, run, name=who.name, group=who.group)
@@ -180,8 +180,8 @@ def _train(plan: Plan, run, row: Row, seed: int, trial_dir: Path, started: float
 def _reason(err: BaseException) -> str:
     """The one-line reason a failed trial's record gives (a URL's password in the error text hidden, terminal colour
     codes, which torch puts in some messages, dropped: the reason goes into tables and web pages)."""
-    from ablate.lightning_modules.module import TrainingDiverged
-    from rich.text import Text
+    from ablate.lightning_modules.module import TrainingDiverged  # lazy: loads torch and Lightning (seconds)
+    from rich.text import Text  # lazy: rich's console, only for a terminal view
 
     text = scrub(" ".join(Text.from_ansi(str(err)).plain.split())) or type(err).__name__
     if isinstance(err, TrainingDiverged):
@@ -195,7 +195,7 @@ def tell(queue: Queue, trial, record: Record, out: Path, *, files: bool = True) 
     """Close a claimed trial from its record. The whole record travels in the storage too, so a coordinator on
     another machine can rebuild it; `files` False keeps its files out of the storage (`ablations.sweep.archive`: the
     archive carries them)."""
-    from optuna.trial import TrialState
+    from optuna.trial import TrialState  # lazy: optuna costs ~50 ms on every --help
 
     try:
         shared = ledger.pack_shared(record, out) if files else None

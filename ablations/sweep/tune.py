@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import optuna
+import yaml
 from ablate.ablations.results.storage.opening import OBJECTIVES, named_study, open_storage, study_metrics
 from ablate.ablations.results.storage.queue import Queue, recover_dead
 from ablate.ablations.study.definition import SearchDim, Study
@@ -32,6 +34,7 @@ from ablate.ablations.training.callbacks import StepPruning
 from ablate.ablations.training.train import train
 from ablate.data.atomic import write_json_atomic
 from ablate.data.errors import AblateError
+from optuna.trial import TrialState
 
 
 @dataclass
@@ -104,8 +107,6 @@ def suggest(trial, dims: tuple[SearchDim, ...]) -> dict[str, dict[str, Any]]:
 
 def run_tune(job: TuneJob) -> dict[str, Any]:
     """Run trials until `job.trials` have finished (resumable); write best.yaml. Returns the best trial's summary."""
-    import optuna
-
     sampler = optuna.samplers.TPESampler(seed=job.seed, n_startup_trials=min(5, job.trials))
     first_check = job.study.run_config(job.row, job.preset, job.seed, **job.extra).train.val_every
     if len(job.metrics) == 1:  # also StepPruning's
@@ -135,8 +136,6 @@ def run_tune(job: TuneJob) -> dict[str, Any]:
 
 def _objective(job: TuneJob, queue: Queue, pruner, trial) -> float | tuple[float, ...]:
     """Build the config from the trial, train it, return its objective value(s) (or raise TrialPruned)."""
-    import optuna
-
     layer = suggest(trial, search_space(job.study, job.preset))
     # A search chooses on the dev set at the full budget: its trials leave the test split and the shorter budgets'
     # branches alone unless the user asks for them.
@@ -195,8 +194,6 @@ def pick_best(trials: list[Any], metrics: tuple[str, ...]) -> Any | None:
     `PPL_SLACK` of the best PPL (ties: the lower PPL). PPL is the smooth signal the model trains on, BLEU the noisy
     one the paper reports: a BLEU won by a hair with twice the perplexity is luck, not a better recipe. The pick is
     on the Pareto front optuna-dashboard shows."""
-    from optuna.trial import TrialState
-
     done = [t for t in trials if t.state == TrialState.COMPLETE and t.values is not None]
     if not done:
         return None
@@ -211,8 +208,6 @@ def pick_best(trials: list[Any], metrics: tuple[str, ...]) -> Any | None:
 
 def _write_best(job: TuneJob, study) -> dict[str, Any]:
     """best.yaml (overrides to pass to `ablate sweep --config`) and best.json; returns the summary."""
-    import yaml
-
     trials = study.get_trials(deepcopy=False)
     best = pick_best(trials, job.metrics)
     if best is None:

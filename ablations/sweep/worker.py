@@ -89,6 +89,6 @@ def set_threads(workers: int) -> None:
     """Share the CPU cores between local workers (each trial otherwise starts one thread per core)."""
     if workers <= 1:
         return
-    import torch
+    import torch  # lazy: torch costs ~1 s; --help must not pay it
 
     torch.set_num_threads(max(1, environment.cpu_cores() // workers))

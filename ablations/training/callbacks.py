@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import optuna
 import pytorch_lightning as pl
 from ablate.ablations.results.storage.opening import open_storage
 from pytorch_lightning.trainer.states import TrainerFn
@@ -70,8 +71,6 @@ class StepPruning(_StorageCallback):
 
     def _optuna_study(self):
         if self._study is None:
-            import optuna
-
             self._study = optuna.load_study(
                 study_name=self.study_name, storage=open_storage(self.storage_url), pruner=self.pruner
             )
@@ -84,8 +83,6 @@ class StepPruning(_StorageCallback):
             return
         prune = False
         if trainer.is_global_zero:
-            import optuna
-
             val = pl_module.last_validation
             trial = optuna.Trial(self._optuna_study(), self.trial_id)
             if val.get(self.metric) is not None:

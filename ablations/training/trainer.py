@@ -30,7 +30,9 @@ from ablate.lightning_modules.config import ModelConfig, Precision, on_cpu
 from ablate.lightning_modules.config import resolve_precision as precision_for
 from ablate.lightning_modules.module import CheckpointAveraging, TranslationModule
 from ablate.lightning_modules.preflight import Preflight
+from lightning_fabric.plugins.environments.slurm import SLURMEnvironment
 from lightning_fabric.utilities.exceptions import MisconfigurationException
+from lightning_fabric.utilities.warnings import PossibleUserWarning
 
 
 # ------------------------------------------------------------------------------------------------------ building
@@ -50,7 +52,6 @@ def quiet_libraries() -> None:
         # script too). Outside a SLURM job ablate trains here on purpose (--launcher slurm starts its tasks with
         # srun), yet Lightning's SLURMEnvironment.detect() hints at `srun` whenever the command exists on the
         # machine. Inside a job the hint stays: there a missing srun is the real mistake it warns of.
-        from lightning_fabric.utilities.warnings import PossibleUserWarning
 
         warnings.filterwarnings("ignore", message=r"The `srun` command is available", category=PossibleUserWarning)
     os.environ.setdefault("WANDB_SILENT", "true")
@@ -191,8 +192,6 @@ def _cluster_plugins() -> list[Any]:
     """Under SLURM, Lightning's SLURM environment (which Lightning detects itself) without its own requeue: a job
     is requeued by its launcher (ablations.launchers.slurm: submitit, on the USR2 it asks for) after the trial saved
     itself; two requeues would race."""
-    from lightning_fabric.plugins.environments.slurm import SLURMEnvironment
-
     return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
 
 

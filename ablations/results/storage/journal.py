@@ -106,7 +106,7 @@ def _side_file(path: Path) -> Path:
 def journal_storage(backend, path: Path):
     """JournalStorage on `backend` (Optuna reads the whole journal here); a bad line in the middle is one AblateError
     line naming its byte offset and the way out."""
-    import optuna
+    import optuna  # lazy: optuna costs ~50 ms on every --help
 
     try:
         return optuna.storages.JournalStorage(backend)

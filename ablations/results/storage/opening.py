@@ -26,7 +26,7 @@ def open_storage(url: str):
     torn last record is cut first (`repair_journal`)."""
     url = with_driver(url)
     if url.startswith("journal:"):
-        from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+        from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock  # lazy: optuna, ~50 ms
 
         path = Path(url.removeprefix("journal:"))
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -57,7 +57,7 @@ def _open_rdb(url: str):
 def _rdb_storage(url: str, attempts: int = 6):
     """RDBStorage, retried while another worker is creating Optuna's tables in a fresh database at the same moment
     (PostgreSQL then reports a unique violation or an object that already exists)."""
-    import optuna
+    import optuna  # lazy: optuna costs ~50 ms on every --help
 
     for attempt in range(attempts):
         try:
@@ -91,7 +91,7 @@ def open_existing(url: str, out_dir: Path) -> Any:
                 raise FileNotFoundError(f"{scheme.rstrip(':/')} file {url.removeprefix(scheme)} not found")
             if scheme == "sqlite:///":
                 return f"sqlite:///{path}"
-            from optuna.storages.journal import JournalFileBackend
+            from optuna.storages.journal import JournalFileBackend  # lazy: optuna costs ~50 ms on every --help
 
             return journal_storage(JournalFileBackend(str(path)), path)
     return _open_rdb(url)
@@ -110,7 +110,7 @@ SWEEP_METRICS = ("bleu", "ppl")
 def named_study(storage, name: str, metrics: tuple[str, ...], **kwargs: Any):
     """The Optuna study `name`, loaded, or created with the objectives `metrics`, named. A loaded study keeps the
     objectives it was made with (`study_metrics` says which)."""
-    import optuna
+    import optuna  # lazy: optuna costs ~50 ms on every --help
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     directions: list[Literal["maximize", "minimize"]] = [OBJECTIVES[m][1] for m in metrics]
@@ -139,7 +139,7 @@ def load_or_create(storage, name: str):
 
 def load_trials(url: str, study_name: str, out_dir: Path) -> list[Any]:
     """Every trial of a study in an existing storage (read-only); raises if it cannot be read."""
-    import optuna
+    import optuna  # lazy: optuna costs ~50 ms on every --help
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna.load_study(study_name=study_name, storage=open_existing(url, out_dir)).get_trials(deepcopy=False)

@@ -109,9 +109,8 @@ class Queue:
 
     def trials(self, *states: str) -> list[Any]:
         """The study's trials, of the named TrialStates ('WAITING', 'RUNNING', ...) if given."""
-        from optuna.trial import TrialState
 
-        wanted = tuple(TrialState[s] for s in states) or None
+        wanted = tuple(_optuna().trial.TrialState[s] for s in states) or None
         return self.study.get_trials(deepcopy=False, states=wanted)
 
     SPACE_ATTR = "ablate:param_space"
@@ -119,13 +118,15 @@ class Queue:
 
     def settle(self, space: ParamSpace) -> tuple[ParamSpace, list[str]]:
         """`space` on this study's axes (`ParamSpace.settled`), and the study's axes updated to include it."""
-        from optuna.distributions import distribution_to_json, json_to_distribution
 
         study_id = self.storage.get_study_id_from_name(self.study.study_name)
         raw = self.storage.get_study_system_attrs(study_id).get(self.SPACE_ATTR) or {}
-        stored = {name: json_to_distribution(text) for name, text in raw.items()}
+        stored = {name: _optuna().distributions.json_to_distribution(text) for name, text in raw.items()}
         settled, left_out = space.settled(stored)
-        merged = {**raw, **{name: distribution_to_json(d) for name, d in settled.distributions.items()}}
+        merged = {
+            **raw,
+            **{name: _optuna().distributions.distribution_to_json(d) for name, d in settled.distributions.items()},
+        }
         if merged != raw:
             self.storage.set_study_system_attr(study_id, self.SPACE_ATTR, merged)
         return settled, left_out
@@ -135,7 +136,6 @@ class Queue:
     ) -> None:
         """Queue a WAITING trial of row x seed, with its parameters from `space` (or copied from the trial `like`,
         which it retries)."""
-        from optuna.trial import TrialState, create_trial
 
         if space is not None:
             params = space.params(row, seed)
@@ -146,7 +146,12 @@ class Queue:
             params, distributions = {}, {}
         user_attrs = {"row": row, "seed": seed, "group": group, **attrs}
         self.study.add_trial(
-            create_trial(state=TrialState.WAITING, params=params, distributions=distributions, user_attrs=user_attrs)
+            _optuna().trial.create_trial(
+                state=_optuna().trial.TrialState.WAITING,
+                params=params,
+                distributions=distributions,
+                user_attrs=user_attrs,
+            )
         )
 
     def claim(self, rows: Collection[str] | None = None) -> Any | None:
@@ -166,14 +171,12 @@ class Queue:
 
     def claim_trial(self, trial: Any) -> Any | None:
         """Move this queued trial to RUNNING for this worker; None if another worker took it first."""
-        from optuna.exceptions import UpdateFinishedTrialError
-        from optuna.trial import TrialState
 
         trial_id = self.trial_id(trial)
         try:
-            if not self.storage.set_trial_state_values(trial_id, state=TrialState.RUNNING):
+            if not self.storage.set_trial_state_values(trial_id, state=_optuna().trial.TrialState.RUNNING):
                 return None
-        except UpdateFinishedTrialError:
+        except _optuna().exceptions.UpdateFinishedTrialError:
             return None
         owner = {"host": socket.gethostname(), "pid": os.getpid(), "heartbeat": time.time()}
         here = environment.here()
@@ -188,14 +191,13 @@ class Queue:
         queue it again; its retry resumes from the trial's checkpoint. For a dead worker's trial (`recover_dead`) and
         for one its worker stopped (Ctrl-C, preemption, a full disk). False if another worker finished or failed it
         first."""
-        from optuna.trial import TrialState
 
         trial_id = self.trial_id(trial)
         try:
             self.storage.set_trial_user_attr(trial_id, "reason", reason)
             self.storage.set_trial_user_attr(trial_id, ledger.CLOSED_AS, "retried")
             self.storage.set_trial_user_attr(trial_id, "retried", True)  # what an older ablate reads
-            if not self.storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+            if not self.storage.set_trial_state_values(trial_id, state=_optuna().trial.TrialState.FAIL):
                 return False
         except Exception:  # another worker finished or failed it first
             return False
@@ -255,3 +257,10 @@ class Heartbeat:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+def _optuna():
+    """Optuna, imported on first use: this module is loaded by every command's --help, which must not pay for it."""
+    import optuna  # lazy: optuna costs ~50 ms (its __init__ loads every submodule); --help needs none of it
+
+    return optuna

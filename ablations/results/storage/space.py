@@ -26,14 +26,13 @@ class ParamSpace:
 
     @classmethod
     def of(cls, values: dict[str, dict[str, Any]], seeds: tuple[int, ...] | list[int]) -> ParamSpace:
-        from optuna.distributions import CategoricalDistribution, IntDistribution
 
         values = {row: {k: _param_value(v) for k, v in knobs.items()} for row, knobs in values.items()}
         seeds = tuple(seeds)
         knobs = list(dict.fromkeys(k for row in values.values() for k in row))
         distributions: dict[str, Any] = {
-            "row": CategoricalDistribution(list(values)),
-            "seed": IntDistribution(min(seeds), max(seeds)),
+            "row": _dists().CategoricalDistribution(list(values)),
+            "seed": _dists().IntDistribution(min(seeds), max(seeds)),
         }
         for knob in knobs:
             distributions[knob] = _distribution([row.get(knob) for row in values.values()])
@@ -52,20 +51,19 @@ class ParamSpace:
         ones widen to take new values; a categorical one cannot grow, so a new choice (a row added to the study
         since it began) is left out of that trial's parameters, and a knob whose kind changed (a number where text
         was) is left out altogether. Returns the space and a line per parameter left out, for the user."""
-        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
         settled, left_out = dict(self.distributions), []
         for name, new in self.distributions.items():
             old = stored.get(name)
             if old is None:
                 continue
-            if isinstance(old, CategoricalDistribution) and isinstance(new, CategoricalDistribution):
+            if isinstance(old, _dists().CategoricalDistribution) and isinstance(new, _dists().CategoricalDistribution):
                 settled[name] = old
                 extra = [c for c in new.choices if c not in old.choices]
                 if extra:
                     left_out.append(f"{name} = {', '.join(map(str, extra))} (new since the study began)")
                 continue
-            numeric = (FloatDistribution, IntDistribution)
+            numeric = (_dists().FloatDistribution, _dists().IntDistribution)
             if (
                 isinstance(old, numeric)
                 and isinstance(new, numeric)
@@ -73,10 +71,10 @@ class ParamSpace:
                 and not (old.log and min(old.low, new.low) <= 0)
             ):  # the axis keeps its kind and scale and widens to the new values
                 low, high = min(old.low, new.low), max(old.high, new.high)
-                if isinstance(old, IntDistribution):  # then so is `new` (`_widens`)
-                    settled[name] = IntDistribution(int(low), int(high), log=old.log)
+                if isinstance(old, _dists().IntDistribution):  # then so is `new` (`_widens`)
+                    settled[name] = _dists().IntDistribution(int(low), int(high), log=old.log)
                 else:
-                    settled[name] = FloatDistribution(low, high, log=old.log)
+                    settled[name] = _dists().FloatDistribution(low, high, log=old.log)
             else:
                 del settled[name]
                 left_out.append(f"{name} (its kind changed since the study began)")
@@ -84,19 +82,17 @@ class ParamSpace:
 
 
 def _widens() -> set[tuple[type, type]]:
-    from optuna.distributions import FloatDistribution, IntDistribution
 
     return {
-        (FloatDistribution, FloatDistribution),
-        (FloatDistribution, IntDistribution),
-        (IntDistribution, IntDistribution),
+        (_dists().FloatDistribution, _dists().FloatDistribution),
+        (_dists().FloatDistribution, _dists().IntDistribution),
+        (_dists().IntDistribution, _dists().IntDistribution),
     }
 
 
 def _holds(distribution: Any, value: Any) -> bool:
-    from optuna.distributions import CategoricalDistribution
 
-    if isinstance(distribution, CategoricalDistribution):
+    if isinstance(distribution, _dists().CategoricalDistribution):
         return value in distribution.choices
     return (
         isinstance(value, (int, float))
@@ -111,13 +107,19 @@ def _param_value(value: Any) -> Any:
 
 
 def _distribution(values: list[Any]) -> Any:
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     if len(numbers) == len(values):
         low, high = min(numbers), max(numbers)
         log = low > 0 and high >= 8 * low
         if all(isinstance(v, int) for v in numbers):
-            return IntDistribution(int(low), int(high), log=log)
-        return FloatDistribution(float(low), float(high), log=log)
-    return CategoricalDistribution(list(dict.fromkeys(values)))
+            return _dists().IntDistribution(int(low), int(high), log=log)
+        return _dists().FloatDistribution(float(low), float(high), log=log)
+    return _dists().CategoricalDistribution(list(dict.fromkeys(values)))
+
+
+def _dists():
+    """`optuna.distributions`, imported on first use: every command's --help loads this module and needs no Optuna."""
+    from optuna import distributions  # lazy: optuna costs ~50 ms (its __init__ loads every submodule)
+
+    return distributions

@@ -250,9 +250,10 @@ def test_the_screen_over_both_budgets_finds_a_noisy_row_that_one_budget_misses()
                 hits[(ratio, both)] += found["N"].p < SCREEN_ALPHA
             false += found["R0"].p < SCREEN_ALPHA
     rate = {key: n / draws for key, n in hits.items()}
-    assert rate[(10.0, True)] >= 0.85 and rate[(10.0, True)] > rate[(10.0, False)] + 0.1
+    # At 1%: about 84% against 54% at 10x, 38% against 21% at 3x (F on 4 df against 2).
+    assert rate[(10.0, True)] >= 0.78 and rate[(10.0, True)] > rate[(10.0, False)] + 0.2
     assert rate[(3.0, True)] > rate[(3.0, False)] + 0.08
-    assert 0.02 <= false / (2 * draws) <= 0.09
+    assert false / (2 * draws) <= 3 * SCREEN_ALPHA
 
 
 def test_two_noisy_rows_do_not_hide_each_other():
