@@ -272,11 +272,11 @@ def test_a_row_the_screen_finds_keeps_its_own_variance_and_leaves_the_prior_only
     """With the screen over every budget handed in: a row found at SCREEN_ALPHA keeps its own variance; it leaves the
     prior the others share only when it is clear after Holm over the rows (PRIOR_ALPHA), so that a row found by
     chance does not leave the prior the variances that happened to be low."""
-    from ablate.ablations.statistics.variance import Screen
+    from ablate.ablations.statistics.variance import SCREEN_ALPHA, Screen
 
     others = [list(v) for v in ORDINARY[:12]]
     row = [40.0, 50.0, 60.0, 55.0]
-    for p, clear in ((0.02, False), (1e-5, True)):
+    for p, clear in ((SCREEN_ALPHA * 0.8, False), (1e-5, True)):
         flags = [Screen(p=0.5, ratio=1.0, df=2) for _ in others] + [Screen(p=p, ratio=10.0, df=6)]
         moderated, prior = moderate([*others, row], screened=flags)
         assert moderated[-1].outlier and moderated[-1].var == pytest.approx(np.var(row, ddof=1))
