@@ -418,11 +418,6 @@ INNER_IMPORTS_AT_MOST = 0.08
 """Imports inside functions, as a share of all the packages' imports: the dependency graph is read from the top of
 the files. What stays inside a function imports something that costs time (torch, Lightning, W&B, Optuna, scipy
 behind a command's --help) or an optional extra, and says so in a comment on its line."""
-UNREASONED_PENDING = {
-    "ablations/commands/simulate.py": "being rewritten for issue 84: its imports move to the top, or get a reason",
-    "ablations/statistics/simulation.py": "being rewritten for issue 84: its one scipy import gets its reason",
-}
-"""Files whose imports inside functions need no reason yet, and why (they still count in the share)."""
 
 
 def inner_imports(root: Path = REPO) -> tuple[int, list[str]]:
@@ -451,8 +446,7 @@ def inner_imports(root: Path = REPO) -> tuple[int, list[str]]:
                 if id(node) in in_function:
                     where = f"{path.relative_to(root).as_posix()}:{node.lineno}"
                     said = node.lineno in comments or node.end_lineno in comments
-                    pending = where.partition(":")[0] in UNREASONED_PENDING
-                    inner.append(where if said or pending else f"{where}: no reason")
+                    inner.append(where if said else f"{where}: no reason")
     return total, inner
 
 

@@ -16,10 +16,26 @@ every row at max_seeds. No training.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
 
 from ablate.ablations.commands.options import command_parser, own_options, parse, print_config
+from ablate.ablations.statistics.simulation import (
+    Design,
+    Noise,
+    Spread,
+    grid_cells,
+    noisy_rows,
+    scenario,
+    simulate,
+)
+from ablate.ablations.study import load_study
+from ablate.data.atomic import write_json_atomic
 from ablate.data.errors import AblateError
+from ablate.lightning_modules.metrics import METRICS
 
 
 def build_parser():
@@ -66,8 +82,6 @@ def main(argv: list[str]) -> int:
     args = parse(build_parser(), argv)
     if args.print_config:
         return print_config(own_options(args))
-    from ablate.ablations.study import load_study
-
     study = load_study(args.study)
     rows = [r.name for r in study.rows]
     _base(study, args.study)
@@ -95,9 +109,6 @@ def main(argv: list[str]) -> int:
 
 def _one(args, study, rows: list[str]):
     """The single case the options describe: its result and a header line."""
-    from ablate.ablations.statistics.simulation import Design, Noise, Spread, noisy_rows, scenario, simulate
-    from ablate.lightning_modules.metrics import METRICS
-
     base = _base(study, args.study)
     unstable = [r for spec in args.unstable for r in spec.split(",") if r]
     if unstable == ["all"]:
@@ -137,11 +148,6 @@ def _one(args, study, rows: list[str]):
 def run_grid(study: str, *, replicates: int, workers: int = 1, seed: int = 0) -> list[dict]:
     """Every cell of the guarantee's grid (`ablations.statistics.simulation.grid_cells`) for `study`, each at
     `replicates` and its own seed (`seed` + its index), on `workers` processes: a list of dicts, one a cell."""
-    import contextlib
-    from concurrent.futures import ProcessPoolExecutor
-
-    from ablate.ablations.statistics.simulation import grid_cells
-
     cells = grid_cells([study])
     jobs = [(cell, replicates, seed + i) for i, cell in enumerate(cells)]
     out = []
@@ -155,12 +161,6 @@ def run_grid(study: str, *, replicates: int, workers: int = 1, seed: int = 0) ->
 
 def _cell(job) -> dict:
     """One grid cell, simulated (a process pool's task: a module-level function)."""
-    from dataclasses import asdict
-
-    from ablate.ablations.statistics.simulation import Design, Spread, noisy_rows, scenario, simulate
-    from ablate.ablations.study import load_study
-    from ablate.lightning_modules.metrics import METRICS
-
     cell, replicates, seed = job
     study = load_study(cell.study)
     base = _base(study, cell.study)
@@ -196,10 +196,6 @@ def _print_grid(results: list[dict]) -> None:
 def _write_json(path: str | None, results: list[dict]) -> None:
     if path is None:
         return
-    from pathlib import Path
-
-    from ablate.data.atomic import write_json_atomic
-
     write_json_atomic(Path(path), results)
 
 
@@ -216,8 +212,6 @@ def _row(spec: str, rows: list[str], option: str) -> tuple[tuple[str, str], floa
 
 
 def _noise(text: str):
-    from ablate.ablations.statistics import Noise
-
     try:
         half, full, corr, sentence = (float(x) for x in text.split(","))
     except ValueError:

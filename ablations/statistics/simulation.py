@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+import scipy  # its submodules (special, stats, optimize) load on first use, so --help pays none of them
 from ablate.ablations.statistics.claims import Claim, Comparison, Metric
 from ablate.ablations.statistics.sequential import (
     ErrorControl,
@@ -99,8 +100,6 @@ def simulate(
     the seeds' distribution (default: every row alike, normal). `n_samples`: the
     bootstrap's resamples (fewer than a report's 1000 keeps a replicate fast; the sentence SE is estimated well).
     `progress(done, replicates)` is called after each replicate."""
-    from scipy import stats
-
     effects = dict(effects or {})
     rng = np.random.default_rng(seed)
     comparisons = [c for claim in claims for c in claim.compare]
@@ -128,7 +127,7 @@ def simulate(
         trials += sum(walked.seeds.values())
         if progress is not None:
             progress(done + 1, replicates)
-    upper = float(stats.beta.ppf(0.975, wrong_any + 1, replicates - wrong_any)) if wrong_any < replicates else 1.0
+    upper = float(scipy.stats.beta.ppf(0.975, wrong_any + 1, replicates - wrong_any)) if wrong_any < replicates else 1.0
     return SimulationResult(
         replicates=replicates,
         fwer=wrong_any / replicates,
