@@ -474,3 +474,63 @@ def test_a_planted_inner_import_fails_the_check(tmp_path):
     target.write_text(target.read_text(encoding="utf-8") + planted, encoding="utf-8")
     total, inner = inner_imports(root)
     assert len(inner) > INNER_IMPORTS_AT_MOST * total
+
+
+def face_names(root: Path = REPO) -> dict[str, list[str]]:
+    """Each subpackage of ablations/ -> the names its `__init__` exports (`__all__`)."""
+    out = {}
+    for init in sorted((root / "ablations").glob("*/__init__.py")):
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value is not None:
+                    out[f"ablate.ablations.{init.parent.name}"] = [ast.literal_eval(e) for e in node.value.elts]
+    return out
+
+
+FACE_FOR_PLUGINS = {
+    "ablate.ablations.launchers.Launcher": "the contract a launcher module outside this repository implements",
+}
+"""Names a face exports for code outside this repository, and why."""
+
+
+def unused_face_names(root: Path = REPO) -> list[str]:
+    """'module.name' for each name a face exports that nothing outside its subpackage imports from the face (the
+    packages and the tests): a face lists what other packages use, and nothing else."""
+    faces = face_names(root)
+    used: dict[str, set[str]] = {face: set() for face in faces}
+    for folder in (*LAYERS, "tests"):
+        for path in sorted((root / folder).rglob("*.py")):
+            inside = path.relative_to(root).as_posix()
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            bound: dict[str, str] = {}  # a name this file binds to a face's module -> the face
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module == "ablate.ablations":
+                    bound |= {a.asname or a.name: f"ablate.ablations.{a.name}" for a in node.names}
+                if isinstance(node, ast.ImportFrom) and node.module in faces:
+                    if inside.startswith(node.module.removeprefix("ablate.").replace(".", "/") + "/"):
+                        continue  # the package's own modules do not make a name public
+                    used[node.module] |= {alias.name for alias in node.names}
+            for node in ast.walk(tree):  # `launchers.get(...)` after `from ablate.ablations import launchers`
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                    face = bound.get(node.value.id)
+                    if face in used and not inside.startswith(face.removeprefix("ablate.").replace(".", "/") + "/"):
+                        used[face].add(node.attr)
+    unused = [f"{face}.{name}" for face, names in faces.items() for name in names if name not in used[face]]
+    return [name for name in unused if name not in FACE_FOR_PLUGINS]
+
+
+def test_each_face_exports_only_what_other_packages_use():
+    assert not unused_face_names(), "exported by a face and imported by no other package: " + ", ".join(
+        unused_face_names()
+    )
+
+
+def test_the_face_check_finds_a_name_nothing_imports(tmp_path):
+    root = _tree_copy(tmp_path)
+    shutil.copytree(REPO / "tests", root / "tests", ignore=shutil.ignore_patterns("*.pyc", "__pycache__"))
+    assert not unused_face_names(root)
+    face = root / "ablations" / "sweep" / "__init__.py"
+    face.write_text(face.read_text(encoding="utf-8").replace("__all__: list[str] = []", '__all__ = ["Plan"]'))
+    assert unused_face_names(root) == ["ablate.ablations.sweep.Plan"]

@@ -5,20 +5,14 @@ from __future__ import annotations
 
 from ablate.ablations.commands.options import (  # noqa: F401 - the public face
     command_parser,
-    overrides,
     own_options,
     parse,
     print_config,
-    respell,
-    wants_help,
 )
 
 __all__ = [
     "command_parser",
     "own_options",
-    "overrides",
     "parse",
     "print_config",
-    "respell",
-    "wants_help",
 ]

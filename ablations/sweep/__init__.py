@@ -8,46 +8,4 @@ study's corpus, checked and pinned)."""
 
 from __future__ import annotations
 
-from ablate.ablations.sweep.archive import (  # noqa: F401 - the public face
-    pack,
-    rebuild_storage,
-)
-from ablate.ablations.sweep.plan import (  # noqa: F401 - the public face
-    Plan,
-)
-from ablate.ablations.sweep.progress import (  # noqa: F401 - the public face
-    Eta,
-    RowStatus,
-    Work,
-    collect,
-    cost_line,
-    render,
-    summary_line,
-)
-from ablate.ablations.sweep.queueing import (  # noqa: F401 - the public face
-    current_keys,
-    describe_decision,
-    enqueue,
-    look,
-    look_and_enqueue,
-    sync_records,
-)
-
-__all__ = [
-    "Eta",
-    "Plan",
-    "RowStatus",
-    "Work",
-    "collect",
-    "cost_line",
-    "current_keys",
-    "describe_decision",
-    "enqueue",
-    "look",
-    "look_and_enqueue",
-    "pack",
-    "rebuild_storage",
-    "render",
-    "summary_line",
-    "sync_records",
-]
+__all__: list[str] = []  # no other package imports this face: each reaches the module it needs by its path

@@ -14,32 +14,6 @@ Importing it imports torch and Lightning: the reports never do."""
 
 from __future__ import annotations
 
-from ablate.ablations.training import (
-    checkpoints,  # noqa: F401
-    weights,  # noqa: F401
-)
-from ablate.ablations.training.result import (  # noqa: F401 - the public face
-    RESULT_FILE,
-    TrainResult,
-    scored,
-    write_outputs,
-)
-from ablate.ablations.training.train import (  # noqa: F401 - the public face
-    accumulation,
-)
-from ablate.ablations.training.trainer import (  # noqa: F401 - the public face
-    build_module,
-    check_hardware,
-)
+from ablate.ablations.training import weights  # noqa: F401 - the public face: `ablate translate` reads a model file
 
-__all__ = [
-    "RESULT_FILE",
-    "TrainResult",
-    "accumulation",
-    "build_module",
-    "check_hardware",
-    "checkpoints",
-    "scored",
-    "weights",
-    "write_outputs",
-]
+__all__ = ["weights"]
