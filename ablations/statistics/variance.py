@@ -66,8 +66,8 @@ others' variance about 95 times in 100, one of three times about half the time; 
 waits for its fourth (`ablations.statistics.sequential.UNSETTLED_ALPHA`). Every ordinary row it finds stands on its
 own variance at its last look, which costs power: at 2.5% it cost a planted 2-BLEU effect 1.2 points against 1%
 (2,000 replicates on common seeds), and at 5% two points. What 1% lets through, Holm's truncation at a quarter
-(`ablations.statistics.family.TRUNCATION`) holds over the grid (docs/method/verdicts.md, "What the verdicts
-guarantee")."""
+(`ablations.statistics.family.TRUNCATION`) holds over the grid (docs/method/verdicts.md,
+"What the verdicts guarantee")."""
 PRIOR_ALPHA = 0.01
 """A row whose variance is above the other rows' at this level, Holm-corrected over the rows, is also left out of the
 prior the others share. Only a clear outlier: leaving out every screened row would leave the prior the variances
