@@ -6,7 +6,7 @@
 #   bash scripts/identity.sh /tmp/after             # on the commit after
 #   bash scripts/identity.sh --compare /tmp/before /tmp/after
 #
-# Per archive under benchmarks/runs/: its report in every format (the HTML page's timestamp line taken out, the
+# Per archive under benchmarks/runs/: its report in every format (the HTML page's and the JSON's timestamp taken out, the
 # plots left out: their PNG bytes carry matplotlib's metadata), `ablate replay`, `ablate status --json`; and
 # `ablate simulate table3 --replicates 200 --seed 1`. Runs `ablate` from the PATH (activate the venv first).
 set -euo pipefail
@@ -34,12 +34,15 @@ for archive in "$root"/benchmarks/runs/*.tar.xz; do
     tar -xJf "$archive" -C "$work/$name"
     dir=$(dirname "$(find "$work/$name" -name study.json | head -1)")
     export OMP_NUM_THREADS=1
-    ablate report "$dir" --out "$work/$name/report" --no_plots --quiet > "$out/$name/report.txt" 2>&1 || true
+    # progress lines (per-sentence scoring, cached after the first run) are the run's, not the report's
+    ablate report "$dir" --out "$work/$name/report" --no_plots --quiet 2>&1 | grep -v "scoring the dev translations" \
+        > "$out/$name/report.txt" || true
     for f in "$work/$name"/report/*; do
         [[ -f "$f" ]] || continue
         case "$f" in
             *.html) grep -v -E 'generated|[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}' "$f" > "$out/$name/$(basename "$f")" ;;
             *.png | *.svg) ;;
+            *.json) grep -v '"generated_at"' "$f" > "$out/$name/$(basename "$f")" ;;
             *) cp "$f" "$out/$name/" ;;
         esac
     done
