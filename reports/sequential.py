@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ablate.ablations.results import finished_seeds, looks, score_ahead
+from ablate.ablations.results import design_walk, score_ahead
 from ablate.ablations.statistics import (
     DECIDING_SEEDS,
     FUTILITY,
@@ -23,7 +23,6 @@ from ablate.ablations.statistics import (
     Walk,
     comparison_key,
     rows_of,
-    walk,
 )
 from ablate.reports.claims import claim_verdict
 from ablate.reports.table import build_table
@@ -68,10 +67,10 @@ def apply_design(table, results, n_samples: int | None = None) -> None:
     assert stored is not None, "a study run at the sequential design"
     allocation, controls = stored
     rows = rows_of(controls)
-    have, _ = finished_seeds(results, rows)
+    # The sweep's own walk (failed rows out, as its looks leave them), so that the report judges the rows it did.
+    found = design_walk(allocation, results, rows, controls, n_samples=n_samples)
+    walked, have, dead = found.walked, found.have, found.dead
     error, max_seeds = allocation.error, allocation.max_seeds
-    judged = looks(results, n_samples)
-    walked = walk(judged, have, controls, min_seeds=allocation.min_seeds, max_seeds=max_seeds, error=error)
     stopped = walked.stopped()
     for i, claim in enumerate(table.claims):
         comparisons = []
@@ -82,7 +81,9 @@ def apply_design(table, results, n_samples: int | None = None) -> None:
                 comparisons.append(cv)
                 continue
             cause: Cause
-            if row is None or row.state == "open":
+            if cv.comparison.row in dead:
+                verdict, reason, cause = "inconclusive", f"no verdict: {dead[cv.comparison.row]}", "excluded"
+            elif row is None or row.state == "open":
                 verdict, reason = "inconclusive", "open: the sequential design asks for more seeds (sweep again)"
                 cause = "design_open"
             else:

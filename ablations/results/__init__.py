@@ -22,7 +22,7 @@ from ablate.ablations.results import (
 )
 from ablate.ablations.results.evidence import (  # noqa: F401 - the public face
     Evidence,
-    finished_seeds,
+    design_walk,
     looks,
     source_ratios,
     study_claims,
@@ -61,6 +61,7 @@ from ablate.ablations.results.storage.opening import (  # noqa: F401 - the publi
 __all__ = [
     "FULL",
     "Evidence",
+    "design_walk",
     "Layout",
     "Machine",
     "Record",
@@ -69,7 +70,6 @@ __all__ = [
     "TrialStatus",
     "chrf_signature",
     "evidence",
-    "finished_seeds",
     "ledger",
     "load_results",
     "looks",

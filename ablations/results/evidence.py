@@ -22,6 +22,7 @@ from ablate.ablations.statistics.sequential import (
     Judged,
     Sequential,
     State,
+    Walk,
     first_look,
     walk,
     without_failed,
@@ -232,6 +233,42 @@ def failed_rows(results, rows: Sequence[str], first: Mapping[str, int]) -> dict[
     return dead
 
 
+@dataclass(frozen=True)
+class DesignWalk:
+    """The design's looks over a study's finished trials, as the sweep takes them and its report reads them
+    (`design_walk`)."""
+
+    walked: Walk
+    have: dict[str, list[int]]
+    """Each row's finished seeds in seed order (a failed one keeps its place)."""
+    usable: Callable[[str, int], list[int]]
+    """(row, n) -> the seeds the design's first n of that row are (`finished_seeds`)."""
+    controls: dict[str, list[str]]
+    """The controls the walk judged, and the rows compared with each, failed rows out."""
+    dead: dict[str, str]
+    """Rows out of the walk because their trials all failed (or their every control's did), each with why."""
+
+
+def design_walk(
+    allocation: Sequential,
+    results,
+    rows: Sequence[str],
+    controls: Mapping[str, Sequence[str]],
+    *,
+    n_samples: int | None = None,
+) -> DesignWalk:
+    """The walk over the finished trials of `results`, each row's seeds in seed order: the one function the sweep's
+    looks (`decide`) and the report (`reports.sequential.apply_design`) both take it from, so that they judge the
+    same rows. A row whose trials all failed (`failed_rows`), or whose every control failed, is out of it."""
+    have, usable = finished_seeds(results, rows)
+    first = first_look(rows, controls, min_seeds=allocation.min_seeds, max_seeds=allocation.max_seeds)
+    live, live_controls, dead = without_failed(rows, controls, failed_rows(results, rows, first))
+    judged = looks(results, n_samples)  # never called before study.json: no row has a finished seed to look at
+    walked = walk(judged, {r: have[r] for r in live}, live_controls, min_seeds=allocation.min_seeds,
+                  max_seeds=allocation.max_seeds, error=allocation.error)  # fmt: skip
+    return DesignWalk(walked=walked, have=have, usable=usable, controls=live_controls, dead=dead)
+
+
 def decide(
     allocation: Sequential,
     results,
@@ -240,27 +277,20 @@ def decide(
     *,
     n_samples: int | None = None,
 ) -> Decision:
-    """What a sequential sweep runs now: the walk over the finished trials of `results` (the records alone; None
-    before study.json), each row's seeds in seed order (a failed one keeps its place), and the seeds the policy asks
-    for at the look it waits on. A row whose trials all failed (`failed_rows`) is out of the walk: it keeps the seeds
-    it ran, and its state is 'failed'."""
-    min_seeds, max_seeds = allocation.min_seeds, allocation.max_seeds
-    have, usable = finished_seeds(results, rows)
-    first = first_look(rows, controls, min_seeds=min_seeds, max_seeds=max_seeds)
-    live, live_controls, dead = without_failed(rows, controls, failed_rows(results, rows, first))
-    have_live = {r: have[r] for r in live}
-    judged = looks(results, n_samples)  # never called before study.json: no row has a finished seed to look at
-    walked = walk(judged, have_live, live_controls, min_seeds=min_seeds, max_seeds=max_seeds, error=allocation.error)
+    """What a sequential sweep runs now: the design's walk (`design_walk`) and the seeds the policy asks for at the
+    look it waits on. A row whose trials all failed keeps the seeds it ran, and its state is 'failed'."""
+    found = design_walk(allocation, results, rows, controls, n_samples=n_samples)
+    walked, have, dead = found.walked, found.have, found.dead
     stopped = walked.stopped()
     states: dict[str, State] = {row: look.state for row, look in stopped.items()}
     states.update(dict.fromkeys(dead, FAILED))
     return Decision(
-        seeds={row: usable(row, n) for row, n in walked.target.items()} | {r: have[r] for r in dead},
+        seeds={row: found.usable(row, n) for row, n in walked.target.items()} | {r: have[r] for r in dead},
         states=states,
         why={row: look.why for row, look in stopped.items()} | dead,
         looks=len(walked.looks),
         finished=walked.finished,
-        controls=tuple(c for c in live_controls if c not in stopped),
+        controls=tuple(c for c in found.controls if c not in stopped),
     )
 
 
@@ -270,8 +300,10 @@ Decide = Callable[..., Decision]
 
 __all__ = [
     "Decide",
+    "DesignWalk",
     "Evidence",
     "decide",
+    "design_walk",
     "failed_rows",
     "finished_seeds",
     "looks",

@@ -100,3 +100,24 @@ def test_a_study_that_gives_no_verdict_says_no_verdict_for_every_row_at_its_look
     note = next(line for line in (out / "report" / "table3-smoke.md").read_text().splitlines() if "look 1 at" in line)
     assert "look 1 at 7 trials, nothing tested: no verdict C1, E1." in note, note
     assert "C1 2 seeds, no verdict (the study gives none)" in note and "decided" not in note.split("Rows:")[1]
+
+
+def test_the_report_judges_the_rows_the_sweeps_last_look_judged_when_a_row_failed(tmp_path):
+    """E1's every trial failed: the sweep's looks leave it out and decide C1 (`ablations.results.evidence.decide`);
+    the report takes the same walk (`design_walk`), so C1 has the verdict the sweep stopped it with, and E1 none.
+    Before, the report walked E1 in, waited on seeds that can never finish, and left every row open."""
+    from ablate.ablations.results.evidence import decide
+    from ablate.ablations.statistics.sequential import Sequential
+
+    failed = {("E1", seed): "failed" for seed in range(4)}
+    out = fx.make_study(tmp_path / "out", rows=ROWS, seeds=(0, 1, 2, 3), storage=None, plan=failed,
+                        meta={"claims": CLAIMS, "allocation": DESIGN})  # fmt: skip
+    results = load_results(out, use_optuna=False)
+    allocation, controls = Sequential.from_json(DESIGN) or (None, {})
+    sweep = decide(allocation, results, ["base", "C1", "E1"], controls, n_samples=100)
+    assert sweep.states["E1"] == "failed" and sweep.states["C1"] == "decided"
+    table = report_table(results, n_samples=100)
+    assert verdicts(table)["C1"][0] == "reproduced" and verdicts(table)["E1"][0] != "reproduced"
+    note = next(n for n in table.notes if n.startswith("Sequential design"))
+    judged = {row for row, state in sweep.states.items() if state != "failed"}
+    assert judged == {"C1"} and "C1 4 seeds, decided" in note and "E1" not in note.split("Rows:")[-1]
