@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ablate.ablations.results import load_results
-from ablate.ablations.results import looks as evidence_looks
+from ablate.ablations.results import load_results, replay_walk
 from ablate.ablations.statistics import (
     N_SAMPLES,
     STATES,
@@ -19,8 +18,6 @@ from ablate.ablations.statistics import (
     Look,
     RowLook,
     comparison_key,
-    controls_of,
-    walk,
 )
 from ablate.reports.sequential import ERROR_CONTROLS
 from ablate.reports.table import build_table
@@ -55,19 +52,10 @@ def replay(
     """Replay the finished study in `out` (see the module docstring); max_seeds defaults to the seeds its rows have."""
     results = load_results(out, use_optuna=False)
     done = {key: s.record for key, s in results.status.items() if s.record is not None and s.record.state == "complete"}
-    have: dict[str, list[int]] = {}
-    for row, seed in sorted(done):
-        have.setdefault(row, []).append(seed)
-    base = results.base.name if results.base else None
-    rows = [r.name for r in results.rows if have.get(r.name)]  # the rows this study ran (a --rows subset: those)
-    claims = results.meta.get("claims") or []
-    pairs = [(c.get("row"), c.get("against")) for claim in claims for c in claim.get("compare") or []]
-    controls = controls_of(pairs, base, rows)
-    max_seeds = max_seeds or max(len(have.get(r, [])) for r in rows if r not in controls)
-    walked = walk(
-        evidence_looks(results, n_samples), {r: have[r] for r in rows}, controls, min_seeds=min_seeds,
-        max_seeds=max_seeds, error=error, archive=True,
-    )  # fmt: skip
+    found = replay_walk(results, min_seeds=min_seeds, max_seeds=max_seeds, error=error, n_samples=n_samples)
+    walked, have = found.walked, found.have
+    rows = [r.name for r in results.rows if have.get(r.name)]
+    max_seeds = max_seeds or max(len(have.get(r, [])) for r in rows if r not in found.controls)
     looks, seeds = list(walked.looks), walked.seeds
     trials = tuple((r, s) for r in rows for s in have.get(r, [])[: seeds[r]])
     full = build_table(results, n_samples=n_samples)

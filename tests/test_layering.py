@@ -534,3 +534,15 @@ def test_the_face_check_finds_a_name_nothing_imports(tmp_path):
     face = root / "ablations" / "sweep" / "__init__.py"
     face.write_text(face.read_text(encoding="utf-8").replace("__all__: list[str] = []", '__all__ = ["Plan"]'))
     assert unused_face_names(root) == ["ablate.ablations.sweep.Plan"]
+
+
+def test_the_reports_never_run_the_design_or_judge_a_claim():
+    """reports/ renders what ablations/ decided: no `walk(` (the design's looks) and no `judge(` (the claims'
+    verdicts) in it; the looks come from `ablations.results.evidence` (`design_walk`, `replay_walk`)."""
+    calls = [
+        f"{path.relative_to(REPO).as_posix()}:{number}"
+        for path in sorted((REPO / "reports").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"(?<![\w.])(walk|judge)\(", line)
+    ]
+    assert not calls, calls

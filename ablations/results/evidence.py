@@ -19,10 +19,12 @@ from ablate.ablations.statistics.convergence import SOURCE_RATIO_MIN, row_conver
 from ablate.ablations.statistics.sequential import (
     FAILED,
     Decision,
+    ErrorControl,
     Judged,
     Sequential,
     State,
     Walk,
+    controls_of,
     first_look,
     walk,
     without_failed,
@@ -294,6 +296,36 @@ def decide(
     )
 
 
+def replay_walk(
+    results,
+    *,
+    min_seeds: int = 2,
+    max_seeds: int | None = None,
+    error: ErrorControl = "spending",
+    n_samples: int | None = None,
+) -> DesignWalk:
+    """A finished study's trials fed to the design as an archive (`walk(..., archive=True)`: a row whose seeds run
+    out stops there), each row's complete seeds in seed order, the controls from its claims: what `ablate replay`
+    reads. `max_seeds` defaults to the most seeds a row that is no control ran."""
+    have: dict[str, list[int]] = {}
+    for row, seed in sorted(
+        k for k, s in results.status.items() if s.record is not None and s.record.state == "complete"
+    ):
+        have.setdefault(row, []).append(seed)
+    base = results.base.name if results.base else None
+    rows = [r.name for r in results.rows if have.get(r.name)]  # the rows this study ran (a --rows subset: those)
+    pairs = [
+        (c.get("row"), c.get("against"))
+        for claim in results.meta.get("claims") or []
+        for c in claim.get("compare") or []
+    ]
+    controls = controls_of(pairs, base, rows)
+    max_seeds = max_seeds or max(len(have.get(r, [])) for r in rows if r not in controls)
+    walked = walk(looks(results, n_samples), {r: have[r] for r in rows}, controls, min_seeds=min_seeds,
+                  max_seeds=max_seeds, error=error, archive=True)  # fmt: skip
+    return DesignWalk(walked=walked, have=have, usable=lambda row, n: have.get(row, [])[:n], controls=controls, dead={})
+
+
 Decide = Callable[..., Decision]
 """`decide`'s signature: what a sweep's plan calls at each look (`ablations.sweep.plan.Plan.decide`)."""
 
@@ -304,6 +336,7 @@ __all__ = [
     "Evidence",
     "decide",
     "design_walk",
+    "replay_walk",
     "failed_rows",
     "finished_seeds",
     "looks",

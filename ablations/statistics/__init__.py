@@ -45,9 +45,7 @@ from ablate.ablations.statistics.sequential import (  # noqa: F401 - the public 
     Sequential,
     Walk,
     comparison_key,
-    controls_of,
     rows_of,
-    walk,
 )
 from ablate.ablations.statistics.significance import (  # noqa: F401 - the public face
     ALPHA,
@@ -125,7 +123,6 @@ __all__ = [
     "compare_rows",
     "comparison_key",
     "comparison_verdict",
-    "controls_of",
     "design_needed",
     "holm",
     "judge",
@@ -134,5 +131,4 @@ __all__ = [
     "row_convergence",
     "rows_of",
     "seed_correlation",
-    "walk",
 ]
