@@ -53,9 +53,7 @@ def replay(
     results = load_results(out, use_optuna=False)
     done = {key: s.record for key, s in results.status.items() if s.record is not None and s.record.state == "complete"}
     found = replay_walk(results, min_seeds=min_seeds, max_seeds=max_seeds, error=error, n_samples=n_samples)
-    walked, have = found.walked, found.have
-    rows = [r.name for r in results.rows if have.get(r.name)]
-    max_seeds = max_seeds or max(len(have.get(r, [])) for r in rows if r not in found.controls)
+    walked, have, rows = found.walked, found.have, found.rows
     looks, seeds = list(walked.looks), walked.seeds
     trials = tuple((r, s) for r in rows for s in have.get(r, [])[: seeds[r]])
     full = build_table(results, n_samples=n_samples)
@@ -68,7 +66,7 @@ def replay(
         full_hours=sum(r.wall_time_s or 0.0 for r in done.values()) / 3600,
         verdicts=verdicts,
         min_seeds=min_seeds,
-        max_seeds=max_seeds,
+        max_seeds=found.max_seeds,
         error=error,
     )
 

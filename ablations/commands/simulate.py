@@ -31,6 +31,7 @@ from ablate.ablations.statistics.simulation import (
     noisy_rows,
     scenario,
     simulate,
+    simulate_cell,
 )
 from ablate.ablations.study import load_study
 from ablate.data.atomic import write_json_atomic
@@ -163,14 +164,9 @@ def _cell(job) -> dict:
     """One grid cell, simulated (a process pool's task: a module-level function)."""
     cell, replicates, seed = job
     study = load_study(cell.study)
-    base = _base(study, cell.study)
-    noisy = noisy_rows(study.claims, base, cell.noisy)
-    nulls = noisy or noisy_rows(study.claims, base, 1)
-    effects = scenario(cell.scenario, study.claims, base, nulls=nulls, metrics=METRICS)
-    result = simulate(list(study.claims), [r.name for r in study.rows], base, metrics=METRICS,
-                      effects=effects, spread=Spread(noisy, cell.ratio, cell.tails),
-                      design=Design(min_seeds=study.min_seeds, max_seeds=study.max_seeds), replicates=replicates,
-                      seed=seed)  # fmt: skip
+    design = Design(min_seeds=study.min_seeds, max_seeds=study.max_seeds)
+    result, noisy = simulate_cell(cell, list(study.claims), [r.name for r in study.rows], _base(study, cell.study),
+                                  metrics=METRICS, design=design, replicates=replicates, seed=seed)  # fmt: skip
     return {**asdict(cell), "name": cell.name, "rows": noisy, "seed": seed, "replicates": replicates,
             "fwer": result.fwer, "fwer_upper": result.fwer_upper, "trials": result.trials}  # fmt: skip
 

@@ -249,6 +249,11 @@ class DesignWalk:
     """The controls the walk judged, and the rows compared with each, failed rows out."""
     dead: dict[str, str]
     """Rows out of the walk because their trials all failed (or their every control's did), each with why."""
+    rows: list[str]
+    """The rows the walk judged, in the study's order."""
+    max_seeds: int
+    """The design's max_seeds the walk ran at (a replay's: the most seeds a row that is no control ran, unless
+    given)."""
 
 
 def design_walk(
@@ -268,7 +273,8 @@ def design_walk(
     judged = looks(results, n_samples)  # never called before study.json: no row has a finished seed to look at
     walked = walk(judged, {r: have[r] for r in live}, live_controls, min_seeds=allocation.min_seeds,
                   max_seeds=allocation.max_seeds, error=allocation.error)  # fmt: skip
-    return DesignWalk(walked=walked, have=have, usable=usable, controls=live_controls, dead=dead)
+    return DesignWalk(walked=walked, have=have, usable=usable, controls=live_controls, dead=dead, rows=live,
+                      max_seeds=allocation.max_seeds)  # fmt: skip
 
 
 def decide(
@@ -323,7 +329,8 @@ def replay_walk(
     max_seeds = max_seeds or max(len(have.get(r, [])) for r in rows if r not in controls)
     walked = walk(looks(results, n_samples), {r: have[r] for r in rows}, controls, min_seeds=min_seeds,
                   max_seeds=max_seeds, error=error, archive=True)  # fmt: skip
-    return DesignWalk(walked=walked, have=have, usable=lambda row, n: have.get(row, [])[:n], controls=controls, dead={})
+    return DesignWalk(walked=walked, have=have, usable=lambda row, n: have.get(row, [])[:n], controls=controls,
+                      dead={}, rows=rows, max_seeds=max_seeds)  # fmt: skip
 
 
 Decide = Callable[..., Decision]

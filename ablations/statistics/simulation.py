@@ -257,6 +257,28 @@ def noisy_rows(claims: Sequence[Claim], base: str, count: int | Literal["all"]) 
     return order if count == "all" else order[:count]
 
 
+def simulate_cell(
+    cell: Cell,
+    claims: Sequence[Claim],
+    rows: Sequence[str],
+    base: str,
+    *,
+    metrics: Mapping[str, Metric],
+    design: Design,
+    replicates: int,
+    seed: int,
+) -> tuple[SimulationResult, list[str]]:
+    """One cell of the grid for a study's `claims` and `rows` at its `design`: its noisy rows (`noisy_rows`), the
+    scenario's effects with them as the nulls (the first claimed row where none is noisy), simulated. Returns the
+    result and the noisy rows; what `ablate simulate --grid` and the suite's grid tests both run."""
+    noisy = noisy_rows(claims, base, cell.noisy)
+    effects = scenario(cell.scenario, claims, base, nulls=noisy or noisy_rows(claims, base, 1), metrics=metrics)
+    spread = Spread(noisy, cell.ratio, cell.tails)
+    result = simulate(claims, rows, base, metrics=metrics, effects=effects, spread=spread, design=design,
+                      replicates=replicates, seed=seed)  # fmt: skip
+    return result, noisy
+
+
 def _verdicts(walked: Walk, comparisons: Sequence[Comparison], keys: Sequence[str]) -> dict[str, str]:
     """Each comparison's verdict as its row stopped with it (inconclusive where its row never stopped)."""
     stopped = walked.stopped()
@@ -385,4 +407,5 @@ __all__ = [
     "Tails",
     "scenario",
     "simulate",
+    "simulate_cell",
 ]

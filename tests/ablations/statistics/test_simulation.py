@@ -11,7 +11,7 @@ import os
 
 import pytest
 from ablate.ablations.commands.simulate import run_grid
-from ablate.ablations.statistics.simulation import Cell, Design, Spread, noisy_rows, scenario, simulate
+from ablate.ablations.statistics.simulation import Cell, Design, scenario, simulate, simulate_cell
 from ablate.ablations.study import load_study
 from ablate.lightning_modules.metrics import METRICS
 
@@ -44,10 +44,8 @@ tests/ablations/statistics/test_simulation.py` runs all of it."""
 
 def _cell(cell: Cell, replicates: int, seed: int):
     claims, rows, base, study = _study(cell.study)
-    noisy = noisy_rows(claims, base, cell.noisy)
-    effects = scenario(cell.scenario, claims, base, nulls=noisy or noisy_rows(claims, base, 1), metrics=METRICS)
-    return _run(cell.study, effects=effects, spread=Spread(noisy, cell.ratio, cell.tails), seed=seed,
-                replicates=replicates)  # fmt: skip
+    design = Design(min_seeds=study.min_seeds, max_seeds=study.max_seeds)
+    return simulate_cell(cell, claims, rows, base, metrics=METRICS, design=design, replicates=replicates, seed=seed)[0]
 
 
 CI_CELLS = (
